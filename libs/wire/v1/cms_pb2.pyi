@@ -1,0 +1,173 @@
+from epochal.wire.v1 import metadata_pb2 as _metadata_pb2
+from epochal.wire.v1 import paxos_pb2 as _paxos_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CommitRequest(_message.Message):
+    __slots__ = ("transformation", "entry_id")
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    transformation: _metadata_pb2.Transformation
+    entry_id: str
+    def __init__(self, transformation: _Optional[_Union[_metadata_pb2.Transformation, _Mapping]] = ..., entry_id: _Optional[str] = ...) -> None: ...
+
+class CommitResponse(_message.Message):
+    __slots__ = ("epoch", "duplicate")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    duplicate: bool
+    def __init__(self, epoch: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class LogEntry(_message.Message):
+    __slots__ = ("epoch", "transformation", "entry_id", "slot")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    transformation: _metadata_pb2.Transformation
+    entry_id: str
+    slot: int
+    def __init__(self, epoch: _Optional[int] = ..., transformation: _Optional[_Union[_metadata_pb2.Transformation, _Mapping]] = ..., entry_id: _Optional[str] = ..., slot: _Optional[int] = ...) -> None: ...
+
+class EntryIdRecord(_message.Message):
+    __slots__ = ("entry_id", "epoch", "digest")
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    epoch: int
+    digest: int
+    def __init__(self, entry_id: _Optional[str] = ..., epoch: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("metadata", "slot", "entry_ids")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _metadata_pb2.ClusterMetadata
+    slot: int
+    entry_ids: _containers.RepeatedCompositeFieldContainer[EntryIdRecord]
+    def __init__(self, metadata: _Optional[_Union[_metadata_pb2.ClusterMetadata, _Mapping]] = ..., slot: _Optional[int] = ..., entry_ids: _Optional[_Iterable[_Union[EntryIdRecord, _Mapping]]] = ...) -> None: ...
+
+class FetchLogRequest(_message.Message):
+    __slots__ = ("since_epoch", "max_entries", "include_entry_ids")
+    SINCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    since_epoch: int
+    max_entries: int
+    include_entry_ids: bool
+    def __init__(self, since_epoch: _Optional[int] = ..., max_entries: _Optional[int] = ..., include_entry_ids: _Optional[bool] = ...) -> None: ...
+
+class FetchLogResponse(_message.Message):
+    __slots__ = ("snapshot", "entries", "latest_epoch", "applied_slot", "has_more")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LATEST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_SLOT_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
+    latest_epoch: int
+    applied_slot: int
+    has_more: bool
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., latest_epoch: _Optional[int] = ..., applied_slot: _Optional[int] = ..., has_more: _Optional[bool] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("since_epoch",)
+    SINCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    since_epoch: int
+    def __init__(self, since_epoch: _Optional[int] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("snapshot", "entries", "latest_epoch")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LATEST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
+    latest_epoch: int
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., latest_epoch: _Optional[int] = ...) -> None: ...
+
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MemberInfo(_message.Message):
+    __slots__ = ("member_id", "address", "voter")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    address: str
+    voter: bool
+    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
+
+class DescribeResponse(_message.Message):
+    __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    BALLOT_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_SLOT_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    leader_id: str
+    epoch: int
+    snapshot_epochs: _containers.RepeatedScalarFieldContainer[int]
+    ballot: _paxos_pb2.Ballot
+    applied_slot: int
+    ready: bool
+    def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_paxos_pb2.PaxosMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ...) -> None: ...
+
+class StepResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_paxos_pb2.PaxosMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ...) -> None: ...
+
+class ForwardRequest(_message.Message):
+    __slots__ = ("commits",)
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    commits: _containers.RepeatedCompositeFieldContainer[CommitRequest]
+    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ...) -> None: ...
+
+class CommitOutcome(_message.Message):
+    __slots__ = ("committed", "error")
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    committed: CommitResponse
+    error: CommitError
+    def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ...) -> None: ...
+
+class CommitError(_message.Message):
+    __slots__ = ("code", "message", "rule")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    rule: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ...) -> None: ...
+
+class ForwardResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[CommitOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[CommitOutcome, _Mapping]]] = ...) -> None: ...
