@@ -1,0 +1,658 @@
+"""A multi-Paxos member with no I/O.
+
+Theory of operation
+-------------------
+The member is fed messages (``step``), clock readings (``tick``) and values to propose
+(``propose``); it never reads a clock, sleeps, sends or writes. Each call may leave work in a
+``Ready`` (``take_ready``) that the shell performs in this order:
+
+1. send ``messages`` (Prepare, Accept, Commit, catch-up: proposer and learner traffic);
+2. make ``persist_promise`` and ``persist_accepted`` durable, in the order Readies were taken;
+3. only then send ``messages_after_persist`` (Promise, Accepted: an acceptor's vote counts only
+   once it is durable — a quorum of durable accepts is the commit point);
+4. apply the ``chosen`` slots, in order.
+
+Messages addressed to this member itself go through the same path: the leader is also an
+acceptor and its own vote is a message it sends itself, so its disk write overlaps the
+followers' instead of preceding them.
+
+Roles are follower, candidate and leader. A candidate picks a ballot above every round it has
+seen and runs phase 1 once for every slot after its chosen prefix; with promises from a quorum
+of every configuration governing that span it becomes leader, re-proposes the highest-ballot
+value it learned for each open slot (a no-op where none was accepted), then runs phase 2 per
+slot. At most ``max_in_flight_slots`` (α) slots are proposed and not chosen; values queue and
+are batched into the next free slot. Any higher ballot makes a candidate or leader a follower.
+
+Learning: ``Accept`` and ``Commit`` carry the leader's chosen prefix; a follower marks a slot
+chosen when it accepted that slot in the same ballot (a leader proposes one value per slot per
+ballot) and otherwise asks the sender for the chosen values (catch-up). A member that asks for
+slots the peer has compacted is told so and must copy the peer's state (``StateTransfer``).
+
+Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
+by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
+value or was compacted; chosen slots are delivered exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from epochal.paxos.ballot import ZERO_BALLOT, Ballot
+from epochal.paxos.errors import NotLeader, Overloaded
+from epochal.paxos.membership import Membership
+from epochal.paxos.messages import (
+    NOOP,
+    Accept,
+    Accepted,
+    AcceptedSlot,
+    CatchUpReply,
+    CatchUpRequest,
+    ChosenSlot,
+    Commit,
+    Message,
+    Nack,
+    Prepare,
+    Promise,
+    SlotValue,
+)
+from epochal.paxos.ready import Ready, StateTransfer
+from epochal.paxos.settings import BUG_REPLY_BEFORE_DURABLE, BUG_SKIP_REPROPOSAL, PaxosSettings
+
+
+class Role(enum.Enum):
+    FOLLOWER = "follower"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+@dataclass(slots=True)
+class _Slot:
+    accepted_ballot: Ballot | None = None
+    accepted_value: SlotValue | None = None
+    chosen_value: SlotValue | None = None
+
+
+@dataclass(slots=True)
+class _Proposal:
+    value: SlotValue
+    sent_ms: int
+    acks: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters for coverage and metrics (plain state; no clock or I/O)."""
+
+    elections_started: int = 0
+    leader_changes: int = 0
+    reproposed_values: int = 0
+    noop_fills: int = 0
+    slots_proposed: int = 0
+    values_proposed: int = 0
+    catch_up_requests: int = 0
+    state_transfers: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStatus:
+    node_id: str
+    role: Role
+    leader_id: str | None
+    ballot: Ballot | None
+    promised: Ballot
+    chosen_up_to: int
+    in_flight_slots: int
+    pending_values: int
+
+
+class _Outbox:
+    """Accumulates one Ready."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.after_persist: list[Message] = []
+        self.promise: Ballot | None = None
+        self.accepted: dict[int, AcceptedSlot] = {}
+        self.chosen: list[ChosenSlot] = []
+        self.dropped: list[bytes] = []
+        self.state_transfer: StateTransfer | None = None
+
+    def freeze(self) -> Ready:
+        return Ready(
+            messages=tuple(self.messages),
+            persist_promise=self.promise,
+            persist_accepted=tuple(self.accepted[s] for s in sorted(self.accepted)),
+            messages_after_persist=tuple(self.after_persist),
+            chosen=tuple(self.chosen),
+            dropped_values=tuple(self.dropped),
+            state_transfer=self.state_transfer,
+        )
+
+
+class PaxosNode:
+    """One member: acceptor, learner, and proposer when leader. Not thread-safe."""
+
+    def __init__(
+        self,
+        node_id: str,
+        membership: Membership,
+        settings: PaxosSettings,
+        random_fraction: Callable[[], float],
+        now_ms: int,
+        *,
+        promised: Ballot = ZERO_BALLOT,
+        accepted: Iterable[AcceptedSlot] = (),
+        chosen_up_to: int = 0,
+    ) -> None:
+        """Start, or restart from durable state: the promise, the accepted slots, and the
+        prefix of slots already applied (compacted) by the shell."""
+        self.node_id = node_id
+        self.membership = membership
+        self.settings = settings
+        self.stats = Stats()
+        self._random_fraction = random_fraction
+        self._now_ms = now_ms
+        self._out = _Outbox()
+
+        self._promised = promised
+        self._max_round_seen = promised.round
+        self._log: dict[int, _Slot] = {}
+        for record in accepted:
+            if record.slot > chosen_up_to:
+                self._log[record.slot] = _Slot(record.ballot, record.value)
+        self._chosen_up_to = chosen_up_to
+        self._compacted_up_to = chosen_up_to
+        self._delivered_up_to = chosen_up_to
+        self._catch_up_retry_ms = 0
+        # The highest chosen prefix a peer reported and who reported it (leader catch-up).
+        self._catch_up_target = 0
+        self._catch_up_peer: str | None = None
+
+        self._role = Role.FOLLOWER
+        self._leader_id: str | None = None
+        self._ballot: Ballot | None = None  # own ballot as candidate/leader
+        self._election_deadline_ms = 0
+        self._reset_election_deadline()
+
+        self._promises: dict[str, Promise] = {}
+        self._prepare_from = 0
+        self._prepare_sent_ms = 0
+        self._proposals: dict[int, _Proposal] = {}
+        self._queue: deque[bytes] = deque()
+        self._next_slot = 0
+        self._next_heartbeat_ms = 0
+
+    # ------------------------------------------------------------------ public view
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def is_leader(self) -> bool:
+        return self._role is Role.LEADER
+
+    @property
+    def leader_id(self) -> str | None:
+        return self._leader_id
+
+    @property
+    def chosen_up_to(self) -> int:
+        return self._chosen_up_to
+
+    @property
+    def in_flight_slots(self) -> int:
+        return len(self._proposals)
+
+    @property
+    def idle_leader(self) -> bool:
+        """Leader with nothing proposed or queued and its whole chosen prefix delivered: the
+        state the CMS validates a new batch against is exactly the tail of the log."""
+        return (
+            self._role is Role.LEADER
+            and not self._proposals
+            and not self._queue
+            and self._next_slot == self._chosen_up_to + 1
+        )
+
+    def status(self) -> NodeStatus:
+        return NodeStatus(
+            node_id=self.node_id,
+            role=self._role,
+            leader_id=self._leader_id,
+            ballot=self._ballot,
+            promised=self._promised,
+            chosen_up_to=self._chosen_up_to,
+            in_flight_slots=len(self._proposals),
+            pending_values=len(self._queue),
+        )
+
+    def take_ready(self) -> Ready:
+        ready = self._out.freeze()
+        self._out = _Outbox()
+        return ready
+
+    # ------------------------------------------------------------------ inputs
+
+    def tick(self, now_ms: int) -> None:
+        self._now_ms = max(self._now_ms, now_ms)
+        if self._role is Role.LEADER:
+            self._tick_leader()
+        elif self._now_ms >= self._election_deadline_ms:
+            self._start_election()
+        elif self._role is Role.CANDIDATE:
+            self._retransmit_prepare()
+
+    def propose(self, values: Sequence[bytes], now_ms: int) -> None:
+        """Queue values for the next free slots; raises NotLeader or Overloaded."""
+        self._now_ms = max(self._now_ms, now_ms)
+        if self._role is not Role.LEADER:
+            raise NotLeader(self._leader_id)
+        if len(self._queue) + len(values) > self.settings.max_pending_values:
+            raise Overloaded(len(self._queue), self.settings.max_pending_values)
+        self._queue.extend(values)
+        self._fill_slots()
+
+    def step(self, message: Message, now_ms: int) -> None:
+        self._now_ms = max(self._now_ms, now_ms)
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"not a Paxos message: {type(message).__name__}")
+        handler(self, message)
+
+    def compact(self, up_to: int) -> None:
+        """Forget slots up to ``up_to``: the shell has applied them durably."""
+        assert up_to <= self._delivered_up_to, (up_to, self._delivered_up_to)
+        if up_to <= self._compacted_up_to:
+            return
+        for slot in [s for s in self._log if s <= up_to]:
+            del self._log[slot]
+        self._compacted_up_to = up_to
+
+    def install_state(self, up_to: int) -> None:
+        """The shell copied a peer's state through slot ``up_to``."""
+        if up_to <= self._chosen_up_to:
+            return
+        self.stats.state_transfers += 1
+        for slot in [s for s in self._log if s <= up_to]:
+            del self._log[slot]
+        self._chosen_up_to = self._compacted_up_to = self._delivered_up_to = up_to
+        self._catch_up_retry_ms = 0
+        self._advance_chosen()
+
+    def set_membership(self, membership: Membership) -> None:
+        self.membership = membership
+
+    # ------------------------------------------------------------------ acceptor
+
+    def _on_prepare(self, m: Prepare) -> None:
+        self._observe(m.ballot)
+        if m.ballot < self._promised:
+            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
+            return
+        self._promise(m.ballot, m.src)
+        if m.src != self.node_id:
+            self._reset_election_deadline()
+        accepted = tuple(
+            AcceptedSlot(slot=s, ballot=slot.accepted_ballot, value=slot.accepted_value)
+            for s, slot in sorted(self._log.items())
+            if s >= m.from_slot
+            and slot.accepted_ballot is not None
+            and slot.accepted_value is not None
+        )
+        reply = Promise(
+            src=self.node_id,
+            dst=m.src,
+            ballot=m.ballot,
+            accepted=accepted,
+            chosen_up_to=self._chosen_up_to,
+        )
+        self._send_acceptor_reply(reply)
+
+    def _on_accept(self, m: Accept) -> None:
+        self._observe(m.ballot)
+        if m.ballot < self._promised:
+            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
+            return
+        self._promise(m.ballot, m.src)
+        self._follow(m.src, m.ballot)
+        slot = self._log.get(m.slot)
+        already_chosen = m.slot <= self._compacted_up_to or (
+            slot is not None and slot.chosen_value is not None
+        )
+        if not already_chosen:
+            # A leader proposes one value per slot per ballot, and promised <= m.ballot here,
+            # so this never replaces an accept of a higher ballot.
+            if slot is None:
+                slot = self._log[m.slot] = _Slot()
+            slot.accepted_ballot = m.ballot
+            slot.accepted_value = m.value
+            self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
+        self._send_acceptor_reply(
+            Accepted(src=self.node_id, dst=m.src, ballot=m.ballot, slot=m.slot)
+        )
+        self._learn(m.ballot, m.chosen_up_to, m.src)
+
+    def _on_commit(self, m: Commit) -> None:
+        self._observe(m.ballot)
+        if m.ballot < self._promised:
+            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
+            return
+        self._follow(m.src, m.ballot)
+        self._learn(m.ballot, m.chosen_up_to, m.src)
+
+    def _promise(self, ballot: Ballot, src: str) -> None:
+        if ballot > self._promised:
+            self._promised = ballot
+            self._out.promise = ballot
+            if src != self.node_id and self._role is not Role.FOLLOWER:
+                self._become_follower()
+
+    def _send_acceptor_reply(self, reply: Message) -> None:
+        if BUG_REPLY_BEFORE_DURABLE in self.settings.planted_bugs:
+            self._out.messages.append(reply)
+        else:
+            self._out.after_persist.append(reply)
+
+    # ------------------------------------------------------------------ learner
+
+    def _follow(self, leader_id: str, ballot: Ballot) -> None:
+        if leader_id == self.node_id:
+            return
+        if self._role is not Role.FOLLOWER:
+            self._become_follower()
+        self._leader_id = leader_id
+        self._reset_election_deadline()
+
+    def _learn(self, ballot: Ballot, leader_chosen_up_to: int, src: str) -> None:
+        if leader_chosen_up_to <= self._chosen_up_to:
+            return
+        for s, slot in self._log.items():
+            if (
+                self._chosen_up_to < s <= leader_chosen_up_to
+                and slot.chosen_value is None
+                and slot.accepted_ballot == ballot
+            ):
+                slot.chosen_value = slot.accepted_value
+        self._advance_chosen()
+        if self._chosen_up_to < leader_chosen_up_to:
+            self._request_catch_up(src)
+
+    def _advance_chosen(self) -> None:
+        while True:
+            slot = self._log.get(self._chosen_up_to + 1)
+            if slot is None or slot.chosen_value is None:
+                break
+            self._chosen_up_to += 1
+        while self._delivered_up_to < self._chosen_up_to:
+            self._delivered_up_to += 1
+            value = self._log[self._delivered_up_to].chosen_value
+            assert value is not None
+            self._out.chosen.append(ChosenSlot(slot=self._delivered_up_to, value=value))
+        if self._role is Role.LEADER:
+            self._fill_slots()
+
+    def _request_catch_up(self, peer: str, *, force: bool = False) -> None:
+        if peer == self.node_id or (not force and self._now_ms < self._catch_up_retry_ms):
+            return
+        self.stats.catch_up_requests += 1
+        self._catch_up_retry_ms = self._now_ms + self.settings.retransmit_interval_ms
+        self._send(CatchUpRequest(src=self.node_id, dst=peer, from_slot=self._chosen_up_to + 1))
+
+    def _on_catch_up_request(self, m: CatchUpRequest) -> None:
+        if m.from_slot <= self._compacted_up_to:
+            reply = CatchUpReply(
+                src=self.node_id,
+                dst=m.src,
+                chosen=(),
+                chosen_up_to=self._chosen_up_to,
+                compacted_up_to=self._compacted_up_to,
+            )
+        else:
+            last = min(self._chosen_up_to, m.from_slot + self.settings.max_catch_up_slots - 1)
+            chosen = []
+            for s in range(m.from_slot, last + 1):
+                value = self._log[s].chosen_value
+                assert value is not None
+                chosen.append(ChosenSlot(slot=s, value=value))
+            reply = CatchUpReply(
+                src=self.node_id,
+                dst=m.src,
+                chosen=tuple(chosen),
+                chosen_up_to=self._chosen_up_to,
+                compacted_up_to=0,
+            )
+        self._send(reply)
+
+    def _on_catch_up_reply(self, m: CatchUpReply) -> None:
+        if not m.chosen:
+            if m.compacted_up_to > self._chosen_up_to:
+                self._out.state_transfer = StateTransfer(peer=m.src, up_to=m.compacted_up_to)
+            return
+        for record in m.chosen:
+            if record.slot > self._chosen_up_to:
+                slot = self._log.setdefault(record.slot, _Slot())
+                slot.chosen_value = record.value
+        self._advance_chosen()
+        if self._chosen_up_to < m.chosen_up_to:
+            self._request_catch_up(m.src, force=True)
+
+    # ------------------------------------------------------------------ candidate
+
+    def _start_election(self) -> None:
+        self.stats.elections_started += 1
+        self._drop_leader_state()
+        self._role = Role.CANDIDATE
+        self._leader_id = None
+        self._ballot = Ballot(self._max_round_seen + 1, self.node_id)
+        self._observe(self._ballot)
+        self._promises = {}
+        self._prepare_from = self._chosen_up_to + 1
+        self._reset_election_deadline()
+        self._send_prepare(self._voters_for_prepare())
+
+    def _voters_for_prepare(self) -> frozenset[str]:
+        voters: set[str] = set()
+        for configuration in self.membership.spanning(self._prepare_from):
+            voters |= configuration.voters
+        return frozenset(voters)
+
+    def _send_prepare(self, targets: Iterable[str]) -> None:
+        assert self._ballot is not None
+        self._prepare_sent_ms = self._now_ms
+        for target in sorted(targets):
+            self._send(
+                Prepare(
+                    src=self.node_id, dst=target, ballot=self._ballot, from_slot=self._prepare_from
+                )
+            )
+
+    def _retransmit_prepare(self) -> None:
+        if self._now_ms - self._prepare_sent_ms >= self.settings.retransmit_interval_ms:
+            self._send_prepare(self._voters_for_prepare() - self._promises.keys())
+
+    def _on_promise(self, m: Promise) -> None:
+        self._observe(m.ballot)
+        if self._role is not Role.CANDIDATE or m.ballot != self._ballot:
+            return
+        self._promises[m.src] = m
+        promised = set(self._promises)
+        if all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
+            self._become_leader()
+
+    def _on_nack(self, m: Nack) -> None:
+        self._observe(m.promised)
+        if self._role is not Role.FOLLOWER and m.ballot == self._ballot and m.promised > m.ballot:
+            self._become_follower()
+
+    # ------------------------------------------------------------------ leader
+
+    def _become_leader(self) -> None:
+        assert self._ballot is not None
+        self._role = Role.LEADER
+        self._leader_id = self.node_id
+        self.stats.leader_changes += 1
+        best, max_chosen, most_advanced = self._merge_promises()
+        last_slot = max([max_chosen, *best])
+        for s in range(max_chosen + 1, last_slot + 1):
+            self._send_proposal(s, self._reproposal_value(best.get(s)))
+        self._next_slot = last_slot + 1
+        self._catch_up_target, self._catch_up_peer = max_chosen, most_advanced
+        if self._chosen_up_to < max_chosen:
+            self._request_catch_up(most_advanced, force=True)
+        self._broadcast_commit()
+        self._fill_slots()
+
+    def _merge_promises(self) -> tuple[dict[int, AcceptedSlot], int, str]:
+        """Highest-ballot accepted value per open slot, the highest chosen prefix reported,
+        and who reported it."""
+        max_chosen = self._chosen_up_to
+        most_advanced = self.node_id
+        for promise in self._promises.values():
+            if promise.chosen_up_to > max_chosen:
+                max_chosen, most_advanced = promise.chosen_up_to, promise.src
+        best: dict[int, AcceptedSlot] = {}
+        for promise in self._promises.values():
+            for record in promise.accepted:
+                if record.slot <= max_chosen:
+                    continue
+                current = best.get(record.slot)
+                if current is None or record.ballot > current.ballot:
+                    best[record.slot] = record
+        return best, max_chosen, most_advanced
+
+    def _reproposal_value(self, record: AcceptedSlot | None) -> SlotValue:
+        if record is None or BUG_SKIP_REPROPOSAL in self.settings.planted_bugs:
+            self.stats.noop_fills += 1
+            return NOOP
+        self.stats.reproposed_values += len(record.value)
+        if not record.value:
+            self.stats.noop_fills += 1
+        return record.value
+
+    def _fill_slots(self) -> None:
+        alpha = self.settings.max_in_flight_slots
+        while (
+            self._queue
+            and len(self._proposals) < alpha
+            and self._next_slot <= self._chosen_up_to + alpha
+        ):
+            batch = self._take_batch()
+            self.stats.values_proposed += len(batch)
+            self._send_proposal(self._next_slot, batch)
+            self._next_slot += 1
+
+    def _take_batch(self) -> SlotValue:
+        batch: list[bytes] = []
+        size = 0
+        while self._queue and len(batch) < self.settings.max_batch_values:
+            value = self._queue[0]
+            if batch and size + len(value) > self.settings.max_batch_bytes:
+                break
+            batch.append(self._queue.popleft())
+            size += len(value)
+        return tuple(batch)
+
+    def _send_proposal(self, slot: int, value: SlotValue) -> None:
+        self.stats.slots_proposed += 1
+        self._proposals[slot] = _Proposal(value=value, sent_ms=self._now_ms)
+        self._send_accepts(slot, self.membership.governing(slot).voters)
+
+    def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
+        assert self._ballot is not None
+        value = self._proposals[slot].value
+        for target in sorted(targets):
+            self._send(
+                Accept(
+                    src=self.node_id,
+                    dst=target,
+                    ballot=self._ballot,
+                    slot=slot,
+                    value=value,
+                    chosen_up_to=self._chosen_up_to,
+                )
+            )
+
+    def _on_accepted(self, m: Accepted) -> None:
+        if self._role is not Role.LEADER or m.ballot != self._ballot:
+            return
+        proposal = self._proposals.get(m.slot)
+        if proposal is None:
+            return
+        proposal.acks.add(m.src)
+        if not self.membership.governing(m.slot).is_quorum(proposal.acks):
+            return
+        del self._proposals[m.slot]
+        if m.slot > self._compacted_up_to:
+            slot = self._log.setdefault(m.slot, _Slot())
+            if slot.chosen_value is None:
+                slot.chosen_value = proposal.value
+        self._advance_chosen()
+        if not self._proposals:
+            # Idle: tell followers now rather than at the next heartbeat.
+            self._broadcast_commit()
+
+    def _tick_leader(self) -> None:
+        if self._now_ms >= self._next_heartbeat_ms:
+            self._broadcast_commit()
+        if self._catch_up_peer is not None and self._chosen_up_to < self._catch_up_target:
+            # Nobody sends the leader heartbeats, so it retries its own catch-up.
+            self._request_catch_up(self._catch_up_peer)
+        for slot, proposal in sorted(self._proposals.items()):
+            if self._now_ms - proposal.sent_ms >= self.settings.retransmit_interval_ms:
+                proposal.sent_ms = self._now_ms
+                missing = self.membership.governing(slot).voters - proposal.acks
+                self._send_accepts(slot, missing)
+
+    def _broadcast_commit(self) -> None:
+        assert self._ballot is not None
+        self._next_heartbeat_ms = self._now_ms + self.settings.heartbeat_interval_ms
+        for target in sorted(self.membership.everyone(self._chosen_up_to + 1) - {self.node_id}):
+            self._send(
+                Commit(
+                    src=self.node_id,
+                    dst=target,
+                    ballot=self._ballot,
+                    chosen_up_to=self._chosen_up_to,
+                )
+            )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _become_follower(self) -> None:
+        self._drop_leader_state()
+        self._role = Role.FOLLOWER
+        self._ballot = None
+        self._leader_id = None
+        self._reset_election_deadline()
+
+    def _drop_leader_state(self) -> None:
+        self._out.dropped.extend(self._queue)
+        self._queue.clear()
+        self._proposals.clear()
+        self._promises = {}
+
+    def _observe(self, ballot: Ballot) -> None:
+        self._max_round_seen = max(self._max_round_seen, ballot.round)
+
+    def _reset_election_deadline(self) -> None:
+        timeout = self.settings.election_timeout_ms
+        self._election_deadline_ms = self._now_ms + timeout + int(timeout * self._random_fraction())
+
+    def _send(self, message: Message) -> None:
+        self._out.messages.append(message)
+
+
+_HANDLERS: dict[type, Callable[[PaxosNode, Message], None]] = {
+    Prepare: PaxosNode._on_prepare,  # type: ignore[dict-item]
+    Promise: PaxosNode._on_promise,  # type: ignore[dict-item]
+    Nack: PaxosNode._on_nack,  # type: ignore[dict-item]
+    Accept: PaxosNode._on_accept,  # type: ignore[dict-item]
+    Accepted: PaxosNode._on_accepted,  # type: ignore[dict-item]
+    Commit: PaxosNode._on_commit,  # type: ignore[dict-item]
+    CatchUpRequest: PaxosNode._on_catch_up_request,  # type: ignore[dict-item]
+    CatchUpReply: PaxosNode._on_catch_up_reply,  # type: ignore[dict-item]
+}

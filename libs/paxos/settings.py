@@ -1,0 +1,48 @@
+"""Bounds and timers of a Paxos member, checked when built (STYLE habit 6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Test-only switches that plant known bugs, so the simulator can show it catches them.
+BUG_SKIP_REPROPOSAL = "skip_reproposal"  # a new leader fills open slots with no-ops
+BUG_REPLY_BEFORE_DURABLE = "reply_before_durable"  # acceptor replies before its write is durable
+KNOWN_BUGS = frozenset({BUG_SKIP_REPROPOSAL, BUG_REPLY_BEFORE_DURABLE})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PaxosSettings:
+    # α: at most this many slots proposed and not yet chosen. Slot s is governed by the
+    # membership applied at slot s - α, so a leader always knows the voters of what it proposes.
+    max_in_flight_slots: int = 1
+    max_batch_values: int = 256
+    max_batch_bytes: int = 1 << 20
+    max_pending_values: int = 10_000
+    max_catch_up_slots: int = 64
+    heartbeat_interval_ms: int = 50
+    election_timeout_ms: int = 300
+    retransmit_interval_ms: int = 100
+    planted_bugs: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        positive = {
+            "max_in_flight_slots": self.max_in_flight_slots,
+            "max_batch_values": self.max_batch_values,
+            "max_batch_bytes": self.max_batch_bytes,
+            "max_pending_values": self.max_pending_values,
+            "max_catch_up_slots": self.max_catch_up_slots,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "election_timeout_ms": self.election_timeout_ms,
+            "retransmit_interval_ms": self.retransmit_interval_ms,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"PaxosSettings.{name} must be > 0, got {value}")
+        if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
+            raise ValueError(
+                "PaxosSettings.election_timeout_ms must be at least twice heartbeat_interval_ms "
+                f"(got {self.election_timeout_ms} and {self.heartbeat_interval_ms})"
+            )
+        unknown = self.planted_bugs - KNOWN_BUGS
+        if unknown:
+            raise ValueError(f"unknown planted bugs {sorted(unknown)}; known: {sorted(KNOWN_BUGS)}")
