@@ -111,7 +111,7 @@ class MemberInfo(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready")
+    __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready", "snapshots_installed")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class DescribeResponse(_message.Message):
     BALLOT_FIELD_NUMBER: _ClassVar[int]
     APPLIED_SLOT_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_INSTALLED_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
     leader_id: str
@@ -128,7 +129,8 @@ class DescribeResponse(_message.Message):
     ballot: _paxos_pb2.Ballot
     applied_slot: int
     ready: bool
-    def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
+    snapshots_installed: int
+    def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ..., snapshots_installed: _Optional[int] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("messages",)
@@ -171,3 +173,13 @@ class ForwardResponse(_message.Message):
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     outcomes: _containers.RepeatedCompositeFieldContainer[CommitOutcome]
     def __init__(self, outcomes: _Optional[_Iterable[_Union[CommitOutcome, _Mapping]]] = ...) -> None: ...
+
+class ProposalItem(_message.Message):
+    __slots__ = ("transformation", "entry_id", "digest")
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    transformation: bytes
+    entry_id: str
+    digest: int
+    def __init__(self, transformation: _Optional[bytes] = ..., entry_id: _Optional[str] = ..., digest: _Optional[int] = ...) -> None: ...

@@ -233,7 +233,7 @@ class CMS:
             _registered_method=True)
 
 
-class CMSMemberStub:
+class CMSPeerStub:
     """Internal: between CMS members only.
     """
 
@@ -244,18 +244,18 @@ class CMSMemberStub:
             channel: A grpc.Channel.
         """
         self.Step = channel.unary_unary(
-                '/epochal.v1.CMSMember/Step',
+                '/epochal.v1.CMSPeer/Step',
                 request_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.FromString,
                 _registered_method=True)
         self.Forward = channel.unary_unary(
-                '/epochal.v1.CMSMember/Forward',
+                '/epochal.v1.CMSPeer/Forward',
                 request_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardResponse.FromString,
                 _registered_method=True)
 
 
-class CMSMemberServicer:
+class CMSPeerServicer:
     """Internal: between CMS members only.
     """
 
@@ -274,7 +274,7 @@ class CMSMemberServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_CMSMemberServicer_to_server(servicer, server):
+def add_CMSPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Step': grpc.unary_unary_rpc_method_handler(
                     servicer.Step,
@@ -288,13 +288,13 @@ def add_CMSMemberServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'epochal.v1.CMSMember', rpc_method_handlers)
+            'epochal.v1.CMSPeer', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('epochal.v1.CMSMember', rpc_method_handlers)
+    server.add_registered_method_handlers('epochal.v1.CMSPeer', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class CMSMember:
+class CMSPeer:
     """Internal: between CMS members only.
     """
 
@@ -312,7 +312,7 @@ class CMSMember:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/epochal.v1.CMSMember/Step',
+            '/epochal.v1.CMSPeer/Step',
             epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.SerializeToString,
             epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.FromString,
             options,
@@ -339,7 +339,7 @@ class CMSMember:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/epochal.v1.CMSMember/Forward',
+            '/epochal.v1.CMSPeer/Forward',
             epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardRequest.SerializeToString,
             epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardResponse.FromString,
             options,

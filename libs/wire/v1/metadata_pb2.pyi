@@ -1,17 +1,330 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COLUMN_TYPE_UNSPECIFIED: _ClassVar[ColumnType]
+    TEXT: _ClassVar[ColumnType]
+    INT: _ClassVar[ColumnType]
+    BIGINT: _ClassVar[ColumnType]
+    BOOLEAN: _ClassVar[ColumnType]
+    DOUBLE: _ClassVar[ColumnType]
+    BLOB: _ClassVar[ColumnType]
+    UUID: _ClassVar[ColumnType]
+    TIMESTAMP: _ClassVar[ColumnType]
+
+class ReplicationType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLICATION_TYPE_UNSPECIFIED: _ClassVar[ReplicationType]
+    UNTRACKED: _ClassVar[ReplicationType]
+    TRACKED: _ClassVar[ReplicationType]
+
+class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
+    REGISTERED: _ClassVar[NodeState]
+    JOINING: _ClassVar[NodeState]
+    JOINED: _ClassVar[NodeState]
+    LEAVING: _ClassVar[NodeState]
+    LEFT: _ClassVar[NodeState]
+    MOVING: _ClassVar[NodeState]
+    REPLACING: _ClassVar[NodeState]
+COLUMN_TYPE_UNSPECIFIED: ColumnType
+TEXT: ColumnType
+INT: ColumnType
+BIGINT: ColumnType
+BOOLEAN: ColumnType
+DOUBLE: ColumnType
+BLOB: ColumnType
+UUID: ColumnType
+TIMESTAMP: ColumnType
+REPLICATION_TYPE_UNSPECIFIED: ReplicationType
+UNTRACKED: ReplicationType
+TRACKED: ReplicationType
+NODE_STATE_UNSPECIFIED: NodeState
+REGISTERED: NodeState
+JOINING: NodeState
+JOINED: NodeState
+LEAVING: NodeState
+LEFT: NodeState
+MOVING: NodeState
+REPLACING: NodeState
+
+class SimpleStrategy(_message.Message):
+    __slots__ = ("replication_factor",)
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    replication_factor: int
+    def __init__(self, replication_factor: _Optional[int] = ...) -> None: ...
+
+class NetworkTopologyStrategy(_message.Message):
+    __slots__ = ("datacenters",)
+    class DatacentersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DATACENTERS_FIELD_NUMBER: _ClassVar[int]
+    datacenters: _containers.ScalarMap[str, int]
+    def __init__(self, datacenters: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ReplicationParams(_message.Message):
+    __slots__ = ("simple", "network_topology")
+    SIMPLE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    simple: SimpleStrategy
+    network_topology: NetworkTopologyStrategy
+    def __init__(self, simple: _Optional[_Union[SimpleStrategy, _Mapping]] = ..., network_topology: _Optional[_Union[NetworkTopologyStrategy, _Mapping]] = ...) -> None: ...
+
+class Column(_message.Message):
+    __slots__ = ("name", "type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: ColumnType
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ...) -> None: ...
+
+class Table(_message.Message):
+    __slots__ = ("keyspace", "name", "id", "columns", "partition_key", "clustering_key", "options", "created_epoch")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    name: str
+    id: str
+    columns: _containers.RepeatedCompositeFieldContainer[Column]
+    partition_key: _containers.RepeatedScalarFieldContainer[str]
+    clustering_key: _containers.RepeatedScalarFieldContainer[str]
+    options: _containers.ScalarMap[str, str]
+    created_epoch: int
+    def __init__(self, keyspace: _Optional[str] = ..., name: _Optional[str] = ..., id: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., partition_key: _Optional[_Iterable[str]] = ..., clustering_key: _Optional[_Iterable[str]] = ..., options: _Optional[_Mapping[str, str]] = ..., created_epoch: _Optional[int] = ...) -> None: ...
+
+class Keyspace(_message.Message):
+    __slots__ = ("name", "replication", "replication_type", "options", "tables", "created_epoch")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replication: ReplicationParams
+    replication_type: ReplicationType
+    options: _containers.ScalarMap[str, str]
+    tables: _containers.RepeatedCompositeFieldContainer[Table]
+    created_epoch: int
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[_Union[ReplicationParams, _Mapping]] = ..., replication_type: _Optional[_Union[ReplicationType, str]] = ..., options: _Optional[_Mapping[str, str]] = ..., tables: _Optional[_Iterable[_Union[Table, _Mapping]]] = ..., created_epoch: _Optional[int] = ...) -> None: ...
+
+class NodeInfo(_message.Message):
+    __slots__ = ("node_id", "address", "datacenter", "rack", "state", "version", "registered_epoch")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATACENTER_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    datacenter: str
+    rack: str
+    state: NodeState
+    version: str
+    registered_epoch: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., version: _Optional[str] = ..., registered_epoch: _Optional[int] = ...) -> None: ...
+
+class CMSMember(_message.Message):
+    __slots__ = ("member_id", "address")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    address: str
+    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
 class ClusterMetadata(_message.Message):
-    __slots__ = ("epoch",)
+    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    CMS_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_NODE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     epoch: int
-    def __init__(self, epoch: _Optional[int] = ...) -> None: ...
+    keyspaces: _containers.RepeatedCompositeFieldContainer[Keyspace]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
+    cms_members: _containers.RepeatedCompositeFieldContainer[CMSMember]
+    next_node_number: int
+    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ...) -> None: ...
+
+class InitializeCMS(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[CMSMember]
+    def __init__(self, members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ...) -> None: ...
+
+class CreateKeyspace(_message.Message):
+    __slots__ = ("name", "replication", "replication_type", "options")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replication: ReplicationParams
+    replication_type: ReplicationType
+    options: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[_Union[ReplicationParams, _Mapping]] = ..., replication_type: _Optional[_Union[ReplicationType, str]] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AlterKeyspace(_message.Message):
+    __slots__ = ("name", "options", "replication", "replication_type")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    options: _containers.ScalarMap[str, str]
+    replication: ReplicationParams
+    replication_type: ReplicationType
+    def __init__(self, name: _Optional[str] = ..., options: _Optional[_Mapping[str, str]] = ..., replication: _Optional[_Union[ReplicationParams, _Mapping]] = ..., replication_type: _Optional[_Union[ReplicationType, str]] = ...) -> None: ...
+
+class DropKeyspace(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateTable(_message.Message):
+    __slots__ = ("keyspace", "name", "columns", "partition_key", "clustering_key", "options")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    name: str
+    columns: _containers.RepeatedCompositeFieldContainer[Column]
+    partition_key: _containers.RepeatedScalarFieldContainer[str]
+    clustering_key: _containers.RepeatedScalarFieldContainer[str]
+    options: _containers.ScalarMap[str, str]
+    def __init__(self, keyspace: _Optional[str] = ..., name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., partition_key: _Optional[_Iterable[str]] = ..., clustering_key: _Optional[_Iterable[str]] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AlterTable(_message.Message):
+    __slots__ = ("keyspace", "name", "add_columns", "drop_columns", "options")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    DROP_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    name: str
+    add_columns: _containers.RepeatedCompositeFieldContainer[Column]
+    drop_columns: _containers.RepeatedScalarFieldContainer[str]
+    options: _containers.ScalarMap[str, str]
+    def __init__(self, keyspace: _Optional[str] = ..., name: _Optional[str] = ..., add_columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., drop_columns: _Optional[_Iterable[str]] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DropTable(_message.Message):
+    __slots__ = ("keyspace", "name")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    name: str
+    def __init__(self, keyspace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class Register(_message.Message):
+    __slots__ = ("address", "datacenter", "rack", "version")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATACENTER_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    datacenter: str
+    rack: str
+    version: str
+    def __init__(self, address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Unregister(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class TriggerSnapshot(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class Transformation(_message.Message):
-    __slots__ = ("kind",)
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    kind: str
-    def __init__(self, kind: _Optional[str] = ...) -> None: ...
+    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot")
+    INITIALIZE_CMS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    ALTER_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    DROP_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TABLE_FIELD_NUMBER: _ClassVar[int]
+    ALTER_TABLE_FIELD_NUMBER: _ClassVar[int]
+    DROP_TABLE_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    UNREGISTER_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    initialize_cms: InitializeCMS
+    create_keyspace: CreateKeyspace
+    alter_keyspace: AlterKeyspace
+    drop_keyspace: DropKeyspace
+    create_table: CreateTable
+    alter_table: AlterTable
+    drop_table: DropTable
+    register: Register
+    unregister: Unregister
+    trigger_snapshot: TriggerSnapshot
+    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ...) -> None: ...

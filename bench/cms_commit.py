@@ -1,0 +1,294 @@
+"""CMS commit latency and throughput on 3 local members, against a bare grpcio echo baseline.
+
+Workload (fixed): 3 CMS members on 127.0.0.1, SQLite in WAL mode with synchronous=FULL, default
+snapshot frequency (100). Each client task owns a keyspace and alternately creates and drops
+tables from a pool of 100 names in it, so the metadata stays bounded and every commit is valid;
+transformations are CreateTable (~300 bytes encoded) and DropTable. Clients are N asyncio tasks
+in this one process, task i talking to member i mod 3 (so two thirds of commits are forwarded),
+calling the raw Commit RPC without retries: every non-OK answer is counted.
+
+Baseline, measured in the same run: a bare grpc.aio unary echo server in another process on
+loopback; sequential p50 latency and calls/s with 32 concurrent callers.
+
+Result keys: echo_p50_ms, echo_calls_per_s_c32, commit_p50_ms, commit_p99_ms, commits_per_s_c1,
+commits_per_s_c8, commits_per_s_c32, commits_per_s_c64, commits_per_s_c128, failed_commits_c128.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+
+from epochal.cms.local import LocalCMS, free_ports
+from epochal.tcm import (
+    Column,
+    ColumnType,
+    CreateKeyspace,
+    CreateTable,
+    DropTable,
+    ReplicationParams,
+    ReplicationType,
+)
+from epochal.wire.metadata import transformation_to_proto
+from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCURRENCY = (1, 8, 32, 64, 128)
+POOL = 100
+
+
+# ---------------------------------------------------------------- echo baseline
+
+
+async def serve_echo(port: int) -> None:
+    def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return request
+
+    server = grpc.aio.server()
+    handler = grpc.unary_unary_rpc_method_handler(echo)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler}),)
+    )
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+async def measure_echo(port: int, seconds: float, calls: int) -> dict[str, float]:
+    payload = b"x" * 300
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        await channel.channel_ready()
+        echo = channel.unary_unary("/bench.Echo/Echo")
+        for _ in range(200):
+            await echo(payload)
+        latencies = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            await echo(payload)
+            latencies.append(time.perf_counter() - started)
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        async def caller() -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                await echo(payload)
+                done += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(32)))
+        elapsed = time.perf_counter() - started
+    return {
+        "echo_p50_ms": statistics.median(latencies) * 1000,
+        "echo_calls_per_s_c32": done / elapsed,
+    }
+
+
+# ---------------------------------------------------------------- commit workload
+
+
+class Workload:
+    """Per task: its keyspace, a pool of table names, and whether the next op creates or drops."""
+
+    def __init__(self, task: int) -> None:
+        self.keyspace = f"bench_{task}"
+        self.next_name = 0
+        self.live: str | None = None
+
+    def next_request(self) -> cms_pb2.CommitRequest:
+        if self.live is None:
+            name = f"table_{self.next_name % POOL}"
+            self.next_name += 1
+            transformation = CreateTable(
+                keyspace=self.keyspace,
+                name=name,
+                columns=tuple(
+                    [Column("id", ColumnType.TEXT), Column("at_ms", ColumnType.BIGINT)]
+                    + [Column(f"attribute_{i:02d}", ColumnType.TEXT) for i in range(12)]
+                ),
+                partition_key=("id",),
+                clustering_key=("at_ms",),
+            )
+        else:
+            transformation = DropTable(keyspace=self.keyspace, name=self.live)
+        return cms_pb2.CommitRequest(
+            transformation=transformation_to_proto(transformation), entry_id=uuid.uuid4().hex
+        )
+
+    def committed(self, request: cms_pb2.CommitRequest) -> None:
+        kind = request.transformation.WhichOneof("kind")
+        self.live = getattr(request.transformation, kind).name if self.live is None else None
+
+
+async def setup_keyspaces(stub: cms_pb2_grpc.CMSStub, tasks: int) -> None:
+    for task in range(tasks):
+        transformation = CreateKeyspace(
+            name=f"bench_{task}",
+            replication=ReplicationParams.simple(3),
+            replication_type=ReplicationType.UNTRACKED,
+        )
+        await stub.Commit(
+            cms_pb2.CommitRequest(
+                transformation=transformation_to_proto(transformation), entry_id=uuid.uuid4().hex
+            ),
+            timeout=30,
+        )
+
+
+async def run_clients(
+    stubs: list[cms_pb2_grpc.CMSStub], workloads: list[Workload], seconds: float
+) -> tuple[int, Counter[str], list[float]]:
+    ok = 0
+    failures: Counter[str] = Counter()
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def client(index: int) -> None:
+        nonlocal ok
+        stub = stubs[index % len(stubs)]
+        workload = workloads[index]
+        while time.perf_counter() < stop_at:
+            request = workload.next_request()
+            started = time.perf_counter()
+            try:
+                await stub.Commit(request, timeout=30)
+            except grpc.aio.AioRpcError as error:
+                failures[f"{error.code().name}: {error.details()[:80]}"] += 1
+                continue
+            latencies.append(time.perf_counter() - started)
+            workload.committed(request)
+            ok += 1
+
+    await asyncio.gather(*(client(i) for i in range(len(workloads))))
+    return ok, failures, latencies
+
+
+async def measure_cms(
+    cluster: LocalCMS, seconds: float, sequential_calls: int
+) -> dict[str, object]:
+    results: dict[str, object] = {}
+    channels = [grpc.aio.insecure_channel(a) for a in cluster.addresses]
+    stubs = [cms_pb2_grpc.CMSStub(c) for c in channels]
+    try:
+        await setup_keyspaces(stubs[0], max(CONCURRENCY))
+        workloads = [Workload(i) for i in range(max(CONCURRENCY))]
+        # Warm-up, then sequential latency (one task, rotating over the members).
+        await run_clients(stubs, workloads[:1], 1.0)
+        latencies = []
+        for call in range(sequential_calls):
+            request = workloads[0].next_request()
+            started = time.perf_counter()
+            await stubs[call % len(stubs)].Commit(request, timeout=30)
+            latencies.append(time.perf_counter() - started)
+            workloads[0].committed(request)
+        latencies.sort()
+        results["commit_p50_ms"] = statistics.median(latencies) * 1000
+        results["commit_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1] * 1000
+        for concurrency in CONCURRENCY:
+            ok, failures, _ = await run_clients(stubs, workloads[:concurrency], seconds)
+            results[f"commits_per_s_c{concurrency}"] = ok / seconds
+            results[f"failed_commits_c{concurrency}"] = sum(failures.values())
+            if failures:
+                results[f"failures_c{concurrency}"] = dict(failures.most_common(5))
+    finally:
+        for channel in channels:
+            await channel.close()
+    return results
+
+
+# ---------------------------------------------------------------- the run
+
+
+def git_sha() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+async def main_async(quick: bool) -> dict[str, object]:
+    seconds = 2.0 if quick else 8.0
+    sequential_calls = 300 if quick else 2000
+    (echo_port,) = free_ports(1)
+    echo = subprocess.Popen(
+        [sys.executable, __file__, "--echo-server", str(echo_port)], start_new_session=True
+    )
+    try:
+        results = await measure_echo(echo_port, seconds, sequential_calls)
+    finally:
+        echo.kill()
+        echo.wait()
+    with tempfile.TemporaryDirectory(prefix="bench-cms-") as data_dir:
+        cluster = LocalCMS(Path(data_dir))
+        try:
+            cluster.start()
+            await cluster.wait_serving()
+            results.update(await measure_cms(cluster, seconds, sequential_calls))
+        finally:
+            cluster.stop()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="a short run that still gives every key"
+    )
+    parser.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_server:
+        asyncio.run(serve_echo(args.echo_server))
+        return 0
+    figures = asyncio.run(main_async(args.quick))
+    result = {
+        **figures,
+        "workload": "3 members, SQLite WAL synchronous=FULL, snapshot every 100 epochs; "
+        "create/drop tables from a pool of 100 names per client keyspace, ~300-byte "
+        "CreateTable; N asyncio tasks in one process over all members; raw Commit, no retries",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "git_sha": git_sha(),
+        "quick": args.quick,
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    out = ROOT / "bench" / "results" / "cms_commit.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    echo_p50 = figures["echo_p50_ms"]
+    echo_c32 = figures["echo_calls_per_s_c32"]
+    print(f"{'figure':<26}{'value':>12}")
+    for key in (
+        "echo_p50_ms",
+        "echo_calls_per_s_c32",
+        "commit_p50_ms",
+        "commit_p99_ms",
+        *(f"commits_per_s_c{c}" for c in CONCURRENCY),
+        "failed_commits_c128",
+    ):
+        print(f"{key:<26}{figures[key]:>12.2f}")
+    print(
+        f"\ncommit p50 / echo p50 = {figures['commit_p50_ms'] / echo_p50:.2f} (target <= 4); "
+        f"commits/s c32 / echo calls/s c32 = {figures['commits_per_s_c32'] / echo_c32:.2f} "
+        f"(target >= 0.4); failed at c128 = {figures['failed_commits_c128']} (target 0)"
+    )
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

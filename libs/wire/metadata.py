@@ -1,0 +1,441 @@
+"""Cluster metadata and transformations <-> epochal.v1 protobuf (only here is metadata_pb2 used).
+
+Decoding checks what protobuf cannot: a oneof that is set, enums that are known, fields that a
+transformation needs. Anything wrong raises ``MalformedInput`` naming the field. Encoding is
+deterministic (maps in key order), so equal values give equal bytes and equal digests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from epochal.tcm import (
+    AlterKeyspace,
+    AlterTable,
+    ClusterMetadata,
+    CMSMember,
+    Column,
+    ColumnType,
+    CreateKeyspace,
+    CreateTable,
+    DropKeyspace,
+    DropTable,
+    InitializeCMS,
+    Keyspace,
+    NodeInfo,
+    NodeState,
+    Register,
+    ReplicationParams,
+    ReplicationType,
+    Strategy,
+    Table,
+    Transformation,
+    TriggerSnapshot,
+    Unregister,
+)
+from epochal.tcm.schema import frozen_map
+from epochal.wire.v1 import metadata_pb2 as pb
+
+
+class MalformedInput(ValueError):
+    """A message that does not describe a valid value; the text names the field."""
+
+
+def _enum_from(kind: type, values: dict[Any, Any], number: int, field: str) -> Any:
+    if number not in values:
+        raise MalformedInput(f"{field}: unknown or unset {kind.__name__} value {number}")
+    return values[number]
+
+
+_COLUMN_TYPES = {
+    pb.TEXT: ColumnType.TEXT,
+    pb.INT: ColumnType.INT,
+    pb.BIGINT: ColumnType.BIGINT,
+    pb.BOOLEAN: ColumnType.BOOLEAN,
+    pb.DOUBLE: ColumnType.DOUBLE,
+    pb.BLOB: ColumnType.BLOB,
+    pb.UUID: ColumnType.UUID,
+    pb.TIMESTAMP: ColumnType.TIMESTAMP,
+}
+_COLUMN_TYPE_NUMBERS = {v: k for k, v in _COLUMN_TYPES.items()}
+_REPLICATION_TYPES = {pb.UNTRACKED: ReplicationType.UNTRACKED, pb.TRACKED: ReplicationType.TRACKED}
+_REPLICATION_TYPE_NUMBERS = {v: k for k, v in _REPLICATION_TYPES.items()}
+_NODE_STATES = {
+    pb.REGISTERED: NodeState.REGISTERED,
+    pb.JOINING: NodeState.JOINING,
+    pb.JOINED: NodeState.JOINED,
+    pb.LEAVING: NodeState.LEAVING,
+    pb.LEFT: NodeState.LEFT,
+    pb.MOVING: NodeState.MOVING,
+    pb.REPLACING: NodeState.REPLACING,
+}
+_NODE_STATE_NUMBERS = {v: k for k, v in _NODE_STATES.items()}
+
+
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise MalformedInput(f"{field} is required")
+    return value
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def replication_to_proto(params: ReplicationParams) -> pb.ReplicationParams:
+    if params.strategy is Strategy.SIMPLE:
+        return pb.ReplicationParams(
+            simple=pb.SimpleStrategy(replication_factor=params.factors[0][1])
+        )
+    return pb.ReplicationParams(
+        network_topology=pb.NetworkTopologyStrategy(datacenters=dict(params.factors))
+    )
+
+
+def replication_from_proto(message: pb.ReplicationParams, field: str) -> ReplicationParams:
+    kind = message.WhichOneof("strategy")
+    if kind == "simple":
+        return ReplicationParams.simple(message.simple.replication_factor)
+    if kind == "network_topology":
+        return ReplicationParams.network_topology(dict(message.network_topology.datacenters))
+    raise MalformedInput(f"{field}: no replication strategy set (simple or network_topology)")
+
+
+def _column_to_proto(column: Column) -> pb.Column:
+    return pb.Column(name=column.name, type=_COLUMN_TYPE_NUMBERS[column.type])
+
+
+def _column_from_proto(message: pb.Column, field: str) -> Column:
+    return Column(
+        _required(message.name, f"{field}.name"),
+        _enum_from(ColumnType, _COLUMN_TYPES, message.type, f"{field}.type"),
+    )
+
+
+def _columns_from_proto(columns: Any, field: str) -> tuple[Column, ...]:
+    return tuple(_column_from_proto(c, f"{field}[{i}]") for i, c in enumerate(columns))
+
+
+def _options(mapping: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(mapping.items()))
+
+
+# --------------------------------------------------------------------------- transformations
+
+
+def _to_initialize(t: InitializeCMS) -> pb.InitializeCMS:
+    return pb.InitializeCMS(
+        members=[pb.CMSMember(member_id=m.member_id, address=m.address) for m in t.members]
+    )
+
+
+def _from_initialize(m: pb.InitializeCMS) -> Transformation:
+    return InitializeCMS(
+        members=tuple(
+            CMSMember(
+                _required(x.member_id, f"initialize_cms.members[{i}].member_id"),
+                _required(x.address, f"initialize_cms.members[{i}].address"),
+            )
+            for i, x in enumerate(m.members)
+        )
+    )
+
+
+def _to_create_keyspace(t: CreateKeyspace) -> pb.CreateKeyspace:
+    return pb.CreateKeyspace(
+        name=t.name,
+        replication=replication_to_proto(t.replication),
+        replication_type=_REPLICATION_TYPE_NUMBERS[t.replication_type],
+        options=dict(t.options),
+    )
+
+
+def _from_create_keyspace(m: pb.CreateKeyspace) -> Transformation:
+    if not m.HasField("replication"):
+        raise MalformedInput("create_keyspace.replication is required")
+    return CreateKeyspace(
+        name=_required(m.name, "create_keyspace.name"),
+        replication=replication_from_proto(m.replication, "create_keyspace.replication"),
+        replication_type=_enum_from(
+            ReplicationType,
+            _REPLICATION_TYPES,
+            m.replication_type,
+            "create_keyspace.replication_type",
+        ),
+        options=_options(m.options),
+    )
+
+
+def _to_alter_keyspace(t: AlterKeyspace) -> pb.AlterKeyspace:
+    message = pb.AlterKeyspace(name=t.name, options=dict(t.options))
+    if t.replication is not None:
+        message.replication.CopyFrom(replication_to_proto(t.replication))
+    if t.replication_type is not None:
+        message.replication_type = _REPLICATION_TYPE_NUMBERS[t.replication_type]
+    return message
+
+
+def _from_alter_keyspace(m: pb.AlterKeyspace) -> Transformation:
+    return AlterKeyspace(
+        name=_required(m.name, "alter_keyspace.name"),
+        options=_options(m.options),
+        replication=replication_from_proto(m.replication, "alter_keyspace.replication")
+        if m.HasField("replication")
+        else None,
+        replication_type=_enum_from(
+            ReplicationType,
+            _REPLICATION_TYPES,
+            m.replication_type,
+            "alter_keyspace.replication_type",
+        )
+        if m.replication_type
+        else None,
+    )
+
+
+def _to_drop_keyspace(t: DropKeyspace) -> pb.DropKeyspace:
+    return pb.DropKeyspace(name=t.name)
+
+
+def _from_drop_keyspace(m: pb.DropKeyspace) -> Transformation:
+    return DropKeyspace(name=_required(m.name, "drop_keyspace.name"))
+
+
+def _to_create_table(t: CreateTable) -> pb.CreateTable:
+    return pb.CreateTable(
+        keyspace=t.keyspace,
+        name=t.name,
+        columns=[_column_to_proto(c) for c in t.columns],
+        partition_key=t.partition_key,
+        clustering_key=t.clustering_key,
+        options=dict(t.options),
+    )
+
+
+def _from_create_table(m: pb.CreateTable) -> Transformation:
+    if not m.columns:
+        raise MalformedInput("create_table.columns is required")
+    if not m.partition_key:
+        raise MalformedInput("create_table.partition_key is required")
+    return CreateTable(
+        keyspace=_required(m.keyspace, "create_table.keyspace"),
+        name=_required(m.name, "create_table.name"),
+        columns=_columns_from_proto(m.columns, "create_table.columns"),
+        partition_key=tuple(m.partition_key),
+        clustering_key=tuple(m.clustering_key),
+        options=_options(m.options),
+    )
+
+
+def _to_alter_table(t: AlterTable) -> pb.AlterTable:
+    return pb.AlterTable(
+        keyspace=t.keyspace,
+        name=t.name,
+        add_columns=[_column_to_proto(c) for c in t.add_columns],
+        drop_columns=t.drop_columns,
+        options=dict(t.options),
+    )
+
+
+def _from_alter_table(m: pb.AlterTable) -> Transformation:
+    return AlterTable(
+        keyspace=_required(m.keyspace, "alter_table.keyspace"),
+        name=_required(m.name, "alter_table.name"),
+        add_columns=_columns_from_proto(m.add_columns, "alter_table.add_columns"),
+        drop_columns=tuple(m.drop_columns),
+        options=_options(m.options),
+    )
+
+
+def _to_drop_table(t: DropTable) -> pb.DropTable:
+    return pb.DropTable(keyspace=t.keyspace, name=t.name)
+
+
+def _from_drop_table(m: pb.DropTable) -> Transformation:
+    return DropTable(
+        keyspace=_required(m.keyspace, "drop_table.keyspace"),
+        name=_required(m.name, "drop_table.name"),
+    )
+
+
+def _to_register(t: Register) -> pb.Register:
+    return pb.Register(address=t.address, datacenter=t.datacenter, rack=t.rack, version=t.version)
+
+
+def _from_register(m: pb.Register) -> Transformation:
+    return Register(
+        address=_required(m.address, "register.address"),
+        datacenter=_required(m.datacenter, "register.datacenter"),
+        rack=_required(m.rack, "register.rack"),
+        version=_required(m.version, "register.version"),
+    )
+
+
+def _to_unregister(t: Unregister) -> pb.Unregister:
+    return pb.Unregister(node_id=t.node_id)
+
+
+def _from_unregister(m: pb.Unregister) -> Transformation:
+    return Unregister(node_id=_required(m.node_id, "unregister.node_id"))
+
+
+def _to_trigger_snapshot(t: TriggerSnapshot) -> pb.TriggerSnapshot:
+    return pb.TriggerSnapshot()
+
+
+def _from_trigger_snapshot(m: pb.TriggerSnapshot) -> Transformation:
+    return TriggerSnapshot()
+
+
+# kind (the oneof field name and Transformation.kind) -> (to proto, from proto)
+_CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]] = {
+    InitializeCMS.kind: (_to_initialize, _from_initialize),
+    CreateKeyspace.kind: (_to_create_keyspace, _from_create_keyspace),
+    AlterKeyspace.kind: (_to_alter_keyspace, _from_alter_keyspace),
+    DropKeyspace.kind: (_to_drop_keyspace, _from_drop_keyspace),
+    CreateTable.kind: (_to_create_table, _from_create_table),
+    AlterTable.kind: (_to_alter_table, _from_alter_table),
+    DropTable.kind: (_to_drop_table, _from_drop_table),
+    Register.kind: (_to_register, _from_register),
+    Unregister.kind: (_to_unregister, _from_unregister),
+    TriggerSnapshot.kind: (_to_trigger_snapshot, _from_trigger_snapshot),
+}
+
+
+def transformation_to_proto(transformation: Transformation) -> pb.Transformation:
+    to_proto, _ = _CODECS[transformation.kind]
+    return pb.Transformation(**{transformation.kind: to_proto(transformation)})
+
+
+def transformation_from_proto(message: pb.Transformation) -> Transformation:
+    kind = message.WhichOneof("kind")
+    if kind is None:
+        raise MalformedInput(
+            "transformation has no kind set (or a kind this server does not know): expected one "
+            f"of {', '.join(sorted(_CODECS))}"
+        )
+    _, from_proto = _CODECS[kind]
+    return from_proto(getattr(message, kind))
+
+
+def encode_transformation(transformation: Transformation) -> bytes:
+    return transformation_to_proto(transformation).SerializeToString(deterministic=True)
+
+
+def decode_transformation(data: bytes) -> Transformation:
+    try:
+        message = pb.Transformation.FromString(data)
+    except DecodeError as error:
+        raise MalformedInput(f"not an encoded Transformation: {error}") from None
+    return transformation_from_proto(message)
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _table_to_proto(table: Table) -> pb.Table:
+    return pb.Table(
+        keyspace=table.keyspace,
+        name=table.name,
+        id=table.id,
+        columns=[_column_to_proto(c) for c in table.columns],
+        partition_key=table.partition_key,
+        clustering_key=table.clustering_key,
+        options=dict(table.options),
+        created_epoch=table.created_epoch,
+    )
+
+
+def _table_from_proto(m: pb.Table) -> Table:
+    return Table(
+        keyspace=m.keyspace,
+        name=m.name,
+        id=m.id,
+        columns=_columns_from_proto(m.columns, f"table {m.name}.columns"),
+        partition_key=tuple(m.partition_key),
+        clustering_key=tuple(m.clustering_key),
+        options=frozen_map(dict(m.options)),
+        created_epoch=m.created_epoch,
+    )
+
+
+def metadata_to_proto(metadata: ClusterMetadata) -> pb.ClusterMetadata:
+    return pb.ClusterMetadata(
+        epoch=metadata.epoch,
+        keyspaces=[
+            pb.Keyspace(
+                name=k.name,
+                replication=replication_to_proto(k.replication),
+                replication_type=_REPLICATION_TYPE_NUMBERS[k.replication_type],
+                options=dict(k.options),
+                tables=[_table_to_proto(t) for t in k.tables.values()],
+                created_epoch=k.created_epoch,
+            )
+            for k in metadata.keyspaces.values()
+        ],
+        nodes=[
+            pb.NodeInfo(
+                node_id=n.node_id,
+                address=n.address,
+                datacenter=n.datacenter,
+                rack=n.rack,
+                state=_NODE_STATE_NUMBERS[n.state],
+                version=n.version,
+                registered_epoch=n.registered_epoch,
+            )
+            for n in metadata.nodes.values()
+        ],
+        cms_members=[
+            pb.CMSMember(member_id=m.member_id, address=m.address) for m in metadata.cms_members
+        ],
+        next_node_number=metadata.next_node_number,
+    )
+
+
+def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
+    keyspaces = {
+        k.name: Keyspace(
+            name=k.name,
+            replication=replication_from_proto(k.replication, f"keyspace {k.name}.replication"),
+            replication_type=_enum_from(
+                ReplicationType, _REPLICATION_TYPES, k.replication_type, f"keyspace {k.name}"
+            ),
+            options=frozen_map(dict(k.options)),
+            tables=frozen_map({t.name: _table_from_proto(t) for t in k.tables}),
+            created_epoch=k.created_epoch,
+        )
+        for k in m.keyspaces
+    }
+    nodes = {
+        n.node_id: NodeInfo(
+            node_id=n.node_id,
+            address=n.address,
+            datacenter=n.datacenter,
+            rack=n.rack,
+            state=_enum_from(NodeState, _NODE_STATES, n.state, f"node {n.node_id}.state"),
+            version=n.version,
+            registered_epoch=n.registered_epoch,
+        )
+        for n in m.nodes
+    }
+    return ClusterMetadata(
+        epoch=m.epoch,
+        keyspaces=frozen_map(keyspaces),
+        nodes=frozen_map(nodes),
+        cms_members=tuple(CMSMember(x.member_id, x.address) for x in m.cms_members),
+        next_node_number=m.next_node_number or 1,
+    )
+
+
+def encode_metadata(metadata: ClusterMetadata) -> bytes:
+    return metadata_to_proto(metadata).SerializeToString(deterministic=True)
+
+
+def decode_metadata(data: bytes) -> ClusterMetadata:
+    try:
+        message = pb.ClusterMetadata.FromString(data)
+    except DecodeError as error:
+        raise MalformedInput(f"not encoded ClusterMetadata: {error}") from None
+    return metadata_from_proto(message)

@@ -1,0 +1,189 @@
+"""A CMS of real member processes on 127.0.0.1, for ``make run``, tests and benchmarks.
+
+Each member is ``python -m epochal.cms`` in its own process group with its own log file;
+``stop`` sends SIGTERM (graceful), ``kill`` SIGKILL. Only processes started here are signalled,
+by their PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class LocalMember:
+    member_id: str
+    address: str
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class LocalCMS:
+    data_dir: Path
+    size: int = 3
+    db_urls: Mapping[str, str] = field(default_factory=dict)  # member id -> URL (default SQLite)
+    db_schemas: Mapping[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    members: dict[str, LocalMember] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        ports = free_ports(self.size)
+        for index, port in enumerate(ports, start=1):
+            member_id = f"cms{index}"
+            self.members[member_id] = LocalMember(
+                member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log"
+            )
+
+    @property
+    def addresses(self) -> list[str]:
+        return [m.address for m in self.members.values()]
+
+    @property
+    def members_flag(self) -> str:
+        return ",".join(f"{m.member_id}={m.address}" for m in self.members.values())
+
+    def command(self, member_id: str) -> list[str]:
+        args = [
+            sys.executable,
+            "-m",
+            "epochal.cms",
+            "--member-id",
+            member_id,
+            "--members",
+            self.members_flag,
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
+        if member_id in self.db_urls:
+            args += ["--db", self.db_urls[member_id]]
+        if member_id in self.db_schemas:
+            args += ["--db-schema", self.db_schemas[member_id]]
+        return args
+
+    def start(self, member_id: str | None = None) -> None:
+        for member in self._select(member_id):
+            if member.running:
+                continue
+            log = member.log_path.open("ab")
+            member.process = subprocess.Popen(
+                self.command(member.member_id),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+            log.close()
+
+    def stop(self, member_id: str | None = None, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        for member in self._select(member_id):
+            if not member.running:
+                continue
+            assert member.process is not None
+            member.process.send_signal(signal.SIGTERM)
+            try:
+                member.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                member.process.kill()
+                member.process.wait()
+
+    def kill(self, member_id: str) -> None:
+        member = self.members[member_id]
+        if member.running:
+            assert member.process is not None
+            member.process.kill()
+            member.process.wait()
+
+    def close(self) -> None:
+        for member in self.members.values():
+            if member.running:
+                assert member.process is not None
+                member.process.kill()
+                member.process.wait()
+
+    def _select(self, member_id: str | None) -> list[LocalMember]:
+        return list(self.members.values()) if member_id is None else [self.members[member_id]]
+
+    async def wait_serving(self, member_id: str | None = None, timeout_s: float = 60.0) -> None:
+        """Until each selected member's health check answers SERVING."""
+        deadline = time.monotonic() + timeout_s
+        for member in self._select(member_id):
+            async with grpc.aio.insecure_channel(member.address) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                while True:
+                    if not member.running:
+                        raise RuntimeError(
+                            f"{member.member_id} exited; log:\n{tail(member.log_path)}"
+                        )
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                        if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                            break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"{member.member_id} not SERVING after {timeout_s} s; log:\n"
+                            f"{tail(member.log_path)}"
+                        )
+                    await asyncio.sleep(0.1)
+
+    async def describe(self, member_id: str, timeout_s: float = 2.0) -> cms_pb2.DescribeResponse:
+        async with grpc.aio.insecure_channel(self.members[member_id].address) as channel:
+            stub = cms_pb2_grpc.CMSStub(channel)
+            return await stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s)
+
+    async def leader(self, timeout_s: float = 30.0) -> str:
+        """The member every running member agrees leads."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            leaders = set()
+            for member in self.members.values():
+                if member.running:
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        leaders.add((await self.describe(member.member_id)).leader_id)
+            if len(leaders) == 1 and "" not in leaders:
+                return leaders.pop()
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"no agreed leader after {timeout_s} s")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,882 @@
+"""A CMS member: the one loop that owns the Paxos core and the metadata state machine.
+
+Theory of operation
+-------------------
+Everything that touches ``PaxosNode`` or ``MetadataStateMachine`` runs on the asyncio loop, so
+there are no locks. Storage runs on one dedicated thread: jobs execute in submission order, which
+gives the core's "persist in the order Readies were taken" and makes a read submitted after a
+write see it. Each pass of ``_process`` drains the core's Readies: it sends the proposer's
+messages at once, queues the acceptor's writes and sends the replies only when they are durable,
+and applies chosen slots immediately (they are chosen: a quorum made them durable), writing the
+applied log lazily.
+
+Commits (DESIGN.md "Batching", "Careful"): the leader keeps exactly one slot in flight. When the
+slot before it is chosen and applied, it validates every pending transformation in order
+against the state at the tail, defers one that only fails because of another in the same batch
+(it is validated again next round, against a state that really happened), rejects one that
+fails at the tail outright, and proposes the rest as one slot. A value validated this way can
+never rest on a slot that is later lost, because there is no later slot in flight. Followers
+forward commits to the leader in batches. Entry ids are checked before proposing and again at
+apply, on every member, so a re-proposal and a retry of one transformation commit it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+
+from epochal.cms.errors import (
+    CommitError,
+    CommitTimeout,
+    NotLeaderError,
+    OverloadedError,
+    RejectedCommit,
+    entry_id_reused,
+)
+from epochal.cms.peers import PeerTransport
+from epochal.cms.settings import CMSSettings
+from epochal.cms.state_machine import (
+    MetadataStateMachine,
+    Outcome,
+    ProposalItem,
+    SlotResult,
+    digest_of,
+)
+from epochal.cms.storage import (
+    AcceptedRow,
+    CMSStorage,
+    EntryIdRow,
+    LogEntryRow,
+    SnapshotRow,
+    StoredState,
+)
+from epochal.paxos import (
+    AcceptedSlot,
+    Ballot,
+    ChosenSlot,
+    Membership,
+    Message,
+    PaxosNode,
+    PaxosSettings,
+    Ready,
+)
+from epochal.paxos import NotLeader as CoreNotLeader
+from epochal.paxos import Overloaded as CoreOverloaded
+from epochal.tcm import (
+    ClusterMetadata,
+    CMSMember,
+    InitializeCMS,
+    Transformation,
+    TriggerSnapshot,
+)
+from epochal.telemetry import tracer
+from epochal.wire.metadata import (
+    decode_metadata,
+    decode_transformation,
+    encode_metadata,
+    encode_transformation,
+    transformation_to_proto,
+)
+from epochal.wire.v1 import cms_pb2, metadata_pb2, paxos_pb2
+
+log = logging.getLogger(__name__)
+_tracer = tracer("epochal.cms")
+T = TypeVar("T")
+
+TICK_INTERVAL_S = 0.01
+RECENT_ENTRIES = 4_096
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    epoch: int
+    duplicate: bool
+    batch_size: int = 0  # values in the slot that committed it, when this member proposed it
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    snapshot: cms_pb2.Snapshot | None
+    entries: list[cms_pb2.LogEntry]
+    latest_epoch: int
+    applied_slot: int
+    has_more: bool
+
+
+class WatchClosed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Subscription:
+    """One Watch stream: a bounded queue of events; overflow closes it (the caller resumes)."""
+
+    def __init__(self, limit: int) -> None:
+        self.queue: asyncio.Queue[cms_pb2.WatchEvent | WatchClosed] = asyncio.Queue(limit + 1)
+        self.limit = limit
+        self.closed = False
+
+    def push(self, event: cms_pb2.WatchEvent) -> None:
+        if self.closed:
+            return
+        if self.queue.qsize() >= self.limit:
+            self.close(
+                WatchClosed(
+                    "RESOURCE_EXHAUSTED",
+                    "watcher fell behind; resume with Watch(since_epoch=<last epoch seen>)",
+                )
+            )
+            return
+        self.queue.put_nowait(event)
+
+    def close(self, reason: WatchClosed) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(reason)
+
+
+class _Pending:
+    __slots__ = ("future", "item")
+
+    def __init__(self, item: ProposalItem, future: asyncio.Future[CommitResult]) -> None:
+        self.item = item
+        self.future = future
+
+
+def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | CommitError) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, CommitError):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+class CMSMemberLoop:
+    def __init__(self, settings: CMSSettings, storage: CMSStorage) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.member_id = settings.member_id
+        self.peers = PeerTransport(settings.member_id, settings.peers)
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cms-db-{self.member_id}")
+        self._paxos_settings = PaxosSettings(
+            max_in_flight_slots=1,
+            max_batch_values=settings.max_batch_values
+            + 2,  # room for InitializeCMS/TriggerSnapshot
+            max_batch_bytes=settings.max_batch_bytes + (64 << 10),
+            max_pending_values=settings.max_batch_values + 2,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            election_timeout_ms=settings.election_timeout_ms,
+            retransmit_interval_ms=settings.retransmit_interval_ms,
+        )
+        self.node: PaxosNode
+        self.sm: MetadataStateMachine
+        self._pending: deque[_Pending] = deque()
+        self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
+        self._round_span: trace.Span | None = None
+        self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
+        self._subscriptions: set[Subscription] = set()
+        self._snapshot_epochs: list[int] = []
+        self._leader_changed = asyncio.Event()
+        self._was_leader = False
+        self._last_leader_id: str | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._transferring = False
+        self.snapshots_installed = 0
+        self.target_epoch = 0
+        self.ready = False
+        self.on_readiness: Callable[[bool], None] = lambda ready: None
+        self._stopped = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        stored = await self._run_db(self.storage.load)
+        self.sm = self._rebuild(stored)
+        self._snapshot_epochs = await self._run_db(self.storage.snapshot_epochs)
+        membership = Membership.initial(frozenset(self.settings.members))
+        self.node = PaxosNode(
+            self.member_id,
+            membership,
+            self._paxos_settings,
+            random.Random().random,
+            now_ms(),
+            promised=Ballot(*stored.promised) if stored.promised else Ballot(0, ""),
+            accepted=[
+                AcceptedSlot(
+                    slot=row.slot,
+                    ballot=Ballot(row.ballot_round, row.ballot_node),
+                    value=tuple(paxos_pb2.SlotValue.FromString(row.value).values),
+                )
+                for row in stored.accepted
+            ],
+            chosen_up_to=stored.applied_slot,
+        )
+        log.info(
+            "member %s starting at epoch %d, applied slot %d, %d accepted slot(s) on disk",
+            self.member_id,
+            self.sm.epoch,
+            self.sm.applied_slot,
+            len(stored.accepted),
+        )
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+        self._spawn(self._learn_target_epoch())
+
+    def _rebuild(self, stored: StoredState) -> MetadataStateMachine:
+        metadata = ClusterMetadata.empty()
+        if stored.snapshot is not None:
+            metadata = decode_metadata(stored.snapshot.metadata)
+        for row in stored.entries:
+            transformation = decode_transformation(row.transformation)
+            metadata = transformation.execute(metadata)
+            assert metadata.epoch == row.epoch, (metadata.epoch, row.epoch)
+        for row in stored.entries[-RECENT_ENTRIES:]:
+            self._recent.append(_log_entry(row.epoch, row.slot, row.entry_id, row.transformation))
+        return MetadataStateMachine(
+            metadata,
+            stored.applied_slot,
+            [(r.entry_id, r.epoch, r.digest) for r in stored.entry_ids],
+            self.settings.entry_id_retention_epochs,
+        )
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for task in list(self._background):
+            task.cancel()
+        for subscription in list(self._subscriptions):
+            subscription.close(WatchClosed("UNAVAILABLE", "CMS member shutting down"))
+        self._fail_all(NotLeaderError(None))
+        await self.peers.close()
+        # Let queued writes finish, then close the database on its own thread.
+        await self._run_db(self.storage.close)
+        self._db.shutdown(wait=True)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _run_db(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._db, function, *args)
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            self.node.tick(now_ms())
+            self._process()
+            self._expire_pending()
+
+    # ------------------------------------------------------------------ the Ready loop
+
+    def on_messages(self, messages: list[Message]) -> None:
+        now = now_ms()
+        for message in messages:
+            if message.dst != self.member_id:
+                continue
+            self.node.step(message, now)
+        self._process()
+
+    def _process(self) -> None:
+        while True:
+            ready = self.node.take_ready()
+            if ready.is_empty():
+                break
+            self._send(ready.messages)
+            if ready.needs_persist:
+                self._persist_then_send(ready)
+            else:
+                self._send(ready.messages_after_persist)
+            if ready.chosen:
+                self._apply(ready.chosen)
+            if ready.state_transfer is not None:
+                self._begin_state_transfer(ready.state_transfer.peer)
+        self._on_role_change()
+        self._maybe_propose()
+
+    def _send(self, messages: tuple[Message, ...]) -> None:
+        if not messages:
+            return
+        remote = []
+        now = now_ms()
+        for message in messages:
+            if message.dst == self.member_id:
+                self.node.step(message, now)
+            else:
+                remote.append(message)
+        if remote:
+            self.peers.send(remote)
+
+    def _persist_then_send(self, ready: Ready) -> None:
+        promised = (
+            (ready.persist_promise.round, ready.persist_promise.node_id)
+            if ready.persist_promise is not None
+            else None
+        )
+        rows = [
+            _accepted_row(record.slot, record.ballot, record.value)
+            for record in ready.persist_accepted
+        ]
+        future = self._db.submit(self.storage.save_acceptor, promised, rows)
+        loop = asyncio.get_running_loop()
+
+        def durable(done: Any) -> None:
+            if done.exception() is not None:
+                # The acceptor cannot promise what it cannot store: stop rather than lie.
+                log.critical("acceptor write failed: %s", done.exception())
+                return
+            loop.call_soon_threadsafe(self._after_persist, ready)
+
+        future.add_done_callback(durable)
+
+    def _after_persist(self, ready: Ready) -> None:
+        if self._stopped:
+            return
+        self._send(ready.messages_after_persist)
+        self._process()
+
+    # ------------------------------------------------------------------ apply
+
+    def _apply(self, chosen: tuple[ChosenSlot, ...]) -> None:
+        for record in chosen:
+            if record.slot <= self.sm.applied_slot:
+                continue  # installed by a state transfer
+            items = [_decode_item(value) for value in record.value]
+            snapshots: list[tuple[int, ClusterMetadata]] = []
+            result = self.sm.apply_slot(record.slot, items)
+            if result.snapshot_epochs:
+                # TriggerSnapshot is the last item of a batch, so the state after the slot is
+                # the state at the snapshot's epoch.
+                assert result.snapshot_epochs[-1] == self.sm.epoch, result.snapshot_epochs
+                snapshots.append((self.sm.epoch, self.sm.metadata))
+            self._record_applied(result, snapshots)
+            self._answer(result)
+            if self._round_span is not None and self.node.is_leader:
+                self._round_span.set_attribute("slot", record.slot)
+                self._round_span.end()
+                self._round_span = None
+        self._check_ready()
+
+    def _record_applied(
+        self, result: SlotResult, snapshots: list[tuple[int, ClusterMetadata]]
+    ) -> None:
+        entries = [
+            LogEntryRow(e.epoch, e.slot, e.entry_id, e.kind, e.encoded) for e in result.entries
+        ]
+        ids = [EntryIdRow(e.entry_id, e.epoch, e.digest) for e in result.entries]
+        slot = result.slot
+        retain = self.settings.retain_slots
+
+        def job() -> None:
+            snapshot = None
+            if snapshots:
+                epoch, metadata = snapshots[-1]
+                snapshot = SnapshotRow(epoch, slot, encode_metadata(metadata))
+            self.storage.save_applied(
+                applied_slot=slot,
+                entries=entries,
+                entry_ids=ids,
+                forget_entry_ids_below_epoch=result.forget_ids_below_epoch,
+                snapshot=snapshot,
+                forget_accepted_up_to=slot,
+            )
+
+        future = self._db.submit(job)
+        loop = asyncio.get_running_loop()
+
+        def saved(done: Any) -> None:
+            if done.exception() is not None:
+                log.critical("writing applied slot %d failed: %s", slot, done.exception())
+                return
+            loop.call_soon_threadsafe(self._compact, slot - retain)
+
+        future.add_done_callback(saved)
+        for epoch, _ in snapshots:
+            self._snapshot_epochs.append(epoch)
+        if result.entries:
+            protos = [_log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
+            self._recent.extend(protos)
+            self._publish(cms_pb2.WatchEvent(entries=protos, latest_epoch=self.sm.epoch))
+
+    def _compact(self, up_to: int) -> None:
+        if not self._stopped and up_to > 0 and up_to <= self.sm.applied_slot:
+            self.node.compact(min(up_to, self.node.chosen_up_to))
+
+    def _answer(self, result: SlotResult) -> None:
+        for outcome in result.outcomes:
+            futures = self._in_flight.pop(outcome.entry_id, None)
+            if not futures:
+                continue
+            answer = _answer_for(outcome, len(result.outcomes))
+            for future in futures:
+                _settle(future, answer)
+
+    # ------------------------------------------------------------------ commits
+
+    async def commit(self, transformation: Transformation, entry_id: str) -> CommitResult:
+        encoded = encode_transformation(transformation)
+        item = ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+        deadline = time.monotonic() + self.settings.commit_timeout_ms / 1000
+        while True:
+            known = self.sm.lookup(entry_id)
+            if known is not None:
+                return _known_answer(item, known)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CommitTimeout(
+                    f"no outcome within {self.settings.commit_timeout_ms} ms; "
+                    "retry with the same entry_id"
+                )
+            try:
+                if self.node.is_leader:
+                    return await self._commit_as_leader(item, remaining)
+                leader = self.node.leader_id
+                if leader is None or leader == self.member_id:
+                    await self._wait_for_leader(min(remaining, 0.5))
+                    continue
+                outcome = await self.peers.forward(
+                    leader, _commit_request(item), timeout_s=remaining
+                )
+                return CommitResult(outcome.epoch, outcome.duplicate)
+            except NotLeaderError:
+                # Leadership moved while we waited: the loop retries with the same entry id.
+                await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
+
+    async def commit_forwarded(self, item: ProposalItem) -> CommitResult:
+        """A follower's forwarded commit: answer here if leader, else say who leads."""
+        known = self.sm.lookup(item.entry_id)
+        if known is not None:
+            return _known_answer(item, known)
+        if not self.node.is_leader:
+            raise NotLeaderError(self.node.leader_id)
+        return await self._commit_as_leader(item, self.settings.commit_timeout_ms / 1000)
+
+    async def _wait_for_leader(self, timeout_s: float) -> None:
+        self._leader_changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._leader_changed.wait(), timeout_s)
+
+    async def _commit_as_leader(self, item: ProposalItem, timeout_s: float) -> CommitResult:
+        if len(self._pending) >= self.settings.max_pending_commits:
+            raise OverloadedError(
+                f"{len(self._pending)} commits already queued at the leader "
+                f"(--max-pending-commits); retry later"
+            )
+        future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(item, future))
+        self._maybe_propose()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            raise CommitTimeout(
+                f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
+            ) from None
+
+    def _maybe_propose(self) -> None:
+        if not (self._pending or (self.node.is_leader and self.sm.epoch == 0)):
+            return
+        if not self.node.idle_leader or self.sm.applied_slot != self.node.chosen_up_to:
+            return
+        items = self._build_batch()
+        if not items:
+            return
+        values = [_encode_item(item) for item in items]
+        try:
+            self.node.propose(values, now_ms())
+        except (CoreNotLeader, CoreOverloaded) as error:  # not expected: idle_leader was true
+            log.error("proposal refused by the Paxos core: %s", error)
+            self._fail_in_flight(NotLeaderError(self.node.leader_id))
+            return
+        self._round_span = _tracer.start_span(
+            "paxos.round",
+            attributes={
+                "batch_size": len(items),
+                "ballot": str(self.node.status().ballot),
+                "member": self.member_id,
+            },
+        )
+        self._process()
+
+    def _build_batch(self) -> list[ProposalItem]:
+        base = self.sm.metadata
+        tail = base
+        items: list[ProposalItem] = []
+        if base.epoch == 0:
+            items.append(self._initialize_item())
+            tail = items[0].transformation.execute(tail)
+        deferred: list[_Pending] = []
+        size = 0
+        limit = self.settings.max_batch_values
+        while self._pending and len(items) < limit and size < self.settings.max_batch_bytes:
+            pending = self._pending.popleft()
+            if pending.future.done():
+                continue
+            item = pending.item
+            known = self.sm.lookup(item.entry_id)
+            if known is not None:
+                _settle(pending.future, _known_answer_or_error(item, known))
+                continue
+            joined = self._in_flight.get(item.entry_id)
+            if joined is not None:
+                # The same id twice in one batch: one proposal, both callers answered by it.
+                joined.append(pending.future)
+                continue
+            rejection = item.transformation.validate(tail)
+            if rejection is not None:
+                if tail is base or item.transformation.validate(base) is not None:
+                    _settle(pending.future, RejectedCommit(rejection.message, rule=rejection.rule))
+                else:
+                    deferred.append(pending)
+                continue
+            tail = item.transformation.execute(tail)
+            items.append(item)
+            size += len(item.encoded)
+            self._in_flight[item.entry_id] = [pending.future]
+        self._pending.extendleft(reversed(deferred))
+        if items and self._snapshot_due(tail.epoch):
+            items.append(self._snapshot_item(tail.epoch + 1))
+        return items
+
+    def _snapshot_due(self, tail_epoch: int) -> bool:
+        last = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
+        return tail_epoch + 1 - last >= self.settings.snapshot_frequency
+
+    def _initialize_item(self) -> ProposalItem:
+        transformation = InitializeCMS(
+            members=tuple(
+                CMSMember(member_id=m, address=a) for m, a in sorted(self.settings.members.items())
+            )
+        )
+        encoded = encode_transformation(transformation)
+        return ProposalItem(transformation, encoded, "initialize-cms", digest_of(encoded))
+
+    def _snapshot_item(self, epoch: int) -> ProposalItem:
+        transformation = TriggerSnapshot()
+        encoded = encode_transformation(transformation)
+        return ProposalItem(transformation, encoded, f"snapshot@{epoch}", digest_of(encoded))
+
+    def _on_role_change(self) -> None:
+        leader = self.node.leader_id
+        if leader != self._last_leader_id:
+            self._last_leader_id = leader
+            self._leader_changed.set()
+        is_leader = self.node.is_leader
+        if is_leader != self._was_leader:
+            self._was_leader = is_leader
+            log.info(
+                "member %s is %s (ballot %s)",
+                self.member_id,
+                "now the leader" if is_leader else "no longer the leader",
+                self.node.status().ballot,
+            )
+            if not is_leader:
+                self._fail_all(NotLeaderError(self.node.leader_id))
+
+    def _fail_in_flight(self, error: CommitError) -> None:
+        for futures in self._in_flight.values():
+            for future in futures:
+                _settle(future, error)
+        self._in_flight.clear()
+        if self._round_span is not None:
+            self._round_span.set_attribute("outcome", "abandoned")
+            self._round_span.end()
+            self._round_span = None
+
+    def _fail_all(self, error: CommitError) -> None:
+        self._fail_in_flight(error)
+        while self._pending:
+            _settle(self._pending.popleft().future, error)
+
+    def _expire_pending(self) -> None:
+        while self._pending and self._pending[0].future.done():
+            self._pending.popleft()
+
+    # ------------------------------------------------------------------ log serving
+
+    async def fetch_log(self, since: int, max_entries: int, include_ids: bool) -> FetchResult:
+        latest = self.sm.epoch
+        applied_slot = self.sm.applied_slot
+        page = min(
+            max_entries or self.settings.fetch_page_entries, self.settings.fetch_page_entries
+        )
+        ids = self.sm.entry_ids() if include_ids else []
+        if since >= latest:
+            return FetchResult(None, [], latest, applied_slot, False)
+        recent = self._from_recent(since, page)
+        if recent is not None and latest - since <= self.settings.snapshot_frequency:
+            return FetchResult(None, recent, latest, applied_slot, recent[-1].epoch < latest)
+        far_behind = latest - since > self.settings.snapshot_frequency
+
+        def job() -> tuple[SnapshotRow | None, list[LogEntryRow]]:
+            snapshot = self.storage.latest_snapshot() if far_behind else None
+            if snapshot is not None and (snapshot.epoch <= since or snapshot.epoch > latest):
+                snapshot = None
+            start = snapshot.epoch if snapshot is not None else since
+            return snapshot, self.storage.entries_since(start, page)
+
+        snapshot_row, rows = await self._run_db(job)
+        rows = [r for r in rows if r.epoch <= latest]
+        entries = [_log_entry(r.epoch, r.slot, r.entry_id, r.transformation) for r in rows]
+        snapshot = None
+        if snapshot_row is not None:
+            snapshot = cms_pb2.Snapshot(
+                metadata=metadata_pb2.ClusterMetadata.FromString(snapshot_row.metadata),
+                slot=snapshot_row.slot,
+                entry_ids=[
+                    cms_pb2.EntryIdRecord(entry_id=i, epoch=e, digest=d & ((1 << 64) - 1))
+                    for i, e, d in ids
+                    if e <= snapshot_row.epoch
+                ],
+            )
+        reached = entries[-1].epoch if entries else (snapshot_row.epoch if snapshot_row else since)
+        has_more = reached < latest
+        return FetchResult(snapshot, entries, latest, 0 if has_more else applied_slot, has_more)
+
+    def _from_recent(self, since: int, page: int) -> list[cms_pb2.LogEntry] | None:
+        if not self._recent or self._recent[0].epoch > since + 1:
+            return None
+        offset = since + 1 - self._recent[0].epoch
+        return [self._recent[i] for i in range(offset, min(len(self._recent), offset + page))]
+
+    def subscribe(self) -> Subscription:
+        subscription = Subscription(self.settings.watch_queue_events)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    def _publish(self, event: cms_pb2.WatchEvent) -> None:
+        for subscription in list(self._subscriptions):
+            subscription.push(event)
+            if subscription.closed:
+                self._subscriptions.discard(subscription)
+
+    # ------------------------------------------------------------------ catching up
+
+    async def _learn_target_epoch(self) -> None:
+        """Readiness: SERVING once caught up to the newest epoch a peer reported at start."""
+        epochs = []
+        for peer, stub in self.peers.cms_stubs.items():
+            try:
+                described = await stub.Describe(cms_pb2.DescribeRequest(), timeout=1.0)
+            except Exception as error:
+                log.info("could not ask %s for its epoch at start: %s", peer, error)
+                continue
+            epochs.append((described.epoch, peer))
+        if epochs:
+            self.target_epoch, peer = max(epochs)
+            if self.target_epoch - self.sm.epoch > self.settings.snapshot_frequency:
+                self._begin_state_transfer(peer)
+        self._check_ready()
+
+    def _check_ready(self) -> None:
+        ready = self.sm.epoch >= max(self.target_epoch, 1)
+        if ready != self.ready:
+            self.ready = ready
+            log.info(
+                "member %s %s at epoch %d",
+                self.member_id,
+                "ready" if ready else "not ready",
+                self.sm.epoch,
+            )
+            self.on_readiness(ready)
+
+    def _begin_state_transfer(self, peer: str) -> None:
+        if self._transferring or peer not in self.peers.cms_stubs:
+            return
+        self._transferring = True
+        self._spawn(self._state_transfer(peer))
+
+    async def _state_transfer(self, peer: str) -> None:
+        """Copy a peer's log (snapshot + tail when far behind) via FetchLog, then install it."""
+        try:
+            with _tracer.start_as_current_span("cms.state_transfer", attributes={"peer": peer}):
+                await self._copy_from(peer)
+        except Exception as error:
+            log.warning("state transfer from %s failed: %s", peer, error)
+        finally:
+            self._transferring = False
+
+    async def _copy_from(self, peer: str) -> None:
+        stub = self.peers.cms_stubs[peer]
+        since = self.sm.epoch
+        metadata = self.sm.metadata
+        snapshot_row: SnapshotRow | None = None
+        ids: list[tuple[str, int, int]] = self.sm.entry_ids()
+        rows: list[LogEntryRow] = []
+        while True:
+            response = await stub.FetchLog(
+                cms_pb2.FetchLogRequest(since_epoch=since, include_entry_ids=True), timeout=30.0
+            )
+            if response.HasField("snapshot"):
+                metadata = _metadata_from_snapshot(response.snapshot)
+                snapshot_row = SnapshotRow(
+                    metadata.epoch,
+                    response.snapshot.slot,
+                    response.snapshot.metadata.SerializeToString(deterministic=True),
+                )
+                ids = [
+                    (r.entry_id, r.epoch, _signed64(r.digest)) for r in response.snapshot.entry_ids
+                ]
+                rows = []
+                self.snapshots_installed += 1
+            for entry in response.entries:
+                encoded = entry.transformation.SerializeToString(deterministic=True)
+                transformation = decode_transformation(encoded)
+                metadata = transformation.execute(metadata)
+                assert metadata.epoch == entry.epoch, (metadata.epoch, entry.epoch)
+                rows.append(
+                    LogEntryRow(
+                        entry.epoch, entry.slot, entry.entry_id, transformation.kind, encoded
+                    )
+                )
+                ids.append((entry.entry_id, entry.epoch, digest_of(encoded)))
+            since = metadata.epoch
+            if not response.has_more:
+                applied_slot = response.applied_slot
+                break
+        if applied_slot <= self.sm.applied_slot:
+            return
+        log.info(
+            "member %s installs state from %s: epoch %d, slot %d%s",
+            self.member_id,
+            peer,
+            metadata.epoch,
+            applied_slot,
+            f" (snapshot at epoch {snapshot_row.epoch})" if snapshot_row else "",
+        )
+        # Switch the in-memory state, the core and the queue of writes in one loop step.
+        self.sm.install(metadata, applied_slot, ids)
+        self.node.install_state(applied_slot)
+        self._recent.clear()
+        if snapshot_row is not None:
+            self._snapshot_epochs.append(snapshot_row.epoch)
+        self._db.submit(
+            self.storage.install,
+            snapshot=snapshot_row,
+            entries=rows,
+            entry_ids=[EntryIdRow(i, e, d) for i, e, d in self.sm.entry_ids()],
+            applied_slot=applied_slot,
+        )
+        for subscription in list(self._subscriptions):
+            subscription.close(
+                WatchClosed("UNAVAILABLE", "member state replaced by a state transfer; resume")
+            )
+        self._subscriptions.clear()
+        self._check_ready()
+        self._process()
+
+    # ------------------------------------------------------------------ describe
+
+    def describe(self) -> cms_pb2.DescribeResponse:
+        status = self.node.status()
+        members = self.sm.metadata.cms_members or tuple(
+            CMSMember(member_id=m, address=a) for m, a in sorted(self.settings.members.items())
+        )
+        return cms_pb2.DescribeResponse(
+            member_id=self.member_id,
+            members=[
+                cms_pb2.MemberInfo(member_id=m.member_id, address=m.address, voter=True)
+                for m in members
+            ],
+            leader_id=status.leader_id or "",
+            epoch=self.sm.epoch,
+            snapshot_epochs=self._snapshot_epochs,
+            ballot=paxos_pb2.Ballot(round=status.promised.round, node_id=status.promised.node_id),
+            applied_slot=self.sm.applied_slot,
+            ready=self.ready,
+            snapshots_installed=self.snapshots_installed,
+        )
+
+
+# ---------------------------------------------------------------------- encoding helpers
+
+
+def _encode_item(item: ProposalItem) -> bytes:
+    return cms_pb2.ProposalItem(
+        transformation=item.encoded,
+        entry_id=item.entry_id,
+        digest=item.digest & ((1 << 64) - 1),
+    ).SerializeToString()
+
+
+def _decode_item(value: bytes) -> ProposalItem:
+    message = cms_pb2.ProposalItem.FromString(value)
+    return ProposalItem(
+        decode_transformation(message.transformation),
+        message.transformation,
+        message.entry_id,
+        _signed64(message.digest),
+    )
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> AcceptedRow:
+    return AcceptedRow(
+        slot, ballot.round, ballot.node_id, paxos_pb2.SlotValue(values=value).SerializeToString()
+    )
+
+
+def _log_entry(epoch: int, slot: int, entry_id: str, encoded: bytes) -> cms_pb2.LogEntry:
+    return cms_pb2.LogEntry(
+        epoch=epoch,
+        slot=slot,
+        entry_id=entry_id,
+        transformation=metadata_pb2.Transformation.FromString(encoded),
+    )
+
+
+def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:
+    return decode_metadata(snapshot.metadata.SerializeToString(deterministic=True))
+
+
+def _commit_request(item: ProposalItem) -> cms_pb2.CommitRequest:
+    return cms_pb2.CommitRequest(
+        transformation=transformation_to_proto(item.transformation), entry_id=item.entry_id
+    )
+
+
+def _known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult:
+    answer = _known_answer_or_error(item, known)
+    if isinstance(answer, CommitError):
+        raise answer
+    return answer
+
+
+def _known_answer_or_error(
+    item: ProposalItem, known: tuple[int, int]
+) -> CommitResult | CommitError:
+    epoch, digest = known
+    if digest != item.digest:
+        return entry_id_reused(item.entry_id, epoch)
+    return CommitResult(epoch, duplicate=True)
+
+
+def _answer_for(outcome: Outcome, batch_size: int) -> CommitResult | CommitError:
+    if outcome.reused_id_of_epoch:
+        return entry_id_reused(outcome.entry_id, outcome.reused_id_of_epoch)
+    if outcome.rejection is not None:
+        return RejectedCommit(outcome.rejection.message, rule=outcome.rejection.rule)
+    return CommitResult(outcome.epoch, outcome.duplicate, batch_size)

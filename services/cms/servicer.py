@@ -1,0 +1,182 @@
+"""gRPC servicers of a CMS member: translate protobuf <-> domain values, call the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+from opentelemetry import trace
+
+from epochal.cms.errors import CommitError, InvalidCommit
+from epochal.cms.member import CMSMemberLoop, CommitResult, WatchClosed
+from epochal.cms.peers import outcome_from_error
+from epochal.cms.state_machine import ProposalItem, digest_of
+from epochal.tcm import Transformation
+from epochal.telemetry import tracer
+from epochal.wire.handlers import require_parsed
+from epochal.wire.metadata import MalformedInput, encode_transformation, transformation_from_proto
+from epochal.wire.paxos import message_from_proto
+from epochal.wire.v1 import cms_pb2
+
+MAX_ENTRY_ID_CHARS = 128
+_tracer = tracer("epochal.cms")
+
+
+def parse_commit(
+    request: cms_pb2.CommitRequest, max_transformation_bytes: int
+) -> tuple[Transformation, str]:
+    """Raises InvalidCommit with a message a person can act on."""
+    entry_id = request.entry_id
+    if not entry_id:
+        raise InvalidCommit(
+            "entry_id is required: any unique string of at most 128 characters; "
+            "reuse it when you retry the same commit"
+        )
+    if len(entry_id) > MAX_ENTRY_ID_CHARS:
+        raise InvalidCommit(f"entry_id is {len(entry_id)} characters; the limit is 128")
+    if not request.HasField("transformation"):
+        raise InvalidCommit("transformation is required")
+    size = request.transformation.ByteSize()
+    if size > max_transformation_bytes:
+        raise InvalidCommit(
+            f"transformation is {size} bytes; the limit is {max_transformation_bytes} "
+            "(--max-transformation-bytes)"
+        )
+    try:
+        transformation = transformation_from_proto(request.transformation)
+    except MalformedInput as error:
+        raise InvalidCommit(f"malformed transformation: {error}") from None
+    return transformation, entry_id
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: CommitError) -> None:
+    if error.rule:
+        context.set_trailing_metadata((("epochal-rule", error.rule),))
+    await context.abort(grpc.StatusCode[error.code], error.message)
+
+
+class CMSServicer:
+    def __init__(self, member: CMSMemberLoop) -> None:
+        self.member = member
+
+    async def Commit(
+        self, request: cms_pb2.CommitRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.CommitResponse:
+        await require_parsed(request, context)
+        with _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER) as span:
+            span.set_attribute("member", self.member.member_id)
+            try:
+                transformation, entry_id = parse_commit(
+                    request, self.member.settings.max_transformation_bytes
+                )
+                span.set_attribute("kind", transformation.kind)
+                result = await self.member.commit(transformation, entry_id)
+            except CommitError as error:
+                span.set_attribute("outcome", error.rule or error.code)
+                await abort_with(context, error)
+                raise  # unreachable: abort raises
+            _describe_span(span, self.member, result)
+            return cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)
+
+    async def FetchLog(
+        self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.FetchLogResponse:
+        await require_parsed(request, context)
+        with _tracer.start_as_current_span("cms.fetch_log", kind=trace.SpanKind.SERVER) as span:
+            result = await self.member.fetch_log(
+                request.since_epoch, request.max_entries, request.include_entry_ids
+            )
+            span.set_attribute("since_epoch", request.since_epoch)
+            span.set_attribute("entries", len(result.entries))
+            span.set_attribute("snapshot", result.snapshot is not None)
+            return cms_pb2.FetchLogResponse(
+                snapshot=result.snapshot,
+                entries=result.entries,
+                latest_epoch=result.latest_epoch,
+                applied_slot=result.applied_slot,
+                has_more=result.has_more,
+            )
+
+    async def Watch(
+        self, request: cms_pb2.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[cms_pb2.WatchEvent]:
+        await require_parsed(request, context)
+        subscription = self.member.subscribe()
+        try:
+            since = request.since_epoch
+            while True:  # the backlog, page by page
+                page = await self.member.fetch_log(since, 0, False)
+                if page.snapshot is not None or page.entries:
+                    yield cms_pb2.WatchEvent(
+                        snapshot=page.snapshot, entries=page.entries, latest_epoch=page.latest_epoch
+                    )
+                if page.entries:
+                    since = page.entries[-1].epoch
+                elif page.snapshot is not None:
+                    since = page.snapshot.metadata.epoch
+                if not page.has_more:
+                    break
+            while True:  # then live events, skipping what the backlog already sent
+                event = await subscription.queue.get()
+                if isinstance(event, WatchClosed):
+                    await context.abort(grpc.StatusCode[event.code], event.message)
+                entries = [e for e in event.entries if e.epoch > since]
+                if entries:
+                    since = entries[-1].epoch
+                    yield cms_pb2.WatchEvent(entries=entries, latest_epoch=event.latest_epoch)
+        finally:
+            self.member.unsubscribe(subscription)
+
+    async def Describe(
+        self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.DescribeResponse:
+        await require_parsed(request, context)
+        return self.member.describe()
+
+
+class CMSMemberServicer:
+    def __init__(self, member: CMSMemberLoop) -> None:
+        self.member = member
+
+    async def Step(
+        self, request: cms_pb2.StepRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.StepResponse:
+        await require_parsed(request, context)
+        try:
+            messages = [message_from_proto(m) for m in request.messages]
+        except (ValueError, KeyError) as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Paxos message: {error}")
+        self.member.on_messages(messages)
+        return cms_pb2.StepResponse()
+
+    async def Forward(
+        self, request: cms_pb2.ForwardRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.ForwardResponse:
+        await require_parsed(request, context)
+        outcomes = await asyncio.gather(*(self._one(c) for c in request.commits))
+        return cms_pb2.ForwardResponse(outcomes=outcomes)
+
+    async def _one(self, request: cms_pb2.CommitRequest) -> cms_pb2.CommitOutcome:
+        try:
+            transformation, entry_id = parse_commit(
+                request, self.member.settings.max_transformation_bytes
+            )
+            encoded = encode_transformation(transformation)
+            item = ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+            result = await self.member.commit_forwarded(item)
+        except CommitError as error:
+            return outcome_from_error(error)
+        return cms_pb2.CommitOutcome(
+            committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)
+        )
+
+
+def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:
+    status = member.node.status()
+    span.set_attribute("epoch", result.epoch)
+    span.set_attribute("duplicate", result.duplicate)
+    if result.batch_size:
+        span.set_attribute("batch_size", result.batch_size)
+    span.set_attribute("ballot", str(status.ballot or status.promised))
+    span.set_attribute("outcome", "duplicate" if result.duplicate else "committed")

@@ -1,0 +1,154 @@
+"""CMS member settings: every one a flag and an environment variable, checked when built."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+ENV_PREFIX = "EPOCHAL_CMS_"
+
+
+def parse_members(text: str) -> dict[str, str]:
+    """``m1=127.0.0.1:7001,m2=127.0.0.1:7002`` -> {member id: address}."""
+    members: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        member_id, sep, address = part.partition("=")
+        if not sep or not member_id or ":" not in address:
+            raise ValueError(f"bad member {part!r}: expected id=host:port, e.g. m1=127.0.0.1:7001")
+        if member_id in members:
+            raise ValueError(f"member {member_id!r} listed twice")
+        members[member_id] = address
+    return members
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CMSSettings:
+    member_id: str
+    members: Mapping[str, str]  # the initial voters: id -> host:port (InitializeCMS names them)
+    listen: str = ""  # default: this member's address in `members`
+    db: str = ""  # SQLAlchemy URL; default SQLite in data_dir
+    db_schema: str = ""  # PostgreSQL schema; default cms_<member_id>
+    data_dir: str = "var"
+    snapshot_frequency: int = 100
+    heartbeat_interval_ms: int = 50
+    election_timeout_ms: int = 500
+    retransmit_interval_ms: int = 100
+    max_batch_values: int = 512
+    max_batch_bytes: int = 4 << 20
+    max_pending_commits: int = 20_000
+    max_transformation_bytes: int = 1 << 20
+    commit_timeout_ms: int = 10_000
+    entry_id_retention_epochs: int = 100_000
+    retain_slots: int = 1_000
+    fetch_page_entries: int = 1_000
+    watch_queue_events: int = 1_000
+    shutdown_grace_s: float = 5.0
+    trace_dir: str = ""
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if not self.member_id:
+            raise ValueError("--member-id (EPOCHAL_CMS_MEMBER_ID) is required")
+        if self.member_id not in self.members:
+            raise ValueError(
+                f"member {self.member_id!r} is not in --members {sorted(self.members)}"
+            )
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+                raise ValueError(f"--{f.name.replace('_', '-')} must be > 0, got {value}")
+        if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
+            raise ValueError("--election-timeout-ms must be at least twice --heartbeat-interval-ms")
+
+    @property
+    def listen_address(self) -> str:
+        return self.listen or self.members[self.member_id]
+
+    @property
+    def db_url(self) -> str:
+        if self.db:
+            return self.db
+        path = Path(self.data_dir) / self.member_id / "cms.db"
+        return f"sqlite:///{path}"
+
+    @property
+    def schema(self) -> str | None:
+        if not self.db_url.startswith("postgresql"):
+            return None
+        return self.db_schema or f"cms_{self.member_id}".replace("-", "_")
+
+    @property
+    def peers(self) -> dict[str, str]:
+        return {m: a for m, a in self.members.items() if m != self.member_id}
+
+
+_FLAGS: dict[str, tuple[type, str]] = {
+    "member_id": (str, "this member's id (must appear in --members)"),
+    "members": (str, "initial members: id=host:port,... (the same list on every member)"),
+    "listen": (str, "host:port to listen on (default: this member's address in --members)"),
+    "db": (str, "SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db"),
+    "db_schema": (str, "PostgreSQL schema for this member (default cms_<member-id>)"),
+    "data_dir": (str, "where the default SQLite database lives"),
+    "snapshot_frequency": (int, "commit a TriggerSnapshot every N epochs"),
+    "heartbeat_interval_ms": (int, "leader heartbeat interval"),
+    "election_timeout_ms": (int, "silence before a member runs for leader (plus jitter)"),
+    "retransmit_interval_ms": (int, "resend unanswered Paxos messages after this long"),
+    "max_batch_values": (int, "most transformations in one Paxos slot"),
+    "max_batch_bytes": (int, "most bytes in one Paxos slot"),
+    "max_pending_commits": (int, "commits queued at the leader before RESOURCE_EXHAUSTED"),
+    "max_transformation_bytes": (int, "largest encoded transformation accepted"),
+    "commit_timeout_ms": (int, "longest a commit waits inside the CMS"),
+    "entry_id_retention_epochs": (int, "how many epochs an entry id is remembered"),
+    "retain_slots": (int, "applied Paxos slots kept in memory for peers' catch-up"),
+    "fetch_page_entries": (int, "log entries per FetchLog page"),
+    "watch_queue_events": (int, "events buffered per Watch subscriber before it is dropped"),
+    "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),
+    "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
+    "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="epochal-cms",
+        description="A CMS member: multi-Paxos over gRPC keeping the cluster metadata log. "
+        f"Every flag can also be set as {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}DB).",
+    )
+    defaults = {f.name: f.default for f in fields(CMSSettings)}
+    for name, (kind, help_text) in _FLAGS.items():
+        default = defaults.get(name)
+        shown = (
+            "" if default in (None, "") or not isinstance(default, str | int | float) else default
+        )
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            default=None,
+            help=f"{help_text} [{ENV_PREFIX}{name.upper()}]"
+            + (f" (default {shown})" if shown else ""),
+        )
+    return parser
+
+
+def settings_from(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> CMSSettings:
+    """Flags win over environment variables, which win over defaults."""
+    environment = os.environ if env is None else env
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, object] = {}
+    for name, (kind, _) in _FLAGS.items():
+        raw = args.get(name)
+        if raw is None:
+            env_value = environment.get(ENV_PREFIX + name.upper())
+            if name == "trace_dir" and env_value is None:
+                env_value = environment.get("EPOCHAL_TRACE_DIR")
+            if env_value is None:
+                continue
+            raw = kind(env_value)
+        values[name] = raw
+    members_text = values.pop("members", "")
+    return CMSSettings(members=parse_members(str(members_text or "")), **values)  # type: ignore[arg-type]

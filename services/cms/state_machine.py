@@ -1,0 +1,177 @@
+"""The CMS state machine: chosen Paxos slots in, epochs out. Pure (no I/O, clock or randomness).
+
+Theory of operation
+-------------------
+A chosen slot holds a batch of proposal items, each a transformation with the client's entry id.
+Every member applies the same slots in the same order, so every decision here must depend only
+on the slots: items are applied in order; an item whose entry id was already applied is a no-op
+that answers the first epoch (at-most-once, checked and recorded at apply, DESIGN.md); an item
+whose id is known with another digest is a reused id and a no-op with an error; an item that no
+longer validates is a no-op with its rejection (the leader validated it against this very state
+when it had one slot in flight, so this is a second line of defence, not the normal path); any
+other item takes the next epoch.
+
+Entry ids are remembered for ``retention_epochs`` epochs; forgetting is decided by epoch alone,
+so every member forgets the same ids at the same point. The at-most-once window therefore
+covers retries that come within that many epochs of the first attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from epochal.tcm import ClusterMetadata, Rejected, Transformation, TriggerSnapshot
+
+DEFAULT_RETENTION_EPOCHS = 100_000
+
+
+def digest_of(encoded_transformation: bytes) -> int:
+    """A stable signed 64-bit digest of a transformation's deterministic encoding."""
+    raw = hashlib.blake2b(encoded_transformation, digest_size=8).digest()
+    return int.from_bytes(raw, "big", signed=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalItem:
+    transformation: Transformation
+    encoded: bytes
+    entry_id: str
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedEntry:
+    epoch: int
+    slot: int
+    entry_id: str
+    kind: str
+    encoded: bytes
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    entry_id: str
+    epoch: int = 0
+    duplicate: bool = False
+    rejection: Rejected | None = None
+    reused_id_of_epoch: int = 0  # the id was first used for another transformation, at this epoch
+
+    @property
+    def committed(self) -> bool:
+        return self.epoch > 0 and self.reused_id_of_epoch == 0
+
+
+@dataclass(frozen=True, slots=True)
+class SlotResult:
+    slot: int
+    entries: tuple[AppliedEntry, ...]
+    outcomes: tuple[Outcome, ...]
+    snapshot_epochs: tuple[int, ...]
+    forget_ids_below_epoch: int | None
+
+
+class MetadataStateMachine:
+    def __init__(
+        self,
+        metadata: ClusterMetadata,
+        applied_slot: int,
+        entry_ids: Iterable[tuple[str, int, int]] = (),
+        retention_epochs: int = DEFAULT_RETENTION_EPOCHS,
+    ) -> None:
+        if retention_epochs < 1:
+            raise ValueError(f"retention_epochs must be >= 1, got {retention_epochs}")
+        self.metadata = metadata
+        self.applied_slot = applied_slot
+        self.retention_epochs = retention_epochs
+        # Insertion order is epoch order, so forgetting pops from the front.
+        self._ids: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        for entry_id, epoch, digest in sorted(entry_ids, key=lambda record: record[1]):
+            self._ids[entry_id] = (epoch, digest)
+
+    @property
+    def epoch(self) -> int:
+        return self.metadata.epoch
+
+    def lookup(self, entry_id: str) -> tuple[int, int] | None:
+        """(epoch, digest) of an applied entry id still remembered."""
+        return self._ids.get(entry_id)
+
+    def entry_ids(self) -> list[tuple[str, int, int]]:
+        return [(entry_id, epoch, digest) for entry_id, (epoch, digest) in self._ids.items()]
+
+    def apply_slot(self, slot: int, items: Sequence[ProposalItem]) -> SlotResult:
+        assert slot == self.applied_slot + 1, f"slot {slot} applied after {self.applied_slot}"
+        entries: list[AppliedEntry] = []
+        outcomes: list[Outcome] = []
+        snapshots: list[int] = []
+        for item in items:
+            outcome = self._apply_item(slot, item, entries)
+            outcomes.append(outcome)
+            if (
+                outcome.committed
+                and not outcome.duplicate
+                and isinstance(item.transformation, TriggerSnapshot)
+            ):
+                snapshots.append(outcome.epoch)
+        self.applied_slot = slot
+        return SlotResult(
+            slot=slot,
+            entries=tuple(entries),
+            outcomes=tuple(outcomes),
+            snapshot_epochs=tuple(snapshots),
+            forget_ids_below_epoch=self._forget_old_ids(),
+        )
+
+    def _apply_item(self, slot: int, item: ProposalItem, entries: list[AppliedEntry]) -> Outcome:
+        known = self._ids.get(item.entry_id)
+        if known is not None:
+            epoch, digest = known
+            if digest != item.digest:
+                return Outcome(entry_id=item.entry_id, reused_id_of_epoch=epoch)
+            return Outcome(entry_id=item.entry_id, epoch=epoch, duplicate=True)
+        rejection = item.transformation.validate(self.metadata)
+        if rejection is not None:
+            return Outcome(entry_id=item.entry_id, rejection=rejection)
+        self.metadata = item.transformation.execute(self.metadata)
+        epoch = self.metadata.epoch
+        self._ids[item.entry_id] = (epoch, item.digest)
+        entries.append(
+            AppliedEntry(
+                epoch=epoch,
+                slot=slot,
+                entry_id=item.entry_id,
+                kind=item.transformation.kind,
+                encoded=item.encoded,
+                digest=item.digest,
+            )
+        )
+        return Outcome(entry_id=item.entry_id, epoch=epoch)
+
+    def _forget_old_ids(self) -> int | None:
+        bound = self.metadata.epoch - self.retention_epochs
+        forgot = False
+        while self._ids:
+            entry_id, (epoch, _) = next(iter(self._ids.items()))
+            if epoch > bound:
+                break
+            del self._ids[entry_id]
+            forgot = True
+        return bound + 1 if forgot else None
+
+    def install(
+        self,
+        metadata: ClusterMetadata,
+        applied_slot: int,
+        entry_ids: Iterable[tuple[str, int, int]],
+    ) -> None:
+        """Replace the state with one copied from a peer (state transfer)."""
+        self.metadata = metadata
+        self.applied_slot = applied_slot
+        self._ids = OrderedDict()
+        for entry_id, epoch, digest in sorted(entry_ids, key=lambda record: record[1]):
+            self._ids[entry_id] = (epoch, digest)
+        self._forget_old_ids()

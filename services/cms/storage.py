@@ -1,0 +1,399 @@
+"""Durable state of a CMS member: acceptor state, the metadata log, entry ids, snapshots.
+
+Theory of operation
+-------------------
+One thread uses this object (the member's storage thread), so it holds one connection per
+engine and never shares them. SQLAlchemy Core, not the ORM: these calls sit on the commit path.
+
+Two kinds of writes, as DESIGN.md "Commit point" allows:
+
+* ``save_acceptor`` is **durable** when it returns: a promise or an accepted slot is a vote, and
+  a vote must survive a crash. SQLite: WAL mode with ``synchronous=FULL`` fsyncs the WAL at every
+  commit. PostgreSQL: an ordinary commit (``synchronous_commit`` on).
+* ``save_applied`` (the log, entry ids, snapshots, the applied slot) is **lazy**: it is derived
+  from chosen slots that a quorum already holds durably, so a crash that loses it only means the
+  member re-learns those slots. It is still one atomic transaction, and it is ordered before any
+  later durable commit: SQLite commits it with ``synchronous=OFF`` on the same connection (the
+  WAL is one append-only file, so the next FULL commit's fsync covers these frames too);
+  PostgreSQL commits it with ``SET LOCAL synchronous_commit = off`` (its WAL is flushed in order,
+  so a later synchronous commit flushes it as well).
+
+PostgreSQL members may share a database: each uses its own schema (tables and Alembic's version
+table live there; ``search_path`` is set on every connection).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from epochal.cms import tables as t
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedRow:
+    slot: int
+    ballot_round: int
+    ballot_node: str
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntryRow:
+    epoch: int
+    slot: int
+    entry_id: str
+    kind: str
+    transformation: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EntryIdRow:
+    entry_id: str
+    epoch: int
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    epoch: int
+    slot: int
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    promised: tuple[int, str] | None
+    accepted: tuple[AcceptedRow, ...]
+    applied_slot: int
+    snapshot: SnapshotRow | None
+    entries: tuple[LogEntryRow, ...]  # after the snapshot (all of them without one)
+    entry_ids: tuple[EntryIdRow, ...]
+
+
+class CMSStorage:
+    def __init__(self, url: str, *, schema: str | None = None, echo: bool = False) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        self.schema = None if self.is_sqlite else schema
+        if self.schema is not None and not _SCHEMA_NAME.match(self.schema):
+            raise ValueError(
+                f"bad PostgreSQL schema name {self.schema!r}: use lower-case letters, digits, _"
+            )
+        self.engine = self._create_engine(echo)
+        self._migrate()
+        self._conn: Connection = self.engine.connect()
+        self._dialect_insert = sqlite.insert if self.is_sqlite else postgresql.insert
+
+    # ------------------------------------------------------------------ setup
+
+    def _create_engine(self, echo: bool) -> Engine:
+        if self.is_sqlite:
+            path = self.url.removeprefix("sqlite:///")
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(
+                self.url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
+            )
+
+            @event.listens_for(engine, "connect")
+            def _pragmas(dbapi_connection, _record) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA synchronous=FULL")
+                cursor.execute("PRAGMA busy_timeout=30000")
+                cursor.close()
+
+            return engine
+        engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
+        if self.schema is not None:
+            with engine.begin() as connection:
+                connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
+            schema = self.schema
+
+            @event.listens_for(engine, "connect")
+            def _search_path(dbapi_connection, _record) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute(f'SET search_path TO "{schema}"')
+                cursor.close()
+                dbapi_connection.commit()
+
+        return engine
+
+    def _migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            config.attributes["schema"] = self.schema
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self._conn.close()
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ writes
+
+    def save_acceptor(
+        self, promised: tuple[int, str] | None, accepted: Sequence[AcceptedRow]
+    ) -> None:
+        """Durable when it returns."""
+        conn = self._conn
+        with conn.begin():
+            if promised is not None:
+                conn.execute(
+                    update(t.promise).values(ballot_round=promised[0], ballot_node=promised[1])
+                )
+            if accepted:
+                statement = self._dialect_insert(t.accepted_slots)
+                conn.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=[t.accepted_slots.c.slot],
+                        set_={
+                            "ballot_round": statement.excluded.ballot_round,
+                            "ballot_node": statement.excluded.ballot_node,
+                            "value": statement.excluded.value,
+                        },
+                    ),
+                    [
+                        {
+                            "slot": r.slot,
+                            "ballot_round": r.ballot_round,
+                            "ballot_node": r.ballot_node,
+                            "value": r.value,
+                        }
+                        for r in accepted
+                    ],
+                )
+
+    def save_applied(
+        self,
+        *,
+        applied_slot: int,
+        entries: Sequence[LogEntryRow],
+        entry_ids: Sequence[EntryIdRow],
+        forget_entry_ids_below_epoch: int | None = None,
+        snapshot: SnapshotRow | None = None,
+        forget_accepted_up_to: int | None = None,
+    ) -> None:
+        """Atomic but lazy: a crash may lose it, never half of it; ordered before later writes."""
+        conn = self._conn
+        with self._lazy():
+            if entries:
+                conn.execute(insert(t.log_entries), [_entry_params(e) for e in entries])
+            if entry_ids:
+                conn.execute(
+                    insert(t.entry_ids),
+                    [
+                        {"entry_id": i.entry_id, "epoch": i.epoch, "digest": i.digest}
+                        for i in entry_ids
+                    ],
+                )
+            if forget_entry_ids_below_epoch is not None:
+                conn.execute(
+                    delete(t.entry_ids).where(t.entry_ids.c.epoch < forget_entry_ids_below_epoch)
+                )
+            if snapshot is not None:
+                conn.execute(
+                    insert(t.snapshots).values(
+                        epoch=snapshot.epoch, slot=snapshot.slot, metadata=snapshot.metadata
+                    )
+                )
+            if forget_accepted_up_to is not None:
+                conn.execute(
+                    delete(t.accepted_slots).where(t.accepted_slots.c.slot <= forget_accepted_up_to)
+                )
+            conn.execute(
+                update(t.member_state)
+                .where(t.member_state.c.key == "applied_slot")
+                .values(value=applied_slot)
+            )
+
+    def _lazy(self):
+        return _LazyTransaction(self._conn, self.is_sqlite)
+
+    def install(
+        self,
+        *,
+        snapshot: SnapshotRow | None,
+        entries: Sequence[LogEntryRow],
+        entry_ids: Sequence[EntryIdRow],
+        applied_slot: int,
+    ) -> None:
+        """Durably replace the applied state with one copied from a peer (state transfer)."""
+        conn = self._conn
+        with conn.begin():
+            if snapshot is not None:
+                # What the snapshot covers is replaced by it; older entries are not needed.
+                conn.execute(delete(t.log_entries))
+                conn.execute(delete(t.snapshots).where(t.snapshots.c.epoch >= snapshot.epoch))
+                conn.execute(
+                    insert(t.snapshots).values(
+                        epoch=snapshot.epoch, slot=snapshot.slot, metadata=snapshot.metadata
+                    )
+                )
+            if entries:
+                conn.execute(delete(t.log_entries).where(t.log_entries.c.epoch >= entries[0].epoch))
+                conn.execute(insert(t.log_entries), [_entry_params(e) for e in entries])
+            conn.execute(delete(t.entry_ids))
+            if entry_ids:
+                conn.execute(
+                    insert(t.entry_ids),
+                    [
+                        {"entry_id": i.entry_id, "epoch": i.epoch, "digest": i.digest}
+                        for i in entry_ids
+                    ],
+                )
+            conn.execute(delete(t.accepted_slots).where(t.accepted_slots.c.slot <= applied_slot))
+            conn.execute(
+                update(t.member_state)
+                .where(t.member_state.c.key == "applied_slot")
+                .values(value=applied_slot)
+            )
+
+    # ------------------------------------------------------------------ reads
+
+    def load(self) -> StoredState:
+        conn = self._conn
+        with conn.begin():
+            promise = conn.execute(select(t.promise.c.ballot_round, t.promise.c.ballot_node)).one()
+            accepted = tuple(
+                AcceptedRow(*row)
+                for row in conn.execute(
+                    select(
+                        t.accepted_slots.c.slot,
+                        t.accepted_slots.c.ballot_round,
+                        t.accepted_slots.c.ballot_node,
+                        t.accepted_slots.c.value,
+                    ).order_by(t.accepted_slots.c.slot)
+                )
+            )
+            applied_slot = conn.execute(
+                select(t.member_state.c.value).where(t.member_state.c.key == "applied_slot")
+            ).scalar_one()
+            snapshot = self._latest_snapshot(conn)
+            since = snapshot.epoch if snapshot is not None else 0
+            entries = tuple(self._entries_since(conn, since, None))
+            ids = tuple(
+                EntryIdRow(*row)
+                for row in conn.execute(
+                    select(
+                        t.entry_ids.c.entry_id, t.entry_ids.c.epoch, t.entry_ids.c.digest
+                    ).order_by(t.entry_ids.c.epoch)
+                )
+            )
+        promised = (
+            None
+            if promise.ballot_round == 0 and promise.ballot_node == ""
+            else (promise.ballot_round, promise.ballot_node)
+        )
+        return StoredState(promised, accepted, applied_slot, snapshot, entries, ids)
+
+    def entries_since(self, epoch: int, limit: int) -> list[LogEntryRow]:
+        with self._conn.begin():
+            return self._entries_since(self._conn, epoch, limit)
+
+    def latest_snapshot(self) -> SnapshotRow | None:
+        with self._conn.begin():
+            return self._latest_snapshot(self._conn)
+
+    def snapshot_epochs(self) -> list[int]:
+        with self._conn.begin():
+            return list(
+                self._conn.execute(
+                    select(t.snapshots.c.epoch).order_by(t.snapshots.c.epoch)
+                ).scalars()
+            )
+
+    def latest_epoch(self) -> int:
+        with self._conn.begin():
+            latest = self._conn.execute(select(func.max(t.log_entries.c.epoch))).scalar()
+            snapshot = self._conn.execute(select(func.max(t.snapshots.c.epoch))).scalar()
+        return max(latest or 0, snapshot or 0)
+
+    @staticmethod
+    def _entries_since(conn: Connection, epoch: int, limit: int | None) -> list[LogEntryRow]:
+        query = (
+            select(
+                t.log_entries.c.epoch,
+                t.log_entries.c.slot,
+                t.log_entries.c.entry_id,
+                t.log_entries.c.kind,
+                t.log_entries.c.transformation,
+            )
+            .where(t.log_entries.c.epoch > epoch)
+            .order_by(t.log_entries.c.epoch)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        return [LogEntryRow(*row) for row in conn.execute(query)]
+
+    @staticmethod
+    def _latest_snapshot(conn: Connection) -> SnapshotRow | None:
+        row = conn.execute(
+            select(t.snapshots.c.epoch, t.snapshots.c.slot, t.snapshots.c.metadata)
+            .order_by(t.snapshots.c.epoch.desc())
+            .limit(1)
+        ).first()
+        return SnapshotRow(*row) if row is not None else None
+
+
+class _LazyTransaction:
+    """A transaction whose commit need not be durable yet (see the module docstring)."""
+
+    def __init__(self, conn: Connection, is_sqlite: bool) -> None:
+        self.conn = conn
+        self.is_sqlite = is_sqlite
+        self._transaction = None
+
+    def __enter__(self) -> None:
+        if self.is_sqlite:
+            # Outside a transaction: SQLite ignores synchronous changes inside one.
+            self.conn.exec_driver_sql("PRAGMA synchronous=OFF")
+            self.conn.commit()
+        self._transaction = self.conn.begin()
+        if not self.is_sqlite:
+            self.conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+    def __exit__(self, kind, value, traceback) -> None:
+        assert self._transaction is not None
+        try:
+            if kind is None:
+                self._transaction.commit()
+            else:
+                self._transaction.rollback()
+        finally:
+            if self.is_sqlite:
+                self.conn.exec_driver_sql("PRAGMA synchronous=FULL")
+                self.conn.commit()
+
+
+def _entry_params(entry: LogEntryRow) -> dict[str, object]:
+    return {
+        "epoch": entry.epoch,
+        "slot": entry.slot,
+        "entry_id": entry.entry_id,
+        "kind": entry.kind,
+        "transformation": entry.transformation,
+    }

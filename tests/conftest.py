@@ -1,0 +1,59 @@
+"""Shared fixtures: PostgreSQL on 127.0.0.1:5432 (skipped with a reason, or failed under CI)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+import sqlalchemy as sa
+
+DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    url = os.environ.get("EPOCHAL_TEST_PG_URL", DEFAULT_PG_URL)
+    try:
+        engine = sa.create_engine(url)
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+        engine.dispose()
+    except Exception as error:
+        reason = f"PostgreSQL not reachable at {url}: {type(error).__name__}: {error}"
+        if _under_ci():
+            pytest.fail(f"{reason} (under CI a skip is a failure)")
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture
+def pg_schema(postgres_url: str) -> Iterator[Callable[[], str]]:
+    """Make unique schemas; every one is dropped at teardown, even if the test failed."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        return name
+
+    yield make
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as connection:
+        for name in made:
+            connection.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage_backend(request: pytest.FixtureRequest, tmp_path) -> tuple[str, str | None]:
+    """(url, schema) of a fresh database on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/db/cms.db", None
+    url = request.getfixturevalue("postgres_url")
+    return url, request.getfixturevalue("pg_schema")()
