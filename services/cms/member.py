@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import grpc
 from opentelemetry import trace
 
 from epochal.cms.errors import (
@@ -199,6 +200,8 @@ class CMSMemberLoop:
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._transferring = False
+        self._backfilling = False
+        self.log_complete = False
         self.snapshots_installed = 0
         self.target_epoch = 0
         self.ready = False
@@ -238,6 +241,7 @@ class CMSMemberLoop:
         )
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
         self._spawn(self._learn_target_epoch())
+        self._spawn(self._backfill())
 
     def _rebuild(self, stored: StoredState) -> MetadataStateMachine:
         metadata = ClusterMetadata.empty()
@@ -611,7 +615,9 @@ class CMSMemberLoop:
 
     # ------------------------------------------------------------------ log serving
 
-    async def fetch_log(self, since: int, max_entries: int, include_ids: bool) -> FetchResult:
+    async def fetch_log(
+        self, since: int, max_entries: int, include_ids: bool, entries_only: bool = False
+    ) -> FetchResult:
         latest = self.sm.epoch
         applied_slot = self.sm.applied_slot
         page = min(
@@ -621,9 +627,11 @@ class CMSMemberLoop:
         if since >= latest:
             return FetchResult(None, [], latest, applied_slot, False)
         recent = self._from_recent(since, page)
-        if recent is not None and latest - since <= self.settings.snapshot_frequency:
+        if recent is not None and (
+            entries_only or latest - since <= self.settings.snapshot_frequency
+        ):
             return FetchResult(None, recent, latest, applied_slot, recent[-1].epoch < latest)
-        far_behind = latest - since > self.settings.snapshot_frequency
+        far_behind = not entries_only and latest - since > self.settings.snapshot_frequency
 
         def job() -> tuple[SnapshotRow | None, list[LogEntryRow]]:
             snapshot = self.storage.latest_snapshot() if far_behind else None
@@ -784,6 +792,49 @@ class CMSMemberLoop:
         self._subscriptions.clear()
         self._check_ready()
         self._process()
+        if snapshot_row is not None:
+            self.log_complete = False
+            self._spawn(self._backfill())
+
+    async def _backfill(self) -> None:
+        """Fill the log below an installed snapshot with entries from peers, so this member
+        can serve any suffix of the log (the snapshot made it current; this makes it whole)."""
+        if self._backfilling:
+            return
+        self._backfilling = True
+        try:
+            while not self._stopped:
+                prefix = await self._run_db(self.storage.contiguous_prefix)
+                target = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
+                if prefix >= min(target, self.sm.epoch):
+                    self.log_complete = True
+                    log.info("member %s holds the whole log up to epoch %d", self.member_id, prefix)
+                    return
+                if not await self._backfill_page(prefix, target):
+                    await asyncio.sleep(1.0)  # no peer could help now; try again
+        finally:
+            self._backfilling = False
+
+    async def _backfill_page(self, prefix: int, target: int) -> bool:
+        for peer, stub in self.peers.cms_stubs.items():
+            try:
+                response = await stub.FetchLog(
+                    cms_pb2.FetchLogRequest(since_epoch=prefix, entries_only=True), timeout=30.0
+                )
+            except grpc.aio.AioRpcError as error:
+                log.info("backfill from %s failed: %s", peer, error.code().name)
+                continue
+            entries = [e for e in response.entries if prefix < e.epoch <= target]
+            if not entries or entries[0].epoch != prefix + 1:
+                continue  # this peer lacks the entries too
+            rows = []
+            for entry in entries:
+                encoded = entry.transformation.SerializeToString(deterministic=True)
+                kind = entry.transformation.WhichOneof("kind") or ""
+                rows.append(LogEntryRow(entry.epoch, entry.slot, entry.entry_id, kind, encoded))
+            await self._run_db(self.storage.insert_entries, rows)
+            return True
+        return False
 
     # ------------------------------------------------------------------ describe
 
@@ -805,6 +856,7 @@ class CMSMemberLoop:
             applied_slot=self.sm.applied_slot,
             ready=self.ready,
             snapshots_installed=self.snapshots_installed,
+            log_complete=self.log_complete,
         )
 
 

@@ -85,7 +85,10 @@ class CMSServicer:
         await require_parsed(request, context)
         with _tracer.start_as_current_span("cms.fetch_log", kind=trace.SpanKind.SERVER) as span:
             result = await self.member.fetch_log(
-                request.since_epoch, request.max_entries, request.include_entry_ids
+                request.since_epoch,
+                request.max_entries,
+                request.include_entry_ids,
+                request.entries_only,
             )
             span.set_attribute("since_epoch", request.since_epoch)
             span.set_attribute("entries", len(result.entries))

@@ -127,18 +127,20 @@ class CMSStorage:
 
             return engine
         engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
-        if self.schema is not None:
-            with engine.begin() as connection:
-                connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
-            schema = self.schema
+        if self.schema is None:
+            return engine
+        schema = self.schema
 
-            @event.listens_for(engine, "connect")
-            def _search_path(dbapi_connection, _record) -> None:
-                cursor = dbapi_connection.cursor()
-                cursor.execute(f'SET search_path TO "{schema}"')
-                cursor.close()
-                dbapi_connection.commit()
+        # Registered before the first connection exists, so every pooled connection has it.
+        @event.listens_for(engine, "connect")
+        def _search_path(dbapi_connection, _record) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f'SET search_path TO "{schema}"')
+            cursor.close()
+            dbapi_connection.commit()
 
+        with engine.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
         return engine
 
     def _migrate(self) -> None:
@@ -245,8 +247,8 @@ class CMSStorage:
         conn = self._conn
         with conn.begin():
             if snapshot is not None:
-                # What the snapshot covers is replaced by it; older entries are not needed.
-                conn.execute(delete(t.log_entries))
+                # Entries held already stay: they are a prefix of the same log. The gap
+                # between them and the snapshot is filled later (insert_entries).
                 conn.execute(delete(t.snapshots).where(t.snapshots.c.epoch >= snapshot.epoch))
                 conn.execute(
                     insert(t.snapshots).values(
@@ -272,7 +274,32 @@ class CMSStorage:
                 .values(value=applied_slot)
             )
 
+    def insert_entries(self, entries: Sequence[LogEntryRow]) -> None:
+        """Fill a gap in the log with entries copied from a peer (already known ones are kept)."""
+        if not entries:
+            return
+        statement = self._dialect_insert(t.log_entries).on_conflict_do_nothing(
+            index_elements=[t.log_entries.c.epoch]
+        )
+        with self._lazy():
+            self._conn.execute(statement, [_entry_params(e) for e in entries])
+
     # ------------------------------------------------------------------ reads
+
+    def contiguous_prefix(self) -> int:
+        """The largest k such that this log holds every epoch 1..k."""
+        log = t.log_entries
+        with self._conn.begin():
+            first = self._conn.execute(select(func.min(log.c.epoch))).scalar()
+            if first != 1:
+                return 0
+            following = log.alias("following")
+            end = self._conn.execute(
+                select(func.min(log.c.epoch)).where(
+                    ~select(following.c.epoch).where(following.c.epoch == log.c.epoch + 1).exists()
+                )
+            ).scalar()
+        return int(end or 0)
 
     def load(self) -> StoredState:
         conn = self._conn

@@ -57,14 +57,16 @@ class Snapshot(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_metadata_pb2.ClusterMetadata, _Mapping]] = ..., slot: _Optional[int] = ..., entry_ids: _Optional[_Iterable[_Union[EntryIdRecord, _Mapping]]] = ...) -> None: ...
 
 class FetchLogRequest(_message.Message):
-    __slots__ = ("since_epoch", "max_entries", "include_entry_ids")
+    __slots__ = ("since_epoch", "max_entries", "include_entry_ids", "entries_only")
     SINCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_ONLY_FIELD_NUMBER: _ClassVar[int]
     since_epoch: int
     max_entries: int
     include_entry_ids: bool
-    def __init__(self, since_epoch: _Optional[int] = ..., max_entries: _Optional[int] = ..., include_entry_ids: _Optional[bool] = ...) -> None: ...
+    entries_only: bool
+    def __init__(self, since_epoch: _Optional[int] = ..., max_entries: _Optional[int] = ..., include_entry_ids: _Optional[bool] = ..., entries_only: _Optional[bool] = ...) -> None: ...
 
 class FetchLogResponse(_message.Message):
     __slots__ = ("snapshot", "entries", "latest_epoch", "applied_slot", "has_more")
@@ -111,7 +113,7 @@ class MemberInfo(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready", "snapshots_installed")
+    __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready", "snapshots_installed", "log_complete")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +123,7 @@ class DescribeResponse(_message.Message):
     APPLIED_SLOT_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_INSTALLED_FIELD_NUMBER: _ClassVar[int]
+    LOG_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
     leader_id: str
@@ -130,7 +133,8 @@ class DescribeResponse(_message.Message):
     applied_slot: int
     ready: bool
     snapshots_installed: int
-    def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ..., snapshots_installed: _Optional[int] = ...) -> None: ...
+    log_complete: bool
+    def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ..., snapshots_installed: _Optional[int] = ..., log_complete: _Optional[bool] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("messages",)
