@@ -591,9 +591,6 @@ class PaxosNode:
             if slot.chosen_value is None:
                 slot.chosen_value = proposal.value
         self._advance_chosen()
-        if not self._proposals:
-            # Idle: tell followers now rather than at the next heartbeat.
-            self._broadcast_commit()
 
     def _tick_leader(self) -> None:
         if self._now_ms >= self._next_heartbeat_ms:

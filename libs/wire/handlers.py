@@ -38,13 +38,16 @@ def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: 
         request_class = message_factory.GetMessageClass(method.input_type)
         response_class = message_factory.GetMessageClass(method.output_type)
         function = getattr(servicer, method.name)
+        if method.client_streaming and method.server_streaming:
+            raise NotImplementedError(
+                f"{method.full_name}: bidirectional streams are not used here"
+            )
         if method.client_streaming:
-            raise NotImplementedError(f"{method.full_name}: client streaming is not used here")
-        make = (
-            grpc.unary_stream_rpc_method_handler
-            if method.server_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
+            make = grpc.stream_unary_rpc_method_handler
+        elif method.server_streaming:
+            make = grpc.unary_stream_rpc_method_handler
+        else:
+            make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(
             function,
             request_deserializer=_lenient(request_class),

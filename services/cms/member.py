@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ from epochal.cms.storage import (
     SnapshotRow,
     StoredState,
 )
+from epochal.cms.storage_worker import StorageWorker
 from epochal.paxos import (
     AcceptedSlot,
     Ballot,
@@ -175,7 +176,7 @@ class CMSMemberLoop:
         self.storage = storage
         self.member_id = settings.member_id
         self.peers = PeerTransport(settings.member_id, settings.peers)
-        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cms-db-{self.member_id}")
+        self._db = StorageWorker(f"cms-db-{self.member_id}")
         self._paxos_settings = PaxosSettings(
             max_in_flight_slots=1,
             max_batch_values=settings.max_batch_values
@@ -272,7 +273,7 @@ class CMSMemberLoop:
         await self.peers.close()
         # Let queued writes finish, then close the database on its own thread.
         await self._run_db(self.storage.close)
-        self._db.shutdown(wait=True)
+        self._db.shutdown()
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -280,7 +281,7 @@ class CMSMemberLoop:
         task.add_done_callback(self._background.discard)
 
     async def _run_db(self, function: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._db, function, *args)
+        return await asyncio.wrap_future(self._db.submit(function, *args))
 
     async def _tick_forever(self) -> None:
         while True:
@@ -339,7 +340,7 @@ class CMSMemberLoop:
             _accepted_row(record.slot, record.ballot, record.value)
             for record in ready.persist_accepted
         ]
-        future = self._db.submit(self.storage.save_acceptor, promised, rows)
+        future = self._db.submit_vote(self.storage.save_acceptor, promised, rows)
         loop = asyncio.get_running_loop()
 
         def durable(done: Any) -> None:
@@ -779,11 +780,13 @@ class CMSMemberLoop:
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
         self._db.submit(
-            self.storage.install,
-            snapshot=snapshot_row,
-            entries=rows,
-            entry_ids=[EntryIdRow(i, e, d) for i, e, d in self.sm.entry_ids()],
-            applied_slot=applied_slot,
+            functools.partial(
+                self.storage.install,
+                snapshot=snapshot_row,
+                entries=rows,
+                entry_ids=[EntryIdRow(i, e, d) for i, e, d in self.sm.entry_ids()],
+                applied_slot=applied_slot,
+            )
         )
         for subscription in list(self._subscriptions):
             subscription.close(

@@ -1,7 +1,7 @@
 """Channels to the other CMS members: Paxos messages out, commits forwarded to the leader.
 
-Paxos messages are one-way: each batch for a peer is one ``Step`` call whose answer is empty,
-and a lost call is simply a lost message (the core retransmits). Forwarded commits are batched
+Paxos messages are one-way: each peer gets one long-lived ``Step`` stream, and a message lost
+with a broken stream is simply a lost message (the core retransmits). Forwarded commits are batched
 per leader: while one ``Forward`` call is in flight, later commits wait and go together in the
 next one, so a follower adds one hop, not one call per commit.
 """
@@ -24,8 +24,9 @@ from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-MAX_STEP_CALLS_IN_FLIGHT = 64
-STEP_TIMEOUT_S = 2.0
+MAX_QUEUED_MESSAGES = 4096
+RECONNECT_MIN_S = 0.05
+RECONNECT_MAX_S = 1.0
 MAX_FORWARD_BATCH = 512
 
 
@@ -42,10 +43,12 @@ class PeerTransport:
         self._channels = {p: insecure_channel(a) for p, a in peers.items()}
         self._stubs = {p: cms_pb2_grpc.CMSPeerStub(c) for p, c in self._channels.items()}
         self.cms_stubs = {p: cms_pb2_grpc.CMSStub(c) for p, c in self._channels.items()}
-        self._in_flight: dict[str, int] = defaultdict(int)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._streams: dict[str, _PeerStream] = {}
         self._forwarders: dict[str, _Forwarder] = {}
-        self.unreachable: set[str] = set()
+
+    @property
+    def unreachable(self) -> set[str]:
+        return {peer for peer, stream in self._streams.items() if not stream.connected}
 
     def send(self, messages: Iterable[Message]) -> None:
         by_peer: dict[str, list[Message]] = defaultdict(list)
@@ -55,25 +58,10 @@ class PeerTransport:
             if peer not in self._stubs:
                 log.warning("dropping %d message(s) for unknown member %s", len(batch), peer)
                 continue
-            if self._in_flight[peer] >= MAX_STEP_CALLS_IN_FLIGHT:
-                continue  # the peer is slow or gone; Paxos retransmits what matters
-            self._in_flight[peer] += 1
-            task = asyncio.get_running_loop().create_task(self._step(peer, batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _step(self, peer: str, batch: list[Message]) -> None:
-        try:
-            await self._stubs[peer].Step(
-                cms_pb2.StepRequest(messages=messages_to_proto(batch)), timeout=STEP_TIMEOUT_S
-            )
-            self.unreachable.discard(peer)
-        except grpc.aio.AioRpcError as error:
-            if peer not in self.unreachable:
-                log.info("member %s unreachable: %s", peer, error.code().name)
-            self.unreachable.add(peer)
-        finally:
-            self._in_flight[peer] -= 1
+            stream = self._streams.get(peer)
+            if stream is None:
+                stream = self._streams[peer] = _PeerStream(peer, self._stubs[peer])
+            stream.send(batch)
 
     async def forward(
         self, leader: str, request: cms_pb2.CommitRequest, timeout_s: float
@@ -84,12 +72,68 @@ class PeerTransport:
         return await forwarder.submit(request, timeout_s)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        for stream in self._streams.values():
+            stream.close()
         for forwarder in self._forwarders.values():
             forwarder.close()
         for channel in self._channels.values():
             await channel.close(grace=None)
+
+
+class _PeerStream:
+    """One long-lived ``Step`` stream to a peer. Messages queued while a write is in flight go
+    together in the next write; when the stream breaks, queued messages are dropped (the
+    protocol retransmits) and it reconnects with backoff."""
+
+    def __init__(self, peer: str, stub: cms_pb2_grpc.CMSPeerStub) -> None:
+        self.peer = peer
+        self._stub = stub
+        self._pending: list[Message] = []
+        self._wake = asyncio.Event()
+        self.connected = False
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def send(self, messages: list[Message]) -> None:
+        if len(self._pending) + len(messages) > MAX_QUEUED_MESSAGES:
+            return  # the peer is slow or gone; Paxos retransmits what matters
+        self._pending.extend(messages)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        backoff_s = RECONNECT_MIN_S
+        while True:
+            call = self._stub.Step()
+            try:
+                while not call.done():
+                    await self._wake.wait()
+                    self._wake.clear()
+                    batch, self._pending = self._pending, []
+                    if batch:
+                        await call.write(cms_pb2.StepRequest(messages=messages_to_proto(batch)))
+                        if not self.connected:
+                            log.info("stream to member %s is up", self.peer)
+                        self.connected = True
+                        backoff_s = RECONNECT_MIN_S
+            except asyncio.CancelledError:
+                call.cancel()
+                raise
+            except Exception as error:
+                if self.connected:
+                    log.info("stream to member %s broke: %s", self.peer, _describe(error))
+            self.connected = False
+            call.cancel()
+            self._pending.clear()
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, RECONNECT_MAX_S)
+
+    def close(self) -> None:
+        self._task.cancel()
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code().name
+    return type(error).__name__
 
 
 class _Forwarder:

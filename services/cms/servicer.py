@@ -143,14 +143,15 @@ class CMSMemberServicer:
         self.member = member
 
     async def Step(
-        self, request: cms_pb2.StepRequest, context: grpc.aio.ServicerContext
+        self, requests: AsyncIterator[cms_pb2.StepRequest], context: grpc.aio.ServicerContext
     ) -> cms_pb2.StepResponse:
-        await require_parsed(request, context)
-        try:
-            messages = [message_from_proto(m) for m in request.messages]
-        except (ValueError, KeyError) as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Paxos message: {error}")
-        self.member.on_messages(messages)
+        async for request in requests:
+            await require_parsed(request, context)
+            try:
+                messages = [message_from_proto(m) for m in request.messages]
+            except (ValueError, KeyError) as error:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Paxos message: {error}")
+            self.member.on_messages(messages)
         return cms_pb2.StepResponse()
 
     async def Forward(

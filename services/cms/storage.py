@@ -12,11 +12,11 @@ Two kinds of writes, as DESIGN.md "Commit point" allows:
   commit. PostgreSQL: an ordinary commit (``synchronous_commit`` on).
 * ``save_applied`` (the log, entry ids, snapshots, the applied slot) is **lazy**: it is derived
   from chosen slots that a quorum already holds durably, so a crash that loses it only means the
-  member re-learns those slots. It is still one atomic transaction, and it is ordered before any
-  later durable commit: SQLite commits it with ``synchronous=OFF`` on the same connection (the
-  WAL is one append-only file, so the next FULL commit's fsync covers these frames too);
-  PostgreSQL commits it with ``SET LOCAL synchronous_commit = off`` (its WAL is flushed in order,
-  so a later synchronous commit flushes it as well).
+  member re-learns those slots. It is still one atomic transaction, on a second connection whose
+  commits do not wait for the disk: SQLite ``synchronous=OFF`` (the WAL is one append-only file,
+  so the next FULL commit's fsync covers these frames too; a crash can lose the tail, never
+  corrupt it), PostgreSQL ``synchronous_commit = off`` (its WAL is flushed in order, so a later
+  synchronous commit flushes it as well).
 
 PostgreSQL members may share a database: each uses its own schema (tables and Alembic's version
 table live there; ``search_path`` is set on every connection).
@@ -104,7 +104,15 @@ class CMSStorage:
         self.engine = self._create_engine(echo)
         self._migrate()
         self._conn: Connection = self.engine.connect()
+        # A second connection whose commits need not be durable yet (see the module docstring).
+        self._lazy_conn: Connection = self.engine.connect()
+        if self.is_sqlite:
+            self._lazy_conn.exec_driver_sql("PRAGMA synchronous=OFF")
+        else:
+            self._lazy_conn.exec_driver_sql("SET synchronous_commit = off")
+        self._lazy_conn.commit()
         self._dialect_insert = sqlite.insert if self.is_sqlite else postgresql.insert
+        self._sql = _HotSQL("?" if self.engine.dialect.paramstyle == "qmark" else "%s")
 
     # ------------------------------------------------------------------ setup
 
@@ -152,6 +160,7 @@ class CMSStorage:
             command.upgrade(config, "head")
 
     def close(self) -> None:
+        self._lazy_conn.close()
         self._conn.close()
         self.engine.dispose()
 
@@ -160,33 +169,16 @@ class CMSStorage:
     def save_acceptor(
         self, promised: tuple[int, str] | None, accepted: Sequence[AcceptedRow]
     ) -> None:
-        """Durable when it returns."""
+        """Durable when it returns. Hand-written SQL: this is the one write on the commit path,
+        and building SQLAlchemy constructs per call costs more than the fsync."""
         conn = self._conn
         with conn.begin():
             if promised is not None:
-                conn.execute(
-                    update(t.promise).values(ballot_round=promised[0], ballot_node=promised[1])
-                )
+                conn.exec_driver_sql(self._sql.update_promise, (promised[0], promised[1]))
             if accepted:
-                statement = self._dialect_insert(t.accepted_slots)
-                conn.execute(
-                    statement.on_conflict_do_update(
-                        index_elements=[t.accepted_slots.c.slot],
-                        set_={
-                            "ballot_round": statement.excluded.ballot_round,
-                            "ballot_node": statement.excluded.ballot_node,
-                            "value": statement.excluded.value,
-                        },
-                    ),
-                    [
-                        {
-                            "slot": r.slot,
-                            "ballot_round": r.ballot_round,
-                            "ballot_node": r.ballot_node,
-                            "value": r.value,
-                        }
-                        for r in accepted
-                    ],
+                conn.exec_driver_sql(
+                    self._sql.upsert_accepted,
+                    [(r.slot, r.ballot_round, r.ballot_node, r.value) for r in accepted],
                 )
 
     def save_applied(
@@ -199,41 +191,28 @@ class CMSStorage:
         snapshot: SnapshotRow | None = None,
         forget_accepted_up_to: int | None = None,
     ) -> None:
-        """Atomic but lazy: a crash may lose it, never half of it; ordered before later writes."""
-        conn = self._conn
-        with self._lazy():
+        """Atomic but lazy: a crash may lose it, never half of it."""
+        conn = self._lazy_conn
+        sql = self._sql
+        with conn.begin():
             if entries:
-                conn.execute(insert(t.log_entries), [_entry_params(e) for e in entries])
+                conn.exec_driver_sql(
+                    sql.insert_entry,
+                    [(e.epoch, e.slot, e.entry_id, e.kind, e.transformation) for e in entries],
+                )
             if entry_ids:
-                conn.execute(
-                    insert(t.entry_ids),
-                    [
-                        {"entry_id": i.entry_id, "epoch": i.epoch, "digest": i.digest}
-                        for i in entry_ids
-                    ],
+                conn.exec_driver_sql(
+                    sql.insert_entry_id, [(i.entry_id, i.epoch, i.digest) for i in entry_ids]
                 )
             if forget_entry_ids_below_epoch is not None:
-                conn.execute(
-                    delete(t.entry_ids).where(t.entry_ids.c.epoch < forget_entry_ids_below_epoch)
-                )
+                conn.exec_driver_sql(sql.forget_entry_ids, (forget_entry_ids_below_epoch,))
             if snapshot is not None:
-                conn.execute(
-                    insert(t.snapshots).values(
-                        epoch=snapshot.epoch, slot=snapshot.slot, metadata=snapshot.metadata
-                    )
+                conn.exec_driver_sql(
+                    sql.insert_snapshot, (snapshot.epoch, snapshot.slot, snapshot.metadata)
                 )
             if forget_accepted_up_to is not None:
-                conn.execute(
-                    delete(t.accepted_slots).where(t.accepted_slots.c.slot <= forget_accepted_up_to)
-                )
-            conn.execute(
-                update(t.member_state)
-                .where(t.member_state.c.key == "applied_slot")
-                .values(value=applied_slot)
-            )
-
-    def _lazy(self):
-        return _LazyTransaction(self._conn, self.is_sqlite)
+                conn.exec_driver_sql(sql.forget_accepted, (forget_accepted_up_to,))
+            conn.exec_driver_sql(sql.set_applied_slot, (applied_slot,))
 
     def install(
         self,
@@ -281,8 +260,8 @@ class CMSStorage:
         statement = self._dialect_insert(t.log_entries).on_conflict_do_nothing(
             index_elements=[t.log_entries.c.epoch]
         )
-        with self._lazy():
-            self._conn.execute(statement, [_entry_params(e) for e in entries])
+        with self._lazy_conn.begin():
+            self._lazy_conn.execute(statement, [_entry_params(e) for e in entries])
 
     # ------------------------------------------------------------------ reads
 
@@ -386,34 +365,35 @@ class CMSStorage:
         return SnapshotRow(*row) if row is not None else None
 
 
-class _LazyTransaction:
-    """A transaction whose commit need not be durable yet (see the module docstring)."""
+class _HotSQL:
+    """The statements on the commit path, in the SQL both SQLite and PostgreSQL accept."""
 
-    def __init__(self, conn: Connection, is_sqlite: bool) -> None:
-        self.conn = conn
-        self.is_sqlite = is_sqlite
-        self._transaction = None
+    def __init__(self, mark: str) -> None:
+        def params(count: int) -> str:
+            return ", ".join([mark] * count)
 
-    def __enter__(self) -> None:
-        if self.is_sqlite:
-            # Outside a transaction: SQLite ignores synchronous changes inside one.
-            self.conn.exec_driver_sql("PRAGMA synchronous=OFF")
-            self.conn.commit()
-        self._transaction = self.conn.begin()
-        if not self.is_sqlite:
-            self.conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-
-    def __exit__(self, kind, value, traceback) -> None:
-        assert self._transaction is not None
-        try:
-            if kind is None:
-                self._transaction.commit()
-            else:
-                self._transaction.rollback()
-        finally:
-            if self.is_sqlite:
-                self.conn.exec_driver_sql("PRAGMA synchronous=FULL")
-                self.conn.commit()
+        self.update_promise = (
+            f"UPDATE paxos_promise SET ballot_round = {mark}, ballot_node = {mark} WHERE id = 1"
+        )
+        self.upsert_accepted = (
+            f"INSERT INTO paxos_accepted (slot, ballot_round, ballot_node, value) "
+            f"VALUES ({params(4)}) ON CONFLICT (slot) DO UPDATE SET "
+            "ballot_round = excluded.ballot_round, ballot_node = excluded.ballot_node, "
+            "value = excluded.value"
+        )
+        self.insert_entry = (
+            "INSERT INTO metadata_log (epoch, slot, entry_id, kind, transformation) "
+            f"VALUES ({params(5)})"
+        )
+        self.insert_entry_id = (
+            f"INSERT INTO entry_ids (entry_id, epoch, digest) VALUES ({params(3)})"
+        )
+        self.forget_entry_ids = f"DELETE FROM entry_ids WHERE epoch < {mark}"
+        self.insert_snapshot = (
+            f"INSERT INTO metadata_snapshots (epoch, slot, metadata) VALUES ({params(3)})"
+        )
+        self.forget_accepted = f"DELETE FROM paxos_accepted WHERE slot <= {mark}"
+        self.set_applied_slot = f"UPDATE member_state SET value = {mark} WHERE key = 'applied_slot'"
 
 
 def _entry_params(entry: LogEntryRow) -> dict[str, object]:

@@ -195,6 +195,9 @@ def test_a_lagging_member_catches_up_then_needs_state_transfer_once_compacted() 
     net.down = {"c"}
     net.nodes["a"].propose([b"4"], net.now)
     net.run()
+    net.now += 20
+    net.nodes["a"].tick(net.now)  # b learns slot 4 from the heartbeat
+    net.run()
     net.nodes["a"].compact(4)
     net.nodes["b"].compact(4)
     net.down = set()

@@ -143,10 +143,8 @@ class StepRequest(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("messages",)
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
-    messages: _containers.RepeatedCompositeFieldContainer[_paxos_pb2.PaxosMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ...) -> None: ...
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ForwardRequest(_message.Message):
     __slots__ = ("commits",)

@@ -243,7 +243,7 @@ class CMSPeerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Step = channel.unary_unary(
+        self.Step = channel.stream_unary(
                 '/epochal.v1.CMSPeer/Step',
                 request_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.FromString,
@@ -259,8 +259,9 @@ class CMSPeerServicer:
     """Internal: between CMS members only.
     """
 
-    def Step(self, request, context):
-        """Deliver Paxos messages; the response carries the receiver's replies to the sender.
+    def Step(self, request_iterator, context):
+        """A long-lived stream of Paxos messages from one member to another (one per direction).
+        Messages are one-way: a lost one is retransmitted by the protocol, never by the stream.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -276,7 +277,7 @@ class CMSPeerServicer:
 
 def add_CMSPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Step': grpc.unary_unary_rpc_method_handler(
+            'Step': grpc.stream_unary_rpc_method_handler(
                     servicer.Step,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.SerializeToString,
@@ -299,7 +300,7 @@ class CMSPeer:
     """
 
     @staticmethod
-    def Step(request,
+    def Step(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -309,8 +310,8 @@ class CMSPeer:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_unary(
+            request_iterator,
             target,
             '/epochal.v1.CMSPeer/Step',
             epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.SerializeToString,
