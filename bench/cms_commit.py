@@ -102,18 +102,24 @@ async def measure_echo(port: int, seconds: float, calls: int) -> dict[str, float
 
 
 class Workload:
-    """Per task: its keyspace, a pool of table names, and whether the next op creates or drops."""
+    """Per task: its keyspace, a pool of table names, and whether the next op creates or drops.
+    Transformations are built once per name, so the client spends its CPU on calls."""
 
     def __init__(self, task: int) -> None:
         self.keyspace = f"bench_{task}"
         self.next_name = 0
         self.live: str | None = None
+        self._creates = [self._create(f"table_{i}") for i in range(POOL)]
+        self._drops = {
+            f"table_{i}": transformation_to_proto(
+                DropTable(keyspace=self.keyspace, name=f"table_{i}")
+            )
+            for i in range(POOL)
+        }
 
-    def next_request(self) -> cms_pb2.CommitRequest:
-        if self.live is None:
-            name = f"table_{self.next_name % POOL}"
-            self.next_name += 1
-            transformation = CreateTable(
+    def _create(self, name: str) -> object:
+        return transformation_to_proto(
+            CreateTable(
                 keyspace=self.keyspace,
                 name=name,
                 columns=tuple(
@@ -123,11 +129,15 @@ class Workload:
                 partition_key=("id",),
                 clustering_key=("at_ms",),
             )
-        else:
-            transformation = DropTable(keyspace=self.keyspace, name=self.live)
-        return cms_pb2.CommitRequest(
-            transformation=transformation_to_proto(transformation), entry_id=uuid.uuid4().hex
         )
+
+    def next_request(self) -> cms_pb2.CommitRequest:
+        if self.live is None:
+            transformation = self._creates[self.next_name % POOL]
+            self.next_name += 1
+        else:
+            transformation = self._drops[self.live]
+        return cms_pb2.CommitRequest(transformation=transformation, entry_id=uuid.uuid4().hex)
 
     def committed(self, request: cms_pb2.CommitRequest) -> None:
         kind = request.transformation.WhichOneof("kind")

@@ -370,13 +370,16 @@ class PaxosNode:
     def _learn(self, ballot: Ballot, leader_chosen_up_to: int, src: str) -> None:
         if leader_chosen_up_to <= self._chosen_up_to:
             return
-        for s, slot in self._log.items():
-            if (
-                self._chosen_up_to < s <= leader_chosen_up_to
-                and slot.chosen_value is None
-                and slot.accepted_ballot == ballot
-            ):
+        # Walk forward from the chosen prefix only: a slot past a gap cannot be delivered
+        # before the gap is filled, and catch-up brings both.
+        s = self._chosen_up_to + 1
+        while s <= leader_chosen_up_to:
+            slot = self._log.get(s)
+            if slot is None or (slot.chosen_value is None and slot.accepted_ballot != ballot):
+                break
+            if slot.chosen_value is None:
                 slot.chosen_value = slot.accepted_value
+            s += 1
         self._advance_chosen()
         if self._chosen_up_to < leader_chosen_up_to:
             self._request_catch_up(src)

@@ -336,6 +336,7 @@ class PaxosCluster:
         self.chosen: dict[int, SlotValue] = {}
         self.log: dict[int, bytes] = {}  # epoch -> value, the one applied log
         self.acknowledged: dict[bytes, int] = {}
+        self._healed = False
         self.clients = [
             SimClient(f"c{i}", remaining=rng.randint(4, 10)) for i in range(rng.choice([3, 6]))
         ]
@@ -485,9 +486,16 @@ class PaxosCluster:
             cut = rng.randint(1, len(ids) - 1)
             faults.partition = (frozenset(shuffled[:cut]), frozenset(shuffled[cut:]))
             self.world.record(f"partition {sorted(shuffled[:cut])}")
-        elif choice < 0.75:
+        elif choice < 0.7:
             faults.partition = None
             self.world.record("heal partition")
+        elif choice < 0.75:
+            # A burst of lost Accepts: slots get accepted out of order, leaving holes.
+            # Then the leader dies mid-burst, before it retransmits.
+            faults.drop_probability_by_label = {"Accept": 0.7}
+            self.world.schedule(30, "accept loss ends", faults.drop_probability_by_label.clear)
+            self.world.schedule(rng.randint(2, 20), "leader crash", self._crash_leader)
+            self.world.record("accept loss burst")
         else:
             faults.drop_probability = rng.choice([0.0, 0.05, 0.2, 0.4])
             faults.duplicate_probability = rng.choice([0.0, 0.05, 0.2])
@@ -496,6 +504,16 @@ class PaxosCluster:
             self.world.record(
                 f"network drop={faults.drop_probability} dup={faults.duplicate_probability}"
             )
+
+    def _crash_leader(self) -> None:
+        if self._healed:
+            return
+        for member in self.members.values():
+            if member.up and member.node.is_leader:
+                self.coverage.crashes += 1
+                if member.crash():
+                    self.coverage.crashes_losing_unsynced_state += 1
+                self.world.record(f"crash leader {member.id}")
 
     def _schedule_faults(self, until_ms: int) -> None:
         at = 0
@@ -506,12 +524,14 @@ class PaxosCluster:
             self.world.schedule(at, "fault", self._fault)
 
     def _heal(self) -> None:
+        self._healed = True
         faults = self.world.faults
         faults.partition = None
         faults.drop_probability = 0.0
         faults.duplicate_probability = 0.0
         faults.max_delay_ms = 4
         faults.slow_probability = 0.0
+        faults.drop_probability_by_label.clear()
         for member in self.members.values():
             if not member.up:
                 member.start()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 @dataclass(slots=True)
 class NetworkFaults:
     drop_probability: float = 0.0
+    # Loss that hits one kind of message harder (a burst while a link flaps), keyed by label.
+    drop_probability_by_label: dict[str, float] = field(default_factory=dict)
     duplicate_probability: float = 0.0
     min_delay_ms: int = 1
     max_delay_ms: int = 4
@@ -77,7 +79,8 @@ class World:
         if not self.faults.connected(src, dst):
             self.counters.cut_by_partition += 1
             return
-        if src != dst and self.rng.random() < self.faults.drop_probability:
+        drop = self.faults.drop_probability_by_label.get(label, self.faults.drop_probability)
+        if src != dst and self.rng.random() < drop:
             self.counters.dropped += 1
             return
         copies = 1

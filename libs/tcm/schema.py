@@ -1,7 +1,8 @@
 """Schema: keyspaces with replication, tables with CMS-assigned ids, typed columns. Immutable.
 
 Maps are ``MappingProxyType`` views over fresh dicts: a change builds a new dict, so a
-``ClusterMetadata`` never changes once built and two equal states compare equal.
+``ClusterMetadata`` never changes once built, and two equal states compare equal whatever order
+their maps were built in.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
 
 def frozen_map(items: Mapping[str, object] | None = None) -> Mapping:  # type: ignore[type-arg]
-    return MappingProxyType(dict(sorted((items or {}).items())))
+    # Not sorted: equality ignores order, and encoding sorts (see epochal.wire.metadata).
+    return MappingProxyType(dict(items or {}))
 
 
 def check_identifier(what: str, name: str) -> None:

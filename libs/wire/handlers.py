@@ -39,10 +39,8 @@ def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: 
         response_class = message_factory.GetMessageClass(method.output_type)
         function = getattr(servicer, method.name)
         if method.client_streaming and method.server_streaming:
-            raise NotImplementedError(
-                f"{method.full_name}: bidirectional streams are not used here"
-            )
-        if method.client_streaming:
+            make = grpc.stream_stream_rpc_method_handler
+        elif method.client_streaming:
             make = grpc.stream_unary_rpc_method_handler
         elif method.server_streaming:
             make = grpc.unary_stream_rpc_method_handler

@@ -370,10 +370,10 @@ def metadata_to_proto(metadata: ClusterMetadata) -> pb.ClusterMetadata:
                 replication=replication_to_proto(k.replication),
                 replication_type=_REPLICATION_TYPE_NUMBERS[k.replication_type],
                 options=dict(k.options),
-                tables=[_table_to_proto(t) for t in k.tables.values()],
+                tables=[_table_to_proto(k.tables[name]) for name in sorted(k.tables)],
                 created_epoch=k.created_epoch,
             )
-            for k in metadata.keyspaces.values()
+            for k in (metadata.keyspaces[name] for name in sorted(metadata.keyspaces))
         ],
         nodes=[
             pb.NodeInfo(
@@ -385,7 +385,7 @@ def metadata_to_proto(metadata: ClusterMetadata) -> pb.ClusterMetadata:
                 version=n.version,
                 registered_epoch=n.registered_epoch,
             )
-            for n in metadata.nodes.values()
+            for n in (metadata.nodes[node_id] for node_id in sorted(metadata.nodes))
         ],
         cms_members=[
             pb.CMSMember(member_id=m.member_id, address=m.address) for m in metadata.cms_members

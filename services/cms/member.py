@@ -78,7 +78,6 @@ from epochal.tcm import (
     ClusterMetadata,
     CMSMember,
     InitializeCMS,
-    Transformation,
     TriggerSnapshot,
 )
 from epochal.telemetry import tracer
@@ -436,9 +435,12 @@ class CMSMemberLoop:
 
     # ------------------------------------------------------------------ commits
 
-    async def commit(self, transformation: Transformation, entry_id: str) -> CommitResult:
-        encoded = encode_transformation(transformation)
-        item = ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+    async def commit(
+        self, item: ProposalItem, request: cms_pb2.CommitRequest | None = None
+    ) -> CommitResult:
+        """Commit through whichever member leads; ``request`` is the client's message, forwarded
+        as it came when this member is not the leader."""
+        entry_id = item.entry_id
         deadline = time.monotonic() + self.settings.commit_timeout_ms / 1000
         while True:
             known = self.sm.lookup(entry_id)
@@ -458,7 +460,7 @@ class CMSMemberLoop:
                     await self._wait_for_leader(min(remaining, 0.5))
                     continue
                 outcome = await self.peers.forward(
-                    leader, _commit_request(item), timeout_s=remaining
+                    leader, request or _commit_request(item), timeout_s=remaining
                 )
                 return CommitResult(outcome.epoch, outcome.duplicate)
             except NotLeaderError:
@@ -485,15 +487,21 @@ class CMSMemberLoop:
                 f"{len(self._pending)} commits already queued at the leader "
                 f"(--max-pending-commits); retry later"
             )
-        future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CommitResult] = loop.create_future()
         self._pending.append(_Pending(item, future))
         self._maybe_propose()
+        # A timer rather than asyncio.wait_for: one handle per commit instead of two tasks.
+        timer = loop.call_later(
+            timeout_s,
+            _settle,
+            future,
+            CommitTimeout(f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"),
+        )
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            raise CommitTimeout(
-                f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
-            ) from None
+            return await future
+        finally:
+            timer.cancel()
 
     def _maybe_propose(self) -> None:
         if not (self._pending or (self.node.is_leader and self.sm.epoch == 0)):

@@ -1,9 +1,8 @@
 """Channels to the other CMS members: Paxos messages out, commits forwarded to the leader.
 
 Paxos messages are one-way: each peer gets one long-lived ``Step`` stream, and a message lost
-with a broken stream is simply a lost message (the core retransmits). Forwarded commits are batched
-per leader: while one ``Forward`` call is in flight, later commits wait and go together in the
-next one, so a follower adds one hop, not one call per commit.
+with a broken stream is simply a lost message (the core retransmits). Forwarded commits go to the
+leader on a ``Forward`` stream, in batches of whatever queued meanwhile.
 """
 
 from __future__ import annotations
@@ -137,60 +136,99 @@ def _describe(error: Exception) -> str:
 
 
 class _Forwarder:
+    """Commits bound for the leader, over one ``Forward`` stream. Whatever queued while a
+    write was in flight goes in the next batch; responses come back by batch id as the leader
+    finishes them, so no commit waits for an unrelated one. A broken stream fails its
+    outstanding commits as "not leader" (the caller retries with the same entry id)."""
+
     def __init__(self, stub: cms_pb2_grpc.CMSPeerStub) -> None:
         self._stub = stub
         self._queue: list[tuple[cms_pb2.CommitRequest, asyncio.Future[ForwardOutcome]]] = []
-        self._sending = False
+        self._outstanding: dict[int, list[asyncio.Future[ForwardOutcome]]] = {}
+        self._next_batch = 0
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def submit(self, request: cms_pb2.CommitRequest, timeout_s: float) -> ForwardOutcome:
         future: asyncio.Future[ForwardOutcome] = asyncio.get_running_loop().create_future()
         self._queue.append((request, future))
-        if not self._sending:
-            self._sending = True
-            self._task = asyncio.get_running_loop().create_task(self._drain(timeout_s))
-        return await future
-
-    async def _drain(self, timeout_s: float) -> None:
+        self._wake.set()
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        timer = loop.call_later(timeout_s, _expire, future, timeout_s)
         try:
-            while self._queue:
-                batch = self._queue[:MAX_FORWARD_BATCH]
-                del self._queue[:MAX_FORWARD_BATCH]
-                await self._send(batch, timeout_s)
+            return await future
         finally:
-            self._sending = False
+            timer.cancel()
 
-    async def _send(
-        self,
-        batch: list[tuple[cms_pb2.CommitRequest, asyncio.Future[ForwardOutcome]]],
-        timeout_s: float,
-    ) -> None:
-        request = cms_pb2.ForwardRequest(commits=[r for r, _ in batch])
+    async def _run(self) -> None:
+        call = self._stub.Forward()
+        reader = asyncio.get_running_loop().create_task(self._read(call))
         try:
-            response = await self._stub.Forward(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as error:
-            failure = NotLeaderError(None)
-            failure.message = f"forwarding to the leader failed ({error.code().name}); retry"
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(failure)
-            return
-        for (_, future), outcome in zip(batch, response.outcomes, strict=True):
-            if future.done():
-                continue
-            if outcome.HasField("committed"):
-                future.set_result(
-                    ForwardOutcome(outcome.committed.epoch, outcome.committed.duplicate)
-                )
-            else:
-                future.set_exception(error_from_outcome(outcome.error))
+            while not call.done():
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue:
+                    batch = self._queue[:MAX_FORWARD_BATCH]
+                    del self._queue[:MAX_FORWARD_BATCH]
+                    self._next_batch += 1
+                    self._outstanding[self._next_batch] = [f for _, f in batch]
+                    await call.write(
+                        cms_pb2.ForwardRequest(
+                            commits=[r for r, _ in batch], batch_id=self._next_batch
+                        )
+                    )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.info("forward stream to the leader broke: %s", _describe(error))
+        finally:
+            reader.cancel()
+            call.cancel()
+            self._fail_outstanding()
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            async for response in call:
+                futures = self._outstanding.pop(response.batch_id, [])
+                for future, outcome in zip(futures, response.outcomes, strict=True):
+                    if future.done():
+                        continue
+                    if outcome.HasField("committed"):
+                        future.set_result(
+                            ForwardOutcome(outcome.committed.epoch, outcome.committed.duplicate)
+                        )
+                    else:
+                        future.set_exception(error_from_outcome(outcome.error))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.info("forward stream from the leader broke: %s", _describe(error))
+        self._wake.set()
+        self._fail_outstanding()
+
+    def _fail_outstanding(self) -> None:
+        failure = NotLeaderError(None)
+        failure.message = "the stream to the leader broke before it answered; retry"
+        pending = [f for futures in self._outstanding.values() for f in futures]
+        pending += [f for _, f in self._queue]
+        self._outstanding.clear()
+        self._queue.clear()
+        for future in pending:
+            if not future.done():
+                future.set_exception(failure)
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for _, future in self._queue:
-            if not future.done():
-                future.cancel()
+
+
+def _expire(future: asyncio.Future[ForwardOutcome], timeout_s: float) -> None:
+    if not future.done():
+        failure = NotLeaderError(None)
+        failure.message = f"the leader did not answer within {timeout_s:.1f} s; retry"
+        future.set_exception(failure)
 
 
 def error_from_outcome(error: cms_pb2.CommitError) -> CommitError:

@@ -12,7 +12,6 @@ from epochal.cms.errors import CommitError, InvalidCommit
 from epochal.cms.member import CMSMemberLoop, CommitResult, WatchClosed
 from epochal.cms.peers import outcome_from_error
 from epochal.cms.state_machine import ProposalItem, digest_of
-from epochal.tcm import Transformation
 from epochal.telemetry import tracer
 from epochal.wire.handlers import require_parsed
 from epochal.wire.metadata import MalformedInput, encode_transformation, transformation_from_proto
@@ -23,10 +22,9 @@ MAX_ENTRY_ID_CHARS = 128
 _tracer = tracer("epochal.cms")
 
 
-def parse_commit(
-    request: cms_pb2.CommitRequest, max_transformation_bytes: int
-) -> tuple[Transformation, str]:
-    """Raises InvalidCommit with a message a person can act on."""
+def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) -> ProposalItem:
+    """The domain value of a commit request, encoded once; raises InvalidCommit with a message
+    a person can act on."""
     entry_id = request.entry_id
     if not entry_id:
         raise InvalidCommit(
@@ -47,7 +45,9 @@ def parse_commit(
         transformation = transformation_from_proto(request.transformation)
     except MalformedInput as error:
         raise InvalidCommit(f"malformed transformation: {error}") from None
-    return transformation, entry_id
+    # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
+    encoded = encode_transformation(transformation)
+    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
 
 
 async def abort_with(context: grpc.aio.ServicerContext, error: CommitError) -> None:
@@ -67,11 +67,9 @@ class CMSServicer:
         with _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER) as span:
             span.set_attribute("member", self.member.member_id)
             try:
-                transformation, entry_id = parse_commit(
-                    request, self.member.settings.max_transformation_bytes
-                )
-                span.set_attribute("kind", transformation.kind)
-                result = await self.member.commit(transformation, entry_id)
+                item = parse_commit(request, self.member.settings.max_transformation_bytes)
+                span.set_attribute("kind", item.transformation.kind)
+                result = await self.member.commit(item, request)
             except CommitError as error:
                 span.set_attribute("outcome", error.rule or error.code)
                 await abort_with(context, error)
@@ -155,19 +153,49 @@ class CMSMemberServicer:
         return cms_pb2.StepResponse()
 
     async def Forward(
-        self, request: cms_pb2.ForwardRequest, context: grpc.aio.ServicerContext
-    ) -> cms_pb2.ForwardResponse:
-        await require_parsed(request, context)
-        outcomes = await asyncio.gather(*(self._one(c) for c in request.commits))
-        return cms_pb2.ForwardResponse(outcomes=outcomes)
+        self, requests: AsyncIterator[cms_pb2.ForwardRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[cms_pb2.ForwardResponse]:
+        """Each batch is answered when all its commits are; answers leave in completion order."""
+        answers: asyncio.Queue[cms_pb2.ForwardResponse | None] = asyncio.Queue()
+        tasks: set[asyncio.Task[None]] = set()
+        outstanding = 0
+
+        async def answer(request: cms_pb2.ForwardRequest) -> None:
+            outcomes = await asyncio.gather(*(self._one(c) for c in request.commits))
+            answers.put_nowait(
+                cms_pb2.ForwardResponse(outcomes=outcomes, batch_id=request.batch_id)
+            )
+
+        async def read() -> None:
+            nonlocal outstanding
+            try:
+                async for request in requests:
+                    await require_parsed(request, context)
+                    outstanding += 1
+                    task = asyncio.get_running_loop().create_task(answer(request))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            finally:
+                answers.put_nowait(None)  # the follower closed its side
+
+        reader = asyncio.get_running_loop().create_task(read())
+        closed = False
+        try:
+            while not (closed and outstanding == 0):
+                response = await answers.get()
+                if response is None:
+                    closed = True
+                    continue
+                outstanding -= 1
+                yield response
+        finally:
+            reader.cancel()
+            for task in list(tasks):
+                task.cancel()
 
     async def _one(self, request: cms_pb2.CommitRequest) -> cms_pb2.CommitOutcome:
         try:
-            transformation, entry_id = parse_commit(
-                request, self.member.settings.max_transformation_bytes
-            )
-            encoded = encode_transformation(transformation)
-            item = ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+            item = parse_commit(request, self.member.settings.max_transformation_bytes)
             result = await self.member.commit_forwarded(item)
         except CommitError as error:
             return outcome_from_error(error)

@@ -147,10 +147,12 @@ class StepResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("commits",)
+    __slots__ = ("commits", "batch_id")
     COMMITS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     commits: _containers.RepeatedCompositeFieldContainer[CommitRequest]
-    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ...) -> None: ...
+    batch_id: int
+    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ..., batch_id: _Optional[int] = ...) -> None: ...
 
 class CommitOutcome(_message.Message):
     __slots__ = ("committed", "error")
@@ -171,10 +173,12 @@ class CommitError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ...) -> None: ...
 
 class ForwardResponse(_message.Message):
-    __slots__ = ("outcomes",)
+    __slots__ = ("outcomes", "batch_id")
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     outcomes: _containers.RepeatedCompositeFieldContainer[CommitOutcome]
-    def __init__(self, outcomes: _Optional[_Iterable[_Union[CommitOutcome, _Mapping]]] = ...) -> None: ...
+    batch_id: int
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[CommitOutcome, _Mapping]]] = ..., batch_id: _Optional[int] = ...) -> None: ...
 
 class ProposalItem(_message.Message):
     __slots__ = ("transformation", "entry_id", "digest")

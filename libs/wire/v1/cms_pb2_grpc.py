@@ -248,7 +248,7 @@ class CMSPeerStub:
                 request_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.FromString,
                 _registered_method=True)
-        self.Forward = channel.unary_unary(
+        self.Forward = channel.stream_stream(
                 '/epochal.v1.CMSPeer/Forward',
                 request_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardResponse.FromString,
@@ -267,8 +267,10 @@ class CMSPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Forward(self, request, context):
-        """A follower hands client commits to the leader, in batches.
+    def Forward(self, request_iterator, context):
+        """A follower hands client commits to the leader over one long-lived stream, in batches;
+        each batch is answered (in any order) by a response with the same batch_id once every
+        commit in it has an outcome.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -282,7 +284,7 @@ def add_CMSPeerServicer_to_server(servicer, server):
                     request_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.StepResponse.SerializeToString,
             ),
-            'Forward': grpc.unary_unary_rpc_method_handler(
+            'Forward': grpc.stream_stream_rpc_method_handler(
                     servicer.Forward,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardResponse.SerializeToString,
@@ -327,7 +329,7 @@ class CMSPeer:
             _registered_method=True)
 
     @staticmethod
-    def Forward(request,
+    def Forward(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -337,8 +339,8 @@ class CMSPeer:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
             '/epochal.v1.CMSPeer/Forward',
             epochal_dot_wire_dot_v1_dot_cms__pb2.ForwardRequest.SerializeToString,
