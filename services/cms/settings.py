@@ -151,4 +151,9 @@ def settings_from(
             raw = kind(env_value)
         values[name] = raw
     members_text = values.pop("members", "")
-    return CMSSettings(members=parse_members(str(members_text or "")), **values)  # type: ignore[arg-type]
+    member_id = str(values.pop("member_id", ""))
+    return CMSSettings(
+        member_id=member_id,
+        members=parse_members(str(members_text or "")),
+        **values,  # type: ignore[arg-type]
+    )
