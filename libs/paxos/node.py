@@ -184,6 +184,7 @@ class PaxosNode:
         self._queue: deque[bytes] = deque()
         self._next_slot = 0
         self._next_heartbeat_ms = 0
+        self._broadcast_chosen_up_to = 0
 
     # ------------------------------------------------------------------ public view
 
@@ -596,7 +597,10 @@ class PaxosNode:
         self._advance_chosen()
 
     def _tick_leader(self) -> None:
-        if self._now_ms >= self._next_heartbeat_ms:
+        # Heartbeats carry the chosen prefix; when idle, tell followers at the next tick rather
+        # than after every slot (a message per slot per follower would sit on the commit path).
+        idle_with_news = not self._proposals and self._chosen_up_to > self._broadcast_chosen_up_to
+        if self._now_ms >= self._next_heartbeat_ms or idle_with_news:
             self._broadcast_commit()
         if self._catch_up_peer is not None and self._chosen_up_to < self._catch_up_target:
             # Nobody sends the leader heartbeats, so it retries its own catch-up.
@@ -610,6 +614,7 @@ class PaxosNode:
     def _broadcast_commit(self) -> None:
         assert self._ballot is not None
         self._next_heartbeat_ms = self._now_ms + self.settings.heartbeat_interval_ms
+        self._broadcast_chosen_up_to = self._chosen_up_to
         for target in sorted(self.membership.everyone(self._chosen_up_to + 1) - {self.node_id}):
             self._send(
                 Commit(

@@ -79,7 +79,19 @@ async def run(data_dir: Path, exit_after: bool) -> int:
     return 0
 
 
+async def converge(cluster: LocalCMS, timeout_s: float = 10.0) -> None:
+    """Followers learn the newest slots with the leader's next message; wait for that."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        epochs = {(await cluster.describe(m)).epoch for m in cluster.members}
+        if len(epochs) == 1:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def report(cluster: LocalCMS, client: CMSClient) -> None:
+    await converge(cluster)
     leader = await cluster.leader()
     print("\nmembers:")
     for member in cluster.members.values():
