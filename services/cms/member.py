@@ -30,7 +30,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
@@ -152,6 +152,17 @@ class Subscription:
             self.queue.put_nowait(reason)
 
 
+@dataclass
+class _Unflushed:
+    """Applied state not yet handed to storage."""
+
+    applied_slot: int = 0
+    entries: list[LogEntryRow] = field(default_factory=list)
+    entry_ids: list[EntryIdRow] = field(default_factory=list)
+    snapshots: list[tuple[int, int, ClusterMetadata]] = field(default_factory=list)
+    forget_ids_below: int | None = None
+
+
 class _Pending:
     __slots__ = ("future", "item")
 
@@ -194,6 +205,8 @@ class CMSMemberLoop:
         self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
         self._subscriptions: set[Subscription] = set()
         self._snapshot_epochs: list[int] = []
+        self._unflushed = _Unflushed()
+        self._flush_timer: asyncio.TimerHandle | None = None
         self._leader_changed = asyncio.Event()
         self._was_leader = False
         self._last_leader_id: str | None = None
@@ -269,6 +282,7 @@ class CMSMemberLoop:
         for subscription in list(self._subscriptions):
             subscription.close(WatchClosed("UNAVAILABLE", "CMS member shutting down"))
         self._fail_all(NotLeaderError(None))
+        self._flush_applied()
         await self.peers.close()
         # Let queued writes finish, then close the database on its own thread.
         await self._run_db(self.storage.close)
@@ -382,43 +396,63 @@ class CMSMemberLoop:
     def _record_applied(
         self, result: SlotResult, snapshots: list[tuple[int, ClusterMetadata]]
     ) -> None:
-        entries = [
+        """Queue the slot's applied state for the next lazy flush, and publish its entries."""
+        pending = self._unflushed
+        pending.entries.extend(
             LogEntryRow(e.epoch, e.slot, e.entry_id, e.kind, e.encoded) for e in result.entries
-        ]
-        ids = [EntryIdRow(e.entry_id, e.epoch, e.digest) for e in result.entries]
-        slot = result.slot
-        retain = self.settings.retain_slots
+        )
+        pending.entry_ids.extend(EntryIdRow(e.entry_id, e.epoch, e.digest) for e in result.entries)
+        pending.snapshots.extend((epoch, result.slot, metadata) for epoch, metadata in snapshots)
+        if result.forget_ids_below_epoch is not None:
+            pending.forget_ids_below = result.forget_ids_below_epoch
+        pending.applied_slot = result.slot
+        for epoch, _ in snapshots:
+            self._snapshot_epochs.append(epoch)
+        if self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(
+                self.settings.applied_flush_interval_ms / 1000, self._flush_applied
+            )
+        if result.entries:
+            protos = [_log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
+            self._recent.extend(protos)
+            self._publish(cms_pb2.WatchEvent(entries=protos, latest_epoch=self.sm.epoch))
+
+    def _flush_applied(self) -> None:
+        """One lazy transaction for every slot applied since the last flush: the applied log is
+        derived from slots a quorum already holds, so it need not be written slot by slot, and
+        writing it in the background keeps the disk and the GIL off the commit path."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        pending, self._unflushed = self._unflushed, _Unflushed()
+        if pending.applied_slot == 0:
+            return
+        slot = pending.applied_slot
 
         def job() -> None:
-            snapshot = None
-            if snapshots:
-                epoch, metadata = snapshots[-1]
-                snapshot = SnapshotRow(epoch, slot, encode_metadata(metadata))
             self.storage.save_applied(
                 applied_slot=slot,
-                entries=entries,
-                entry_ids=ids,
-                forget_entry_ids_below_epoch=result.forget_ids_below_epoch,
-                snapshot=snapshot,
+                entries=pending.entries,
+                entry_ids=pending.entry_ids,
+                forget_entry_ids_below_epoch=pending.forget_ids_below,
+                snapshots=[
+                    SnapshotRow(epoch, at_slot, encode_metadata(metadata))
+                    for epoch, at_slot, metadata in pending.snapshots
+                ],
                 forget_accepted_up_to=slot,
             )
 
         future = self._db.submit(job)
         loop = asyncio.get_running_loop()
+        retain = self.settings.retain_slots
 
         def saved(done: Any) -> None:
             if done.exception() is not None:
-                log.critical("writing applied slot %d failed: %s", slot, done.exception())
+                log.critical("writing applied slots up to %d failed: %s", slot, done.exception())
                 return
             loop.call_soon_threadsafe(self._compact, slot - retain)
 
         future.add_done_callback(saved)
-        for epoch, _ in snapshots:
-            self._snapshot_epochs.append(epoch)
-        if result.entries:
-            protos = [_log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
-            self._recent.extend(protos)
-            self._publish(cms_pb2.WatchEvent(entries=protos, latest_epoch=self.sm.epoch))
 
     def _compact(self, up_to: int) -> None:
         if not self._stopped and up_to > 0 and up_to <= self.sm.applied_slot:
@@ -781,7 +815,9 @@ class CMSMemberLoop:
             applied_slot,
             f" (snapshot at epoch {snapshot_row.epoch})" if snapshot_row else "",
         )
-        # Switch the in-memory state, the core and the queue of writes in one loop step.
+        # Switch the in-memory state, the core and the queue of writes in one loop step;
+        # what was applied before goes to storage first, so the install comes after it.
+        self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
         self._recent.clear()

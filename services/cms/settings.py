@@ -43,6 +43,7 @@ class CMSSettings:
     commit_timeout_ms: int = 10_000
     entry_id_retention_epochs: int = 100_000
     retain_slots: int = 1_000
+    applied_flush_interval_ms: int = 20
     fetch_page_entries: int = 1_000
     watch_queue_events: int = 1_000
     shutdown_grace_s: float = 5.0
@@ -103,6 +104,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "commit_timeout_ms": (int, "longest a commit waits inside the CMS"),
     "entry_id_retention_epochs": (int, "how many epochs an entry id is remembered"),
     "retain_slots": (int, "applied Paxos slots kept in memory for peers' catch-up"),
+    "applied_flush_interval_ms": (int, "write the applied log to storage this often (lazily)"),
     "fetch_page_entries": (int, "log entries per FetchLog page"),
     "watch_queue_events": (int, "events buffered per Watch subscriber before it is dropped"),
     "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),

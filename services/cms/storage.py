@@ -188,7 +188,7 @@ class CMSStorage:
         entries: Sequence[LogEntryRow],
         entry_ids: Sequence[EntryIdRow],
         forget_entry_ids_below_epoch: int | None = None,
-        snapshot: SnapshotRow | None = None,
+        snapshots: Sequence[SnapshotRow] = (),
         forget_accepted_up_to: int | None = None,
     ) -> None:
         """Atomic but lazy: a crash may lose it, never half of it."""
@@ -206,9 +206,9 @@ class CMSStorage:
                 )
             if forget_entry_ids_below_epoch is not None:
                 conn.exec_driver_sql(sql.forget_entry_ids, (forget_entry_ids_below_epoch,))
-            if snapshot is not None:
+            if snapshots:
                 conn.exec_driver_sql(
-                    sql.insert_snapshot, (snapshot.epoch, snapshot.slot, snapshot.metadata)
+                    sql.insert_snapshot, [(s.epoch, s.slot, s.metadata) for s in snapshots]
                 )
             if forget_accepted_up_to is not None:
                 conn.exec_driver_sql(sql.forget_accepted, (forget_accepted_up_to,))
@@ -381,16 +381,19 @@ class _HotSQL:
             "ballot_round = excluded.ballot_round, ballot_node = excluded.ballot_node, "
             "value = excluded.value"
         )
+        # A backfill may have written an entry first: the log is immutable, so keep it.
         self.insert_entry = (
             "INSERT INTO metadata_log (epoch, slot, entry_id, kind, transformation) "
-            f"VALUES ({params(5)})"
+            f"VALUES ({params(5)}) ON CONFLICT (epoch) DO NOTHING"
         )
         self.insert_entry_id = (
-            f"INSERT INTO entry_ids (entry_id, epoch, digest) VALUES ({params(3)})"
+            f"INSERT INTO entry_ids (entry_id, epoch, digest) VALUES ({params(3)}) "
+            "ON CONFLICT (entry_id) DO NOTHING"
         )
         self.forget_entry_ids = f"DELETE FROM entry_ids WHERE epoch < {mark}"
         self.insert_snapshot = (
-            f"INSERT INTO metadata_snapshots (epoch, slot, metadata) VALUES ({params(3)})"
+            f"INSERT INTO metadata_snapshots (epoch, slot, metadata) VALUES ({params(3)}) "
+            "ON CONFLICT (epoch) DO NOTHING"
         )
         self.forget_accepted = f"DELETE FROM paxos_accepted WHERE slot <= {mark}"
         self.set_applied_slot = f"UPDATE member_state SET value = {mark} WHERE key = 'applied_slot'"

@@ -48,7 +48,7 @@ def test_applied_state_is_saved_atomically_and_read_back(storage_backend) -> Non
         entries=[entry(3, 2)],
         entry_ids=[EntryIdRow("id3", 3, 1)],
         forget_entry_ids_below_epoch=2,
-        snapshot=SnapshotRow(3, 2, b"metadata@3"),
+        snapshots=[SnapshotRow(3, 2, b"metadata@3")],
         forget_accepted_up_to=2,
     )
     storage.close()
