@@ -496,7 +496,7 @@ class CMSMemberLoop:
                 outcome = await self.peers.forward(
                     leader, request or _commit_request(item), timeout_s=remaining
                 )
-                return CommitResult(outcome.epoch, outcome.duplicate)
+                return CommitResult(outcome.epoch, outcome.duplicate, outcome.batch_size)
             except NotLeaderError:
                 # Leadership moved while we waited: the loop retries with the same entry id.
                 await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))

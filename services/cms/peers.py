@@ -33,6 +33,7 @@ MAX_FORWARD_BATCH = 512
 class ForwardOutcome:
     epoch: int
     duplicate: bool
+    batch_size: int
 
 
 class PeerTransport:
@@ -197,7 +198,11 @@ class _Forwarder:
                         continue
                     if outcome.HasField("committed"):
                         future.set_result(
-                            ForwardOutcome(outcome.committed.epoch, outcome.committed.duplicate)
+                            ForwardOutcome(
+                                outcome.committed.epoch,
+                                outcome.committed.duplicate,
+                                outcome.batch_size,
+                            )
                         )
                     else:
                         future.set_exception(error_from_outcome(outcome.error))

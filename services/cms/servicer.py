@@ -200,7 +200,8 @@ class CMSMemberServicer:
         except CommitError as error:
             return outcome_from_error(error)
         return cms_pb2.CommitOutcome(
-            committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)
+            committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate),
+            batch_size=result.batch_size,
         )
 
 

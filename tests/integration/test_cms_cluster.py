@@ -8,6 +8,7 @@ with a clear status while the log stays unchanged.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections import Counter
@@ -311,3 +312,69 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(cluster: LocalCMS) -> 
             assert await converge(cluster) == before + 1
 
     asyncio.run(scenario())
+
+
+def test_watch_fetch_log_and_spans(tmp_path: Path) -> None:
+    """Watch pushes the backlog then live entries; FetchLog answers snapshot + tail to a far
+    caller; spans for commits and Paxos rounds are written as OTLP-JSON lines."""
+    trace_dir = tmp_path / "spans"
+    local = LocalCMS(
+        tmp_path / "cms",
+        extra_args=("--snapshot-frequency", "20"),
+        env={"EPOCHAL_TRACE_DIR": str(trace_dir)},
+    )
+
+    async def scenario() -> None:
+        await local.wait_serving()
+        async with CMSClient(local.addresses) as sdk:
+            await sdk.commit(keyspace("watched"))
+            seen: list[int] = []
+
+            async def watch() -> None:
+                async for event in sdk.watch(since_epoch=0, member=1):
+                    seen.extend(e.epoch for e in event.entries)
+                    if seen and seen[-1] >= 12:
+                        return
+
+            watcher = asyncio.create_task(watch())
+            for step in range(5):
+                await sdk.commit(create_table("watched", f"t{step}"))
+                await sdk.commit(DropTable(keyspace="watched", name=f"t{step}"))
+            await asyncio.wait_for(watcher, 30)
+            assert seen == list(range(1, seen[-1] + 1)), "watch skipped or repeated an epoch"
+
+            for step in range(15):
+                await sdk.commit(create_table("watched", f"u{step}"))
+            latest = await converge(local)
+            far = await sdk.fetch_log(since_epoch=0)
+            assert far.HasField("snapshot"), "a caller 20+ epochs behind should get a snapshot"
+            snapshot_epoch = far.snapshot.metadata.epoch
+            assert 0 < snapshot_epoch <= latest
+            assert [e.epoch for e in far.entries] == list(range(snapshot_epoch + 1, latest + 1))
+            near = await sdk.fetch_log(since_epoch=latest - 3)
+            assert not near.HasField("snapshot")
+            assert [e.epoch for e in near.entries] == [latest - 2, latest - 1, latest]
+            described = await sdk.describe()
+            assert snapshot_epoch in described.snapshot_epochs
+
+    try:
+        local.start()
+        asyncio.run(scenario())
+    finally:
+        local.stop()
+        local.close()
+    spans = []
+    for path in trace_dir.glob("cms-*.jsonl"):
+        for line in path.read_text().splitlines():
+            for resource in json.loads(line)["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    spans.extend(scope["spans"])
+    names = {s["name"] for s in spans}
+    assert {"cms.commit", "paxos.round"} <= names
+    commit = next(s for s in spans if s["name"] == "cms.commit" and "batch_size" in _attributes(s))
+    assert {"epoch", "batch_size", "ballot", "outcome"} <= set(_attributes(commit))
+    assert "batch_size" in _attributes(next(s for s in spans if s["name"] == "paxos.round"))
+
+
+def _attributes(span: dict) -> dict[str, object]:
+    return {a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", [])}

@@ -155,12 +155,14 @@ class ForwardRequest(_message.Message):
     def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ..., batch_id: _Optional[int] = ...) -> None: ...
 
 class CommitOutcome(_message.Message):
-    __slots__ = ("committed", "error")
+    __slots__ = ("committed", "error", "batch_size")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     committed: CommitResponse
     error: CommitError
-    def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ...) -> None: ...
+    batch_size: int
+    def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class CommitError(_message.Message):
     __slots__ = ("code", "message", "rule")
