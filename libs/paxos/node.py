@@ -108,6 +108,9 @@ class NodeStatus:
     pending_values: int
 
 
+_EMPTY_READY = Ready()
+
+
 class _Outbox:
     """Accumulates one Ready."""
 
@@ -120,7 +123,20 @@ class _Outbox:
         self.dropped: list[bytes] = []
         self.state_transfer: StateTransfer | None = None
 
+    def is_empty(self) -> bool:
+        return not (
+            self.messages
+            or self.after_persist
+            or self.promise is not None
+            or self.accepted
+            or self.chosen
+            or self.dropped
+            or self.state_transfer is not None
+        )
+
     def freeze(self) -> Ready:
+        if self.is_empty():
+            return _EMPTY_READY
         return Ready(
             messages=tuple(self.messages),
             persist_promise=self.promise,
@@ -232,6 +248,8 @@ class PaxosNode:
         )
 
     def take_ready(self) -> Ready:
+        if self._out.is_empty():
+            return _EMPTY_READY
         ready = self._out.freeze()
         self._out = _Outbox()
         return ready

@@ -361,20 +361,24 @@ def _table_from_proto(m: pb.Table) -> Table:
     )
 
 
-def metadata_to_proto(metadata: ClusterMetadata) -> pb.ClusterMetadata:
+def _keyspace_to_proto(keyspace: Keyspace) -> pb.Keyspace:
+    return pb.Keyspace(
+        name=keyspace.name,
+        replication=replication_to_proto(keyspace.replication),
+        replication_type=_REPLICATION_TYPE_NUMBERS[keyspace.replication_type],
+        options=dict(keyspace.options),
+        tables=[_table_to_proto(keyspace.tables[name]) for name in sorted(keyspace.tables)],
+        created_epoch=keyspace.created_epoch,
+    )
+
+
+def metadata_to_proto(
+    metadata: ClusterMetadata, keyspace_to_proto: Callable[[Keyspace], pb.Keyspace] | None = None
+) -> pb.ClusterMetadata:
+    convert = keyspace_to_proto or _keyspace_to_proto
     return pb.ClusterMetadata(
         epoch=metadata.epoch,
-        keyspaces=[
-            pb.Keyspace(
-                name=k.name,
-                replication=replication_to_proto(k.replication),
-                replication_type=_REPLICATION_TYPE_NUMBERS[k.replication_type],
-                options=dict(k.options),
-                tables=[_table_to_proto(k.tables[name]) for name in sorted(k.tables)],
-                created_epoch=k.created_epoch,
-            )
-            for k in (metadata.keyspaces[name] for name in sorted(metadata.keyspaces))
-        ],
+        keyspaces=[convert(metadata.keyspaces[name]) for name in sorted(metadata.keyspaces)],
         nodes=[
             pb.NodeInfo(
                 node_id=n.node_id,
@@ -392,6 +396,31 @@ def metadata_to_proto(metadata: ClusterMetadata) -> pb.ClusterMetadata:
         ],
         next_node_number=metadata.next_node_number,
     )
+
+
+class MetadataEncoder:
+    """``encode_metadata`` that converts only the keyspaces that changed since its last call.
+
+    Metadata is immutable and a transformation replaces only what it touches, so an unchanged
+    keyspace is the very same object in the next snapshot; its message is reused. Not
+    thread-safe: one encoder per thread.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Keyspace, pb.Keyspace]] = {}
+
+    def encode(self, metadata: ClusterMetadata) -> bytes:
+        previous, self._cache = self._cache, {}
+
+        def convert(keyspace: Keyspace) -> pb.Keyspace:
+            hit = previous.get(id(keyspace))
+            message = (
+                hit[1] if hit is not None and hit[0] is keyspace else _keyspace_to_proto(keyspace)
+            )
+            self._cache[id(keyspace)] = (keyspace, message)
+            return message
+
+        return metadata_to_proto(metadata, convert).SerializeToString(deterministic=True)
 
 
 def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:

@@ -82,9 +82,9 @@ from epochal.tcm import (
 )
 from epochal.telemetry import tracer
 from epochal.wire.metadata import (
+    MetadataEncoder,
     decode_metadata,
     decode_transformation,
-    encode_metadata,
     encode_transformation,
     transformation_to_proto,
 )
@@ -163,12 +163,28 @@ class _Unflushed:
     forget_ids_below: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _OwnProposal:
+    """The slot this leader has in flight and the state it validated it into."""
+
+    values: tuple[bytes, ...]
+    items: list[ProposalItem]
+    base: ClusterMetadata
+    tail: ClusterMetadata
+
+
 class _Pending:
     __slots__ = ("future", "item")
 
     def __init__(self, item: ProposalItem, future: asyncio.Future[CommitResult]) -> None:
         self.item = item
         self.future = future
+
+
+def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
+    if not future.done():
+        message = f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
+        future.set_exception(CommitTimeout(message))
 
 
 def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | CommitError) -> None:
@@ -202,10 +218,12 @@ class CMSMemberLoop:
         self._pending: deque[_Pending] = deque()
         self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
         self._round_span: trace.Span | None = None
+        self._proposal: _OwnProposal | None = None
         self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
         self._subscriptions: set[Subscription] = set()
         self._snapshot_epochs: list[int] = []
         self._unflushed = _Unflushed()
+        self._snapshot_encoder = MetadataEncoder()  # used on the storage thread only
         self._flush_timer: asyncio.TimerHandle | None = None
         self._leader_changed = asyncio.Event()
         self._was_leader = False
@@ -377,9 +395,17 @@ class CMSMemberLoop:
         for record in chosen:
             if record.slot <= self.sm.applied_slot:
                 continue  # installed by a state transfer
-            items = [_decode_item(value) for value in record.value]
             snapshots: list[tuple[int, ClusterMetadata]] = []
-            result = self.sm.apply_slot(record.slot, items)
+            proposal, self._proposal = self._proposal, None
+            if (
+                proposal is not None
+                and proposal.base is self.sm.metadata
+                and record.value == proposal.values
+            ):
+                result = self.sm.apply_validated(record.slot, proposal.items, proposal.tail)
+            else:
+                items = [_decode_item(value) for value in record.value]
+                result = self.sm.apply_slot(record.slot, items)
             if result.snapshot_epochs:
                 # TriggerSnapshot is the last item of a batch, so the state after the slot is
                 # the state at the snapshot's epoch.
@@ -436,7 +462,7 @@ class CMSMemberLoop:
                 entry_ids=pending.entry_ids,
                 forget_entry_ids_below_epoch=pending.forget_ids_below,
                 snapshots=[
-                    SnapshotRow(epoch, at_slot, encode_metadata(metadata))
+                    SnapshotRow(epoch, at_slot, self._snapshot_encoder.encode(metadata))
                     for epoch, at_slot, metadata in pending.snapshots
                 ],
                 forget_accepted_up_to=slot,
@@ -526,12 +552,7 @@ class CMSMemberLoop:
         self._pending.append(_Pending(item, future))
         self._maybe_propose()
         # A timer rather than asyncio.wait_for: one handle per commit instead of two tasks.
-        timer = loop.call_later(
-            timeout_s,
-            _settle,
-            future,
-            CommitTimeout(f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"),
-        )
+        timer = loop.call_later(timeout_s, _time_out, future, timeout_s)
         try:
             return await future
         finally:
@@ -542,16 +563,18 @@ class CMSMemberLoop:
             return
         if not self.node.idle_leader or self.sm.applied_slot != self.node.chosen_up_to:
             return
-        items = self._build_batch()
+        base = self.sm.metadata
+        items, tail = self._build_batch()
         if not items:
             return
-        values = [_encode_item(item) for item in items]
+        values = tuple(_encode_item(item) for item in items)
         try:
             self.node.propose(values, now_ms())
         except (CoreNotLeader, CoreOverloaded) as error:  # not expected: idle_leader was true
             log.error("proposal refused by the Paxos core: %s", error)
             self._fail_in_flight(NotLeaderError(self.node.leader_id))
             return
+        self._proposal = _OwnProposal(values, items, base, tail)
         self._round_span = _tracer.start_span(
             "paxos.round",
             attributes={
@@ -562,7 +585,9 @@ class CMSMemberLoop:
         )
         self._process()
 
-    def _build_batch(self) -> list[ProposalItem]:
+    def _build_batch(self) -> tuple[list[ProposalItem], ClusterMetadata]:
+        """Pending commits validated in order against the tail; returns them and the state
+        they lead to."""
         base = self.sm.metadata
         tail = base
         items: list[ProposalItem] = []
@@ -599,8 +624,10 @@ class CMSMemberLoop:
             self._in_flight[item.entry_id] = [pending.future]
         self._pending.extendleft(reversed(deferred))
         if items and self._snapshot_due(tail.epoch):
-            items.append(self._snapshot_item(tail.epoch + 1))
-        return items
+            snapshot = self._snapshot_item(tail.epoch + 1)
+            items.append(snapshot)
+            tail = snapshot.transformation.execute(tail)
+        return items, tail
 
     def _snapshot_due(self, tail_epoch: int) -> bool:
         last = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
@@ -642,6 +669,7 @@ class CMSMemberLoop:
             for future in futures:
                 _settle(future, error)
         self._in_flight.clear()
+        self._proposal = None
         if self._round_span is not None:
             self._round_span.set_attribute("outcome", "abandoned")
             self._round_span.end()

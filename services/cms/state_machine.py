@@ -126,6 +126,44 @@ class MetadataStateMachine:
             forget_ids_below_epoch=self._forget_old_ids(),
         )
 
+    def apply_validated(
+        self, slot: int, items: Sequence[ProposalItem], tail: ClusterMetadata
+    ) -> SlotResult:
+        """The leader's own batch: it validated and executed these items, in order, against
+        exactly the current state, reaching ``tail``. Same result as ``apply_slot``, without
+        doing that work a second time (the caller checks the state is the one it started from)."""
+        assert slot == self.applied_slot + 1, f"slot {slot} applied after {self.applied_slot}"
+        base_epoch = self.metadata.epoch
+        assert tail.epoch == base_epoch + len(items), (tail.epoch, base_epoch, len(items))
+        entries: list[AppliedEntry] = []
+        outcomes: list[Outcome] = []
+        snapshots: list[int] = []
+        for epoch, item in enumerate(items, start=base_epoch + 1):
+            assert item.entry_id not in self._ids, item.entry_id
+            self._ids[item.entry_id] = (epoch, item.digest)
+            entries.append(
+                AppliedEntry(
+                    epoch=epoch,
+                    slot=slot,
+                    entry_id=item.entry_id,
+                    kind=item.transformation.kind,
+                    encoded=item.encoded,
+                    digest=item.digest,
+                )
+            )
+            outcomes.append(Outcome(entry_id=item.entry_id, epoch=epoch))
+            if isinstance(item.transformation, TriggerSnapshot):
+                snapshots.append(epoch)
+        self.metadata = tail
+        self.applied_slot = slot
+        return SlotResult(
+            slot=slot,
+            entries=tuple(entries),
+            outcomes=tuple(outcomes),
+            snapshot_epochs=tuple(snapshots),
+            forget_ids_below_epoch=self._forget_old_ids(),
+        )
+
     def _apply_item(self, slot: int, item: ProposalItem, entries: list[AppliedEntry]) -> Outcome:
         known = self._ids.get(item.entry_id)
         if known is not None:

@@ -84,3 +84,17 @@ def test_snapshots_are_reported_and_old_ids_forgotten_by_epoch_alone() -> None:
     assert result.forget_ids_below_epoch == 3
     assert machine.lookup("init") is None and machine.lookup("ks") is None
     assert machine.lookup("a") == (3, table("t", "a").digest)
+
+
+def test_the_leaders_validated_batch_applies_exactly_like_a_decoded_one() -> None:
+    batch = [table("a", "e1"), table("b", "e2"), item(TriggerSnapshot(), "snap")]
+    decoded = MetadataStateMachine(ClusterMetadata.empty(), 0, retention_epochs=3)
+    validated = MetadataStateMachine(ClusterMetadata.empty(), 0, retention_epochs=3)
+    for machine in (decoded, validated):
+        machine.apply_slot(1, [INIT, KEYSPACE])
+    tail = validated.metadata
+    for proposal in batch:
+        tail = proposal.transformation.execute(tail)
+    assert validated.apply_validated(2, batch, tail) == decoded.apply_slot(2, batch)
+    assert validated.metadata == decoded.metadata
+    assert validated.entry_ids() == decoded.entry_ids()

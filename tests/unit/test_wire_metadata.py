@@ -27,6 +27,7 @@ from epochal.tcm import (
 )
 from epochal.wire.metadata import (
     MalformedInput,
+    MetadataEncoder,
     decode_metadata,
     decode_transformation,
     encode_metadata,
@@ -121,9 +122,12 @@ def test_transformations_round_trip_and_encode_deterministically(t: Transformati
 def test_metadata_built_by_random_transformations_round_trips(steps: list[Transformation]) -> None:
     metadata = ClusterMetadata.empty()
     metadata = InitializeCMS(members=(CMSMember("a", "127.0.0.1:1"),)).execute(metadata)
+    encoder = MetadataEncoder()
     for step in steps:
         if step.validate(metadata) is None:
             metadata = step.execute(metadata)
+        # The caching encoder gives exactly the bytes of a fresh encoding, step after step.
+        assert encoder.encode(metadata) == encode_metadata(metadata)
     assert metadata_from_proto(metadata_to_proto(metadata)) == metadata
     assert decode_metadata(encode_metadata(metadata)) == metadata
     assert encode_metadata(metadata) == encode_metadata(decode_metadata(encode_metadata(metadata)))
