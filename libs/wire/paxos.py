@@ -17,6 +17,7 @@ from epochal.paxos import (
     Nack,
     Prepare,
     Promise,
+    SlotValue,
 )
 from epochal.wire.v1 import paxos_pb2 as pb
 
@@ -170,3 +171,12 @@ def message_from_proto(message: pb.PaxosMessage) -> Message:
 
 def messages_to_proto(messages: Iterable[Message]) -> list[pb.PaxosMessage]:
     return [message_to_proto(m) for m in messages]
+
+
+def encode_slot_value(value: SlotValue) -> bytes:
+    """How an accepted slot's value is stored by an acceptor."""
+    return pb.SlotValue(values=value).SerializeToString()
+
+
+def decode_slot_value(data: bytes) -> SlotValue:
+    return tuple(pb.SlotValue.FromString(data).values)

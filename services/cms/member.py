@@ -3,12 +3,13 @@
 Theory of operation
 -------------------
 Everything that touches ``PaxosNode`` or ``MetadataStateMachine`` runs on the asyncio loop, so
-there are no locks. Storage runs on one dedicated thread: jobs execute in submission order, which
-gives the core's "persist in the order Readies were taken" and makes a read submitted after a
-write see it. Each pass of ``_process`` drains the core's Readies: it sends the proposer's
-messages at once, queues the acceptor's writes and sends the replies only when they are durable,
-and applies chosen slots immediately (they are chosen: a quorum made them durable), writing the
-applied log lazily.
+there are no locks. Storage runs on one dedicated thread (``StorageWorker``): acceptor writes
+run first and in order, which gives the core's "persist in the order Readies were taken";
+everything else runs in submission order, so a read sees the writes submitted before it. Each
+pass of ``_process`` drains the core's Readies: it sends the proposer's messages at once, queues
+the acceptor's writes and sends the replies only when they are durable, and applies chosen
+slots immediately (they are chosen: a quorum made them durable); the applied log is written
+lazily, several slots per transaction.
 
 Commits (DESIGN.md "Batching", "Careful"): the leader keeps exactly one slot in flight. When the
 slot before it is chosen and applied, it validates every pending transformation in order
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import random
 import time
 from collections import deque
@@ -88,13 +90,15 @@ from epochal.wire.metadata import (
     encode_transformation,
     transformation_to_proto,
 )
-from epochal.wire.v1 import cms_pb2, metadata_pb2, paxos_pb2
+from epochal.wire.paxos import ballot_to_proto, decode_slot_value, encode_slot_value
+from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 log = logging.getLogger(__name__)
 _tracer = tracer("epochal.cms")
 T = TypeVar("T")
 
 TICK_INTERVAL_S = 0.01
+EXIT_STORAGE_FAILED = 75
 RECENT_ENTRIES = 4_096
 
 
@@ -181,6 +185,13 @@ class _Pending:
         self.future = future
 
 
+def _fatal(message: str) -> None:
+    """Storage refused a write: this member's state can no longer be trusted to be durable."""
+    log.critical("%s; exiting so that a restart recovers from what is on disk", message)
+    logging.shutdown()
+    os._exit(EXIT_STORAGE_FAILED)
+
+
 def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
     if not future.done():
         message = f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
@@ -203,12 +214,14 @@ class CMSMemberLoop:
         self.member_id = settings.member_id
         self.peers = PeerTransport(settings.member_id, settings.peers)
         self._db = StorageWorker(f"cms-db-{self.member_id}")
+        # One slot in flight (see the module docstring); a batch may also carry the leader's
+        # InitializeCMS and TriggerSnapshot.
+        batch_values = settings.max_batch_values + 2
         self._paxos_settings = PaxosSettings(
             max_in_flight_slots=1,
-            max_batch_values=settings.max_batch_values
-            + 2,  # room for InitializeCMS/TriggerSnapshot
+            max_batch_values=batch_values,
             max_batch_bytes=settings.max_batch_bytes + (64 << 10),
-            max_pending_values=settings.max_batch_values + 2,
+            max_pending_values=batch_values,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             election_timeout_ms=settings.election_timeout_ms,
             retransmit_interval_ms=settings.retransmit_interval_ms,
@@ -257,7 +270,7 @@ class CMSMemberLoop:
                 AcceptedSlot(
                     slot=row.slot,
                     ballot=Ballot(row.ballot_round, row.ballot_node),
-                    value=tuple(paxos_pb2.SlotValue.FromString(row.value).values),
+                    value=decode_slot_value(row.value),
                 )
                 for row in stored.accepted
             ],
@@ -376,9 +389,9 @@ class CMSMemberLoop:
 
         def durable(done: Any) -> None:
             if done.exception() is not None:
-                # The acceptor cannot promise what it cannot store: stop rather than lie.
-                log.critical("acceptor write failed: %s", done.exception())
-                return
+                # An acceptor that cannot store its vote must not cast it: crash, and let
+                # the others carry on (Paxos tolerates a crashed member, not a lying one).
+                _fatal(f"acceptor write failed: {done.exception()!r}")
             loop.call_soon_threadsafe(self._after_persist, ready)
 
         future.add_done_callback(durable)
@@ -474,8 +487,7 @@ class CMSMemberLoop:
 
         def saved(done: Any) -> None:
             if done.exception() is not None:
-                log.critical("writing applied slots up to %d failed: %s", slot, done.exception())
-                return
+                _fatal(f"writing applied slots up to {slot} failed: {done.exception()!r}")
             loop.call_soon_threadsafe(self._compact, slot - retain)
 
         future.add_done_callback(saved)
@@ -927,7 +939,7 @@ class CMSMemberLoop:
             leader_id=status.leader_id or "",
             epoch=self.sm.epoch,
             snapshot_epochs=self._snapshot_epochs,
-            ballot=paxos_pb2.Ballot(round=status.promised.round, node_id=status.promised.node_id),
+            ballot=ballot_to_proto(status.promised),
             applied_slot=self.sm.applied_slot,
             ready=self.ready,
             snapshots_installed=self.snapshots_installed,
@@ -961,9 +973,7 @@ def _signed64(value: int) -> int:
 
 
 def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> AcceptedRow:
-    return AcceptedRow(
-        slot, ballot.round, ballot.node_id, paxos_pb2.SlotValue(values=value).SerializeToString()
-    )
+    return AcceptedRow(slot, ballot.round, ballot.node_id, encode_slot_value(value))
 
 
 def _log_entry(epoch: int, slot: int, entry_id: str, encoded: bytes) -> cms_pb2.LogEntry:

@@ -107,14 +107,17 @@ class Acknowledged:
 
 
 async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
-    """8 clients spread over the members commit `total` transformations; the leader is
-    SIGKILLed `kills` times while commits are in flight, and restarted."""
+    """8 clients spread over the members commit at least `total` transformations; the leader
+    is SIGKILLed `kills` times while commits are in flight, and restarted. Clients keep going
+    past their share until the last kill is done, so every kill lands mid-load."""
     acknowledged: list[Acknowledged] = []
     in_flight = 0
     per_client = total // CLIENTS
     kill_at = [int(total * (k + 1) / (kills + 1)) for k in range(kills)]
+    kills_left = kills
     kills_with_commits_in_flight = 0
     ballots: list[int] = []
+    pauses = random.Random(20261122)
 
     async with CMSClient(cluster.addresses) as setup:
         for client_index in range(CLIENTS):
@@ -127,7 +130,8 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
             cluster.addresses, first_member=index, attempt_timeout_s=3.0, total_timeout_s=60.0
         ) as sdk:
             live: str | None = None
-            for step in range(per_client):
+            step = 0
+            while step < per_client or kills_left > 0:
                 name = f"t{step % 10}"
                 transformation = (
                     create_table(f"load_{index}", name)
@@ -142,19 +146,21 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
                     in_flight -= 1
                 acknowledged.append(Acknowledged(entry_id, committed))
                 live = name if live is None else None
+                step += 1
 
     async def killer() -> None:
-        nonlocal kills_with_commits_in_flight
+        nonlocal kills_with_commits_in_flight, kills_left
         for target in kill_at:
             while len(acknowledged) < target:
                 await asyncio.sleep(0.005)
             leader = await cluster.leader()
-            if in_flight > 0 and len(acknowledged) < total:
+            if in_flight > 0:
                 kills_with_commits_in_flight += 1
             cluster.kill(leader)
-            await asyncio.sleep(random.uniform(0.5, 1.0))
+            await asyncio.sleep(pauses.uniform(0.5, 1.0))
             cluster.start(leader)
             await cluster.wait_serving(leader)
+            kills_left -= 1
 
     await asyncio.gather(killer(), *(client(i) for i in range(CLIENTS)))
     async with CMSClient(cluster.addresses) as sdk:
@@ -188,7 +194,7 @@ def test_commits_survive_leader_kills_exactly_once(cluster: LocalCMS) -> None:
     result = asyncio.run(scenario())
     cluster.stop()  # graceful: flushes every member's lazy writes
     acknowledged: list[Acknowledged] = result["acknowledged"]  # type: ignore[assignment]
-    assert len(acknowledged) == COMMITS
+    assert len(acknowledged) >= COMMITS
 
     logs = {m: read_log(cluster, m) for m in cluster.members}
     reference = logs["cms1"]
