@@ -206,6 +206,8 @@ class CMSMemberServicer:
 
 
 def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:
+    if not span.is_recording():
+        return  # tracing is off: skip building the attributes on the commit path
     status = member.node.status()
     span.set_attribute("epoch", result.epoch)
     span.set_attribute("duplicate", result.duplicate)
