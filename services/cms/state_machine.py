@@ -140,18 +140,7 @@ class MetadataStateMachine:
         snapshots: list[int] = []
         for epoch, item in enumerate(items, start=base_epoch + 1):
             assert item.entry_id not in self._ids, item.entry_id
-            self._ids[item.entry_id] = (epoch, item.digest)
-            entries.append(
-                AppliedEntry(
-                    epoch=epoch,
-                    slot=slot,
-                    entry_id=item.entry_id,
-                    kind=item.transformation.kind,
-                    encoded=item.encoded,
-                    digest=item.digest,
-                )
-            )
-            outcomes.append(Outcome(entry_id=item.entry_id, epoch=epoch))
+            outcomes.append(self._record(slot, epoch, item, entries))
             if isinstance(item.transformation, TriggerSnapshot):
                 snapshots.append(epoch)
         self.metadata = tail
@@ -175,7 +164,12 @@ class MetadataStateMachine:
         if rejection is not None:
             return Outcome(entry_id=item.entry_id, rejection=rejection)
         self.metadata = item.transformation.execute(self.metadata)
-        epoch = self.metadata.epoch
+        return self._record(slot, self.metadata.epoch, item, entries)
+
+    def _record(
+        self, slot: int, epoch: int, item: ProposalItem, entries: list[AppliedEntry]
+    ) -> Outcome:
+        """An item that took ``epoch``: remember its id, add its log entry."""
         self._ids[item.entry_id] = (epoch, item.digest)
         entries.append(
             AppliedEntry(
