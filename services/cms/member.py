@@ -46,6 +46,7 @@ from epochal.cms.errors import (
     RejectedCommit,
     entry_id_reused,
 )
+from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer, log_entry
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
 from epochal.cms.state_machine import (
@@ -91,7 +92,7 @@ from epochal.wire.metadata import (
     transformation_to_proto,
 )
 from epochal.wire.paxos import ballot_to_proto, decode_slot_value, encode_slot_value
-from epochal.wire.v1 import cms_pb2, metadata_pb2
+from epochal.wire.v1 import cms_pb2
 
 log = logging.getLogger(__name__)
 _tracer = tracer("epochal.cms")
@@ -99,7 +100,6 @@ T = TypeVar("T")
 
 TICK_INTERVAL_S = 0.01
 EXIT_STORAGE_FAILED = 75
-RECENT_ENTRIES = 4_096
 
 
 def now_ms() -> int:
@@ -111,49 +111,6 @@ class CommitResult:
     epoch: int
     duplicate: bool
     batch_size: int = 0  # values in the slot that committed it, when this member proposed it
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    snapshot: cms_pb2.Snapshot | None
-    entries: list[cms_pb2.LogEntry]
-    latest_epoch: int
-    applied_slot: int
-    has_more: bool
-
-
-class WatchClosed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class Subscription:
-    """One Watch stream: a bounded queue of events; overflow closes it (the caller resumes)."""
-
-    def __init__(self, limit: int) -> None:
-        self.queue: asyncio.Queue[cms_pb2.WatchEvent | WatchClosed] = asyncio.Queue(limit + 1)
-        self.limit = limit
-        self.closed = False
-
-    def push(self, event: cms_pb2.WatchEvent) -> None:
-        if self.closed:
-            return
-        if self.queue.qsize() >= self.limit:
-            self.close(
-                WatchClosed(
-                    "RESOURCE_EXHAUSTED",
-                    "watcher fell behind; resume with Watch(since_epoch=<last epoch seen>)",
-                )
-            )
-            return
-        self.queue.put_nowait(event)
-
-    def close(self, reason: WatchClosed) -> None:
-        if not self.closed:
-            self.closed = True
-            self.queue.put_nowait(reason)
 
 
 @dataclass
@@ -232,8 +189,7 @@ class CMSMemberLoop:
         self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
         self._round_span: trace.Span | None = None
         self._proposal: _OwnProposal | None = None
-        self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
-        self._subscriptions: set[Subscription] = set()
+        self.log = LogServer(settings, storage, self._run_db)
         self._snapshot_epochs: list[int] = []
         self._unflushed = _Unflushed()
         self._snapshot_encoder = MetadataEncoder()  # used on the storage thread only
@@ -295,8 +251,7 @@ class CMSMemberLoop:
             transformation = decode_transformation(row.transformation)
             metadata = transformation.execute(metadata)
             assert metadata.epoch == row.epoch, (metadata.epoch, row.epoch)
-        for row in stored.entries[-RECENT_ENTRIES:]:
-            self._recent.append(_log_entry(row.epoch, row.slot, row.entry_id, row.transformation))
+        self.log.remember(stored.entries[-RECENT_ENTRIES:])
         return MetadataStateMachine(
             metadata,
             stored.applied_slot,
@@ -310,8 +265,7 @@ class CMSMemberLoop:
             self._ticker.cancel()
         for task in list(self._background):
             task.cancel()
-        for subscription in list(self._subscriptions):
-            subscription.close(WatchClosed("UNAVAILABLE", "CMS member shutting down"))
+        self.log.reset("UNAVAILABLE", "CMS member shutting down")
         self._fail_all(NotLeaderError(None))
         self._flush_applied()
         await self.peers.close()
@@ -452,9 +406,8 @@ class CMSMemberLoop:
                 self.settings.applied_flush_interval_ms / 1000, self._flush_applied
             )
         if result.entries:
-            protos = [_log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
-            self._recent.extend(protos)
-            self._publish(cms_pb2.WatchEvent(entries=protos, latest_epoch=self.sm.epoch))
+            entries = [log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
+            self.log.publish(entries, self.sm.epoch)
 
     def _flush_applied(self) -> None:
         """One lazy transaction for every slot applied since the last flush: the applied log is
@@ -701,65 +654,14 @@ class CMSMemberLoop:
     async def fetch_log(
         self, since: int, max_entries: int, include_ids: bool, entries_only: bool = False
     ) -> FetchResult:
-        latest = self.sm.epoch
-        applied_slot = self.sm.applied_slot
-        page = min(
-            max_entries or self.settings.fetch_page_entries, self.settings.fetch_page_entries
+        return await self.log.fetch(
+            since,
+            max_entries,
+            latest=self.sm.epoch,
+            applied_slot=self.sm.applied_slot,
+            entry_ids=self.sm.entry_ids() if include_ids else [],
+            entries_only=entries_only,
         )
-        ids = self.sm.entry_ids() if include_ids else []
-        if since >= latest:
-            return FetchResult(None, [], latest, applied_slot, False)
-        recent = self._from_recent(since, page)
-        if recent is not None and (
-            entries_only or latest - since <= self.settings.snapshot_frequency
-        ):
-            return FetchResult(None, recent, latest, applied_slot, recent[-1].epoch < latest)
-        far_behind = not entries_only and latest - since > self.settings.snapshot_frequency
-
-        def job() -> tuple[SnapshotRow | None, list[LogEntryRow]]:
-            snapshot = self.storage.latest_snapshot() if far_behind else None
-            if snapshot is not None and (snapshot.epoch <= since or snapshot.epoch > latest):
-                snapshot = None
-            start = snapshot.epoch if snapshot is not None else since
-            return snapshot, self.storage.entries_since(start, page)
-
-        snapshot_row, rows = await self._run_db(job)
-        rows = [r for r in rows if r.epoch <= latest]
-        entries = [_log_entry(r.epoch, r.slot, r.entry_id, r.transformation) for r in rows]
-        snapshot = None
-        if snapshot_row is not None:
-            snapshot = cms_pb2.Snapshot(
-                metadata=metadata_pb2.ClusterMetadata.FromString(snapshot_row.metadata),
-                slot=snapshot_row.slot,
-                entry_ids=[
-                    cms_pb2.EntryIdRecord(entry_id=i, epoch=e, digest=d & ((1 << 64) - 1))
-                    for i, e, d in ids
-                    if e <= snapshot_row.epoch
-                ],
-            )
-        reached = entries[-1].epoch if entries else (snapshot_row.epoch if snapshot_row else since)
-        has_more = reached < latest
-        return FetchResult(snapshot, entries, latest, 0 if has_more else applied_slot, has_more)
-
-    def _from_recent(self, since: int, page: int) -> list[cms_pb2.LogEntry] | None:
-        if not self._recent or self._recent[0].epoch > since + 1:
-            return None
-        offset = since + 1 - self._recent[0].epoch
-        return [self._recent[i] for i in range(offset, min(len(self._recent), offset + page))]
-
-    def subscribe(self) -> Subscription:
-        subscription = Subscription(self.settings.watch_queue_events)
-        self._subscriptions.add(subscription)
-        return subscription
-
-    def unsubscribe(self, subscription: Subscription) -> None:
-        self._subscriptions.discard(subscription)
-
-    def _publish(self, event: cms_pb2.WatchEvent) -> None:
-        for subscription in list(self._subscriptions):
-            subscription.push(event)
-            if subscription.closed:
-                self._subscriptions.discard(subscription)
 
     # ------------------------------------------------------------------ catching up
 
@@ -860,7 +762,6 @@ class CMSMemberLoop:
         self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
-        self._recent.clear()
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
         self._db.submit(
@@ -872,11 +773,7 @@ class CMSMemberLoop:
                 applied_slot=applied_slot,
             )
         )
-        for subscription in list(self._subscriptions):
-            subscription.close(
-                WatchClosed("UNAVAILABLE", "member state replaced by a state transfer; resume")
-            )
-        self._subscriptions.clear()
+        self.log.reset("UNAVAILABLE", "member state replaced by a state transfer; resume")
         self._check_ready()
         self._process()
         if snapshot_row is not None:
@@ -974,15 +871,6 @@ def _signed64(value: int) -> int:
 
 def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> AcceptedRow:
     return AcceptedRow(slot, ballot.round, ballot.node_id, encode_slot_value(value))
-
-
-def _log_entry(epoch: int, slot: int, entry_id: str, encoded: bytes) -> cms_pb2.LogEntry:
-    return cms_pb2.LogEntry(
-        epoch=epoch,
-        slot=slot,
-        entry_id=entry_id,
-        transformation=metadata_pb2.Transformation.FromString(encoded),
-    )
 
 
 def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:

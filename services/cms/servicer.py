@@ -9,7 +9,8 @@ import grpc
 from opentelemetry import trace
 
 from epochal.cms.errors import CommitError, InvalidCommit
-from epochal.cms.member import CMSMemberLoop, CommitResult, WatchClosed
+from epochal.cms.log_server import WatchClosed
+from epochal.cms.member import CMSMemberLoop, CommitResult
 from epochal.cms.peers import outcome_from_error
 from epochal.cms.state_machine import ProposalItem, digest_of
 from epochal.telemetry import tracer
@@ -103,7 +104,7 @@ class CMSServicer:
         self, request: cms_pb2.WatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cms_pb2.WatchEvent]:
         await require_parsed(request, context)
-        subscription = self.member.subscribe()
+        subscription = self.member.log.subscribe()
         try:
             since = request.since_epoch
             while True:  # the backlog, page by page
@@ -127,7 +128,7 @@ class CMSServicer:
                     since = entries[-1].epoch
                     yield cms_pb2.WatchEvent(entries=entries, latest_epoch=event.latest_epoch)
         finally:
-            self.member.unsubscribe(subscription)
+            self.member.log.unsubscribe(subscription)
 
     async def Describe(
         self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext

@@ -1,0 +1,172 @@
+"""Serving the metadata log: recent entries in memory, FetchLog pages, Watch subscribers.
+
+A caller further behind than the snapshot frequency gets the newest snapshot plus the entries
+after it; others get entries, from memory when they are recent, else from storage. Storage reads
+run on the storage thread after the writes queued before them, and entries not yet flushed are
+still in memory, so a page never skips an entry: a short page says ``has_more`` and the caller
+asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from epochal.cms.settings import CMSSettings
+from epochal.cms.storage import CMSStorage, LogEntryRow, SnapshotRow
+from epochal.wire.v1 import cms_pb2, metadata_pb2
+
+RECENT_ENTRIES = 4_096
+_UNSIGNED_64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    snapshot: cms_pb2.Snapshot | None
+    entries: list[cms_pb2.LogEntry]
+    latest_epoch: int
+    applied_slot: int
+    has_more: bool
+
+
+class WatchClosed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Subscription:
+    """One Watch stream: a bounded queue of events; overflow closes it (the caller resumes)."""
+
+    def __init__(self, limit: int) -> None:
+        self.queue: asyncio.Queue[cms_pb2.WatchEvent | WatchClosed] = asyncio.Queue(limit + 1)
+        self.limit = limit
+        self.closed = False
+
+    def push(self, event: cms_pb2.WatchEvent) -> None:
+        if self.closed:
+            return
+        if self.queue.qsize() >= self.limit:
+            self.close(
+                WatchClosed(
+                    "RESOURCE_EXHAUSTED",
+                    "watcher fell behind; resume with Watch(since_epoch=<last epoch seen>)",
+                )
+            )
+            return
+        self.queue.put_nowait(event)
+
+    def close(self, reason: WatchClosed) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(reason)
+
+
+def log_entry(epoch: int, slot: int, entry_id: str, encoded: bytes) -> cms_pb2.LogEntry:
+    return cms_pb2.LogEntry(
+        epoch=epoch,
+        slot=slot,
+        entry_id=entry_id,
+        transformation=metadata_pb2.Transformation.FromString(encoded),
+    )
+
+
+class LogServer:
+    def __init__(
+        self,
+        settings: CMSSettings,
+        storage: CMSStorage,
+        run_db: Callable[[Callable[[], Any]], Awaitable[Any]],
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self._run_db = run_db
+        self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
+        self._subscriptions: set[Subscription] = set()
+
+    def remember(self, rows: Iterable[LogEntryRow]) -> None:
+        """Entries read from storage at start."""
+        for row in rows:
+            self._recent.append(log_entry(row.epoch, row.slot, row.entry_id, row.transformation))
+
+    def publish(self, entries: Sequence[cms_pb2.LogEntry], latest_epoch: int) -> None:
+        self._recent.extend(entries)
+        event = cms_pb2.WatchEvent(entries=entries, latest_epoch=latest_epoch)
+        for subscription in list(self._subscriptions):
+            subscription.push(event)
+            if subscription.closed:
+                self._subscriptions.discard(subscription)
+
+    def subscribe(self) -> Subscription:
+        subscription = Subscription(self.settings.watch_queue_events)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    def reset(self, code: str, message: str) -> None:
+        """Close every watcher (they resume from their last epoch) and forget recent entries."""
+        for subscription in list(self._subscriptions):
+            subscription.close(WatchClosed(code, message))
+        self._subscriptions.clear()
+        self._recent.clear()
+
+    async def fetch(
+        self,
+        since: int,
+        max_entries: int,
+        *,
+        latest: int,
+        applied_slot: int,
+        entry_ids: list[tuple[str, int, int]],
+        entries_only: bool,
+    ) -> FetchResult:
+        """A page after ``since`` of the log as of ``latest`` (the caller's applied state)."""
+        settings = self.settings
+        page = min(max_entries or settings.fetch_page_entries, settings.fetch_page_entries)
+        if since >= latest:
+            return FetchResult(None, [], latest, applied_slot, False)
+        far_behind = latest - since > settings.snapshot_frequency
+        recent = self._from_recent(since, page)
+        if recent is not None and (entries_only or not far_behind):
+            return FetchResult(None, recent, latest, applied_slot, recent[-1].epoch < latest)
+        with_snapshot = far_behind and not entries_only
+
+        def read() -> tuple[SnapshotRow | None, list[LogEntryRow]]:
+            snapshot = self.storage.latest_snapshot() if with_snapshot else None
+            if snapshot is not None and not since < snapshot.epoch <= latest:
+                snapshot = None
+            start = snapshot.epoch if snapshot is not None else since
+            return snapshot, self.storage.entries_since(start, page)
+
+        snapshot_row, rows = await self._run_db(read)
+        entries = [
+            log_entry(r.epoch, r.slot, r.entry_id, r.transformation)
+            for r in rows
+            if r.epoch <= latest
+        ]
+        snapshot = None
+        if snapshot_row is not None:
+            snapshot = cms_pb2.Snapshot(
+                metadata=metadata_pb2.ClusterMetadata.FromString(snapshot_row.metadata),
+                slot=snapshot_row.slot,
+                entry_ids=[
+                    cms_pb2.EntryIdRecord(entry_id=i, epoch=e, digest=d & _UNSIGNED_64)
+                    for i, e, d in entry_ids
+                    if e <= snapshot_row.epoch
+                ],
+            )
+        reached = entries[-1].epoch if entries else (snapshot_row.epoch if snapshot_row else since)
+        has_more = reached < latest
+        return FetchResult(snapshot, entries, latest, 0 if has_more else applied_slot, has_more)
+
+    def _from_recent(self, since: int, page: int) -> list[cms_pb2.LogEntry] | None:
+        if not self._recent or self._recent[0].epoch > since + 1:
+            return None
+        offset = since + 1 - self._recent[0].epoch
+        return [self._recent[i] for i in range(offset, min(len(self._recent), offset + page))]
