@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/epochal/wire/v1/*.proto)
 SEEDS ?= 300
 SEED ?=
+BUG ?=
 
 .PHONY: install run test lint format protos sim bench clean-venv
 
@@ -39,7 +40,7 @@ sim: install
 ifeq ($(SEED),)
 	$(PY) -m epochal.sim.cli --seeds $(SEEDS)
 else
-	$(PY) -m epochal.sim.cli --seed $(SEED) --trace
+	$(PY) -m epochal.sim.cli --seed $(SEED) --trace $(if $(BUG),--bug $(BUG))
 endif
 
 bench: install

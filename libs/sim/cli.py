@@ -47,8 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     results, total = run_many(range(args.first_seed, args.first_seed + args.seeds), bugs)
     failed = [r for r in results if not r.ok]
+    planted = "".join(f" BUG={bug}" for bug in sorted(bugs))
     for result in failed:
-        print(f"FAILED seed {result.seed}: {result.failure}\n  replay: make sim SEED={result.seed}")
+        print(
+            f"FAILED seed {result.seed}: {result.failure}\n"
+            f"  replay: make sim SEED={result.seed}{planted}"
+        )
     print(
         f"{len(results) - len(failed)}/{len(results)} seeds ok in "
         f"{time.monotonic() - started:.1f}s; coverage {total.as_dict()}"
