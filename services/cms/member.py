@@ -378,8 +378,8 @@ class CMSMemberLoop:
                 # the state at the snapshot's epoch.
                 assert result.snapshot_epochs[-1] == self.sm.epoch, result.snapshot_epochs
                 snapshots.append((self.sm.epoch, self.sm.metadata))
+            self._answer(result)  # first: the waiting clients need nothing else
             self._record_applied(result, snapshots)
-            self._answer(result)
             if self._round_span is not None and self.node.is_leader:
                 self._round_span.set_attribute("slot", record.slot)
                 self._round_span.end()
