@@ -2,9 +2,8 @@
 
 A caller further behind than the snapshot frequency gets the newest snapshot plus the entries
 after it; others get entries, from memory when they are recent, else from storage. Storage reads
-run on the storage thread after the writes queued before them, and entries not yet flushed are
-still in memory, so a page never skips an entry: a short page says ``has_more`` and the caller
-asks again.
+run on the storage thread after the writes queued before them; entries not flushed yet are
+taken from memory. A page never skips an entry; one that stops short says ``has_more``.
 """
 
 from __future__ import annotations
@@ -162,6 +161,11 @@ class LogServer:
                 ],
             )
         reached = entries[-1].epoch if entries else (snapshot_row.epoch if snapshot_row else since)
+        if reached < latest and len(entries) < page:
+            # The newest entries may not be flushed to storage yet: they are in memory.
+            tail = self._from_recent(reached, page - len(entries)) or []
+            entries.extend(e for e in tail if e.epoch <= latest)
+            reached = entries[-1].epoch if entries else reached
         has_more = reached < latest
         return FetchResult(snapshot, entries, latest, 0 if has_more else applied_slot, has_more)
 
