@@ -207,6 +207,8 @@ class CMSMemberLoop:
         self.ready = False
         self.on_readiness: Callable[[bool], None] = lambda ready: None
         self._stopped = False
+        self.started = False
+        self._accepting_messages = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -239,8 +241,13 @@ class CMSMemberLoop:
             self.sm.applied_slot,
             len(stored.accepted),
         )
+        self.started = True
+        # Far behind: copy a snapshot before taking part in Paxos, whose slot-by-slot
+        # catch-up would otherwise race it (Paxos messages are dropped until then; the
+        # protocol retransmits them).
+        await self._learn_target_epoch()
+        self._accepting_messages = True
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
-        self._spawn(self._learn_target_epoch())
         self._spawn(self._backfill())
 
     def _rebuild(self, stored: StoredState) -> MetadataStateMachine:
@@ -291,6 +298,8 @@ class CMSMemberLoop:
     # ------------------------------------------------------------------ the Ready loop
 
     def on_messages(self, messages: list[Message]) -> None:
+        if not self._accepting_messages:
+            return
         now = now_ms()
         for message in messages:
             if message.dst != self.member_id:
@@ -667,18 +676,22 @@ class CMSMemberLoop:
 
     async def _learn_target_epoch(self) -> None:
         """Readiness: SERVING once caught up to the newest epoch a peer reported at start."""
+        peers = list(self.peers.cms_stubs.items())
+        answers = await asyncio.gather(
+            *(stub.Describe(cms_pb2.DescribeRequest(), timeout=1.0) for _, stub in peers),
+            return_exceptions=True,
+        )
         epochs = []
-        for peer, stub in self.peers.cms_stubs.items():
-            try:
-                described = await stub.Describe(cms_pb2.DescribeRequest(), timeout=1.0)
-            except Exception as error:
-                log.info("could not ask %s for its epoch at start: %s", peer, error)
-                continue
-            epochs.append((described.epoch, peer))
+        for (peer, _), answer in zip(peers, answers, strict=True):
+            if isinstance(answer, BaseException):
+                log.info("could not ask %s for its epoch at start: %s", peer, answer)
+            else:
+                epochs.append((answer.epoch, peer))
         if epochs:
             self.target_epoch, peer = max(epochs)
             if self.target_epoch - self.sm.epoch > self.settings.snapshot_frequency:
-                self._begin_state_transfer(peer)
+                self._transferring = True
+                await self._state_transfer(peer)
         self._check_ready()
 
     def _check_ready(self) -> None:
@@ -731,7 +744,6 @@ class CMSMemberLoop:
                     (r.entry_id, r.epoch, _signed64(r.digest)) for r in response.snapshot.entry_ids
                 ]
                 rows = []
-                self.snapshots_installed += 1
             for entry in response.entries:
                 encoded = entry.transformation.SerializeToString(deterministic=True)
                 transformation = decode_transformation(encoded)
@@ -764,6 +776,7 @@ class CMSMemberLoop:
         self.node.install_state(applied_slot)
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
+            self.snapshots_installed += 1
         self._db.submit(
             functools.partial(
                 self.storage.install,

@@ -134,6 +134,8 @@ class CMSServicer:
         self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.DescribeResponse:
         await require_parsed(request, context)
+        if not self.member.started:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this CMS member is still starting")
         return self.member.describe()
 
 
