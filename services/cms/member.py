@@ -89,7 +89,6 @@ from epochal.wire.metadata import (
     decode_metadata,
     decode_transformation,
     encode_transformation,
-    transformation_to_proto,
 )
 from epochal.wire.paxos import ballot_to_proto, decode_slot_value, encode_slot_value
 from epochal.wire.v1 import cms_pb2
@@ -169,7 +168,7 @@ class CMSMemberLoop:
         self.settings = settings
         self.storage = storage
         self.member_id = settings.member_id
-        self.peers = PeerTransport(settings.member_id, settings.peers)
+        self.peers = PeerTransport(settings.peers)
         self._db = StorageWorker(f"cms-db-{self.member_id}")
         # One slot in flight (see the module docstring); a batch may also carry the leader's
         # InitializeCMS and TriggerSnapshot.
@@ -469,9 +468,7 @@ class CMSMemberLoop:
 
     # ------------------------------------------------------------------ commits
 
-    async def commit(
-        self, item: ProposalItem, request: cms_pb2.CommitRequest | None = None
-    ) -> CommitResult:
+    async def commit(self, item: ProposalItem, request: cms_pb2.CommitRequest) -> CommitResult:
         """Commit through whichever member leads; ``request`` is the client's message, forwarded
         as it came when this member is not the leader."""
         entry_id = item.entry_id
@@ -493,9 +490,7 @@ class CMSMemberLoop:
                 if leader is None or leader == self.member_id:
                     await self._wait_for_leader(min(remaining, 0.5))
                     continue
-                outcome = await self.peers.forward(
-                    leader, request or _commit_request(item), timeout_s=remaining
-                )
+                outcome = await self.peers.forward(leader, request, timeout_s=remaining)
                 return CommitResult(outcome.epoch, outcome.duplicate, outcome.batch_size)
             except NotLeaderError:
                 # Leadership moved while we waited: the loop retries with the same entry id.
@@ -888,12 +883,6 @@ def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> Accept
 
 def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:
     return decode_metadata(snapshot.metadata.SerializeToString(deterministic=True))
-
-
-def _commit_request(item: ProposalItem) -> cms_pb2.CommitRequest:
-    return cms_pb2.CommitRequest(
-        transformation=transformation_to_proto(item.transformation), entry_id=item.entry_id
-    )
 
 
 def _known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult:

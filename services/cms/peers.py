@@ -37,18 +37,12 @@ class ForwardOutcome:
 
 
 class PeerTransport:
-    def __init__(self, member_id: str, peers: dict[str, str]) -> None:
-        self.member_id = member_id
-        self.addresses = dict(peers)
+    def __init__(self, peers: dict[str, str]) -> None:
         self._channels = {p: insecure_channel(a) for p, a in peers.items()}
         self._stubs = {p: cms_pb2_grpc.CMSPeerStub(c) for p, c in self._channels.items()}
         self.cms_stubs = {p: cms_pb2_grpc.CMSStub(c) for p, c in self._channels.items()}
         self._streams: dict[str, _PeerStream] = {}
         self._forwarders: dict[str, _Forwarder] = {}
-
-    @property
-    def unreachable(self) -> set[str]:
-        return {peer for peer, stream in self._streams.items() if not stream.connected}
 
     def send(self, messages: Iterable[Message]) -> None:
         by_peer: dict[str, list[Message]] = defaultdict(list)

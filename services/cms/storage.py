@@ -38,12 +38,10 @@ from sqlalchemy import (
     delete,
     event,
     func,
-    insert,
     select,
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from epochal.cms import tables as t
 
@@ -111,7 +109,6 @@ class CMSStorage:
         else:
             self._lazy_conn.exec_driver_sql("SET synchronous_commit = off")
         self._lazy_conn.commit()
-        self._dialect_insert = sqlite.insert if self.is_sqlite else postgresql.insert
         self._sql = _HotSQL("?" if self.engine.dialect.paramstyle == "qmark" else "%s")
 
     # ------------------------------------------------------------------ setup
@@ -195,21 +192,11 @@ class CMSStorage:
         conn = self._lazy_conn
         sql = self._sql
         with conn.begin():
-            if entries:
-                conn.exec_driver_sql(
-                    sql.insert_entry,
-                    [(e.epoch, e.slot, e.entry_id, e.kind, e.transformation) for e in entries],
-                )
-            if entry_ids:
-                conn.exec_driver_sql(
-                    sql.insert_entry_id, [(i.entry_id, i.epoch, i.digest) for i in entry_ids]
-                )
+            self._write_entries(conn, entries)
+            self._write_entry_ids(conn, entry_ids)
             if forget_entry_ids_below_epoch is not None:
                 conn.exec_driver_sql(sql.forget_entry_ids, (forget_entry_ids_below_epoch,))
-            if snapshots:
-                conn.exec_driver_sql(
-                    sql.insert_snapshot, [(s.epoch, s.slot, s.metadata) for s in snapshots]
-                )
+            self._write_snapshots(conn, snapshots)
             if forget_accepted_up_to is not None:
                 conn.exec_driver_sql(sql.forget_accepted, (forget_accepted_up_to,))
             conn.exec_driver_sql(sql.set_applied_slot, (applied_slot,))
@@ -229,23 +216,12 @@ class CMSStorage:
                 # Entries held already stay: they are a prefix of the same log. The gap
                 # between them and the snapshot is filled later (insert_entries).
                 conn.execute(delete(t.snapshots).where(t.snapshots.c.epoch >= snapshot.epoch))
-                conn.execute(
-                    insert(t.snapshots).values(
-                        epoch=snapshot.epoch, slot=snapshot.slot, metadata=snapshot.metadata
-                    )
-                )
+                self._write_snapshots(conn, [snapshot])
             if entries:
                 conn.execute(delete(t.log_entries).where(t.log_entries.c.epoch >= entries[0].epoch))
-                conn.execute(insert(t.log_entries), [_entry_params(e) for e in entries])
+                self._write_entries(conn, entries)
             conn.execute(delete(t.entry_ids))
-            if entry_ids:
-                conn.execute(
-                    insert(t.entry_ids),
-                    [
-                        {"entry_id": i.entry_id, "epoch": i.epoch, "digest": i.digest}
-                        for i in entry_ids
-                    ],
-                )
+            self._write_entry_ids(conn, entry_ids)
             conn.execute(delete(t.accepted_slots).where(t.accepted_slots.c.slot <= applied_slot))
             conn.execute(
                 update(t.member_state)
@@ -255,13 +231,27 @@ class CMSStorage:
 
     def insert_entries(self, entries: Sequence[LogEntryRow]) -> None:
         """Fill a gap in the log with entries copied from a peer (already known ones are kept)."""
-        if not entries:
-            return
-        statement = self._dialect_insert(t.log_entries).on_conflict_do_nothing(
-            index_elements=[t.log_entries.c.epoch]
-        )
         with self._lazy_conn.begin():
-            self._lazy_conn.execute(statement, [_entry_params(e) for e in entries])
+            self._write_entries(self._lazy_conn, entries)
+
+    def _write_entries(self, conn: Connection, entries: Sequence[LogEntryRow]) -> None:
+        if entries:
+            conn.exec_driver_sql(
+                self._sql.insert_entry,
+                [(e.epoch, e.slot, e.entry_id, e.kind, e.transformation) for e in entries],
+            )
+
+    def _write_entry_ids(self, conn: Connection, entry_ids: Sequence[EntryIdRow]) -> None:
+        if entry_ids:
+            conn.exec_driver_sql(
+                self._sql.insert_entry_id, [(i.entry_id, i.epoch, i.digest) for i in entry_ids]
+            )
+
+    def _write_snapshots(self, conn: Connection, snapshots: Sequence[SnapshotRow]) -> None:
+        if snapshots:
+            conn.exec_driver_sql(
+                self._sql.insert_snapshot, [(x.epoch, x.slot, x.metadata) for x in snapshots]
+            )
 
     # ------------------------------------------------------------------ reads
 
@@ -397,13 +387,3 @@ class _HotSQL:
         )
         self.forget_accepted = f"DELETE FROM paxos_accepted WHERE slot <= {mark}"
         self.set_applied_slot = f"UPDATE member_state SET value = {mark} WHERE key = 'applied_slot'"
-
-
-def _entry_params(entry: LogEntryRow) -> dict[str, object]:
-    return {
-        "epoch": entry.epoch,
-        "slot": entry.slot,
-        "entry_id": entry.entry_id,
-        "kind": entry.kind,
-        "transformation": entry.transformation,
-    }
