@@ -62,6 +62,9 @@ class Accept(Message):
     slot: int
     value: SlotValue
     chosen_up_to: int
+    # Members that want to learn this slot from the votes themselves (acceptors send their
+    # vote to them as well as to the leader): those waiting to answer a value in it.
+    learners: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,10 +23,16 @@ value it learned for each open slot (a no-op where none was accepted), then runs
 slot. At most ``max_in_flight_slots`` (α) slots are proposed and not chosen; values queue and
 are batched into the next free slot. Any higher ballot makes a candidate or leader a follower.
 
-Learning: ``Accept`` and ``Commit`` carry the leader's chosen prefix; a follower marks a slot
-chosen when it accepted that slot in the same ballot (a leader proposes one value per slot per
-ballot) and otherwise asks the sender for the chosen values (catch-up). A member that asks for
-slots the peer has compacted is told so and must copy the peer's state (``StateTransfer``).
+Learning: an acceptor sends its ``Accepted`` vote to the leader and to the slot's *learners* —
+members the proposer named because they wait to answer a value in the slot (a follower that
+forwarded a commit). A member learns a slot is chosen as soon as it has seen a quorum of votes
+for the ballot in which it accepted the slot itself (a leader proposes one value per slot per
+ballot, so that ballot names the value): a learner about when the leader does, without waiting
+for the leader to tell it. ``Accept`` and ``Commit`` (the heartbeat) also carry the leader's
+chosen prefix, for everyone else; a follower marks those slots chosen when it accepted them in
+the same ballot and otherwise asks the sender for the chosen values (catch-up). A member that
+asks for slots the peer has compacted is told so and must copy the peer's state
+(``StateTransfer``).
 
 Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
 by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
@@ -73,12 +79,16 @@ class _Slot:
     accepted_ballot: Ballot | None = None
     accepted_value: SlotValue | None = None
     chosen_value: SlotValue | None = None
+    # Learning from votes: the voters seen to accept this slot in ``votes_ballot``.
+    votes_ballot: Ballot | None = None
+    votes: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
 class _Proposal:
     value: SlotValue
     sent_ms: int
+    learners: tuple[str, ...] = ()
     acks: set[str] = field(default_factory=set)
 
 
@@ -197,10 +207,10 @@ class PaxosNode:
         self._prepare_from = 0
         self._prepare_sent_ms = 0
         self._proposals: dict[int, _Proposal] = {}
-        self._queue: deque[bytes] = deque()
+        # Values waiting for a slot, each with the members that want to learn it.
+        self._queue: deque[tuple[bytes, frozenset[str]]] = deque()
         self._next_slot = 0
         self._next_heartbeat_ms = 0
-        self._broadcast_chosen_up_to = 0
 
     # ------------------------------------------------------------------ public view
 
@@ -265,14 +275,16 @@ class PaxosNode:
         elif self._role is Role.CANDIDATE:
             self._retransmit_prepare()
 
-    def propose(self, values: Sequence[bytes], now_ms: int) -> None:
-        """Queue values for the next free slots; raises NotLeader or Overloaded."""
+    def propose(self, values: Sequence[bytes], now_ms: int, learners: Iterable[str] = ()) -> None:
+        """Queue values for the next free slots; raises NotLeader or Overloaded. ``learners``
+        get every vote for the slots that carry these values (see "Learning")."""
         self._now_ms = max(self._now_ms, now_ms)
         if self._role is not Role.LEADER:
             raise NotLeader(self._leader_id)
         if len(self._queue) + len(values) > self.settings.max_pending_values:
             raise Overloaded(len(self._queue), self.settings.max_pending_values)
-        self._queue.extend(values)
+        wanting = frozenset(learners) - {self.node_id}
+        self._queue.extend((value, wanting) for value in values)
         self._fill_slots()
 
     def step(self, message: Message, now_ms: int) -> None:
@@ -350,10 +362,13 @@ class PaxosNode:
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
-        self._send_acceptor_reply(
-            Accepted(src=self.node_id, dst=m.src, ballot=m.ballot, slot=m.slot)
-        )
+        for recipient in (m.src, *(n for n in m.learners if n != m.src)):
+            self._send_acceptor_reply(
+                Accepted(src=self.node_id, dst=recipient, ballot=m.ballot, slot=m.slot)
+            )
         self._learn(m.ballot, m.chosen_up_to, m.src)
+        if not already_chosen and slot is not None and slot.votes:
+            self._learn_from_votes(m.slot, slot)  # votes that came before the Accept
 
     def _on_commit(self, m: Commit) -> None:
         self._observe(m.ballot)
@@ -402,6 +417,28 @@ class PaxosNode:
         self._advance_chosen()
         if self._chosen_up_to < leader_chosen_up_to:
             self._request_catch_up(src)
+
+    def _count_vote(self, m: Accepted) -> None:
+        """A member other than the leader of ``m.ballot`` learns from the votes themselves.
+        Votes for a slot it has no Accept for are dropped (it learns that slot from the
+        leader's chosen prefix instead), which keeps this bounded by the log."""
+        slot = self._log.get(m.slot)
+        if m.slot <= self._chosen_up_to or slot is None or slot.chosen_value is not None:
+            return
+        if slot.votes_ballot != m.ballot:
+            if slot.votes_ballot is not None and m.ballot < slot.votes_ballot:
+                return
+            slot.votes_ballot = m.ballot
+            slot.votes = set()
+        slot.votes.add(m.src)
+        self._learn_from_votes(m.slot, slot)
+
+    def _learn_from_votes(self, s: int, slot: _Slot) -> None:
+        if slot.accepted_ballot != slot.votes_ballot or slot.accepted_value is None:
+            return  # chosen, perhaps, but not with a value this member holds
+        if self.membership.governing(s).is_quorum(slot.votes):
+            slot.chosen_value = slot.accepted_value
+            self._advance_chosen()
 
     def _advance_chosen(self) -> None:
         while True:
@@ -562,30 +599,37 @@ class PaxosNode:
             and len(self._proposals) < alpha
             and self._next_slot <= self._chosen_up_to + alpha
         ):
-            batch = self._take_batch()
+            batch, learners = self._take_batch()
             self.stats.values_proposed += len(batch)
-            self._send_proposal(self._next_slot, batch)
+            self._send_proposal(self._next_slot, batch, learners)
             self._next_slot += 1
 
-    def _take_batch(self) -> SlotValue:
+    def _take_batch(self) -> tuple[SlotValue, frozenset[str]]:
         batch: list[bytes] = []
+        learners: set[str] = set()
         size = 0
         while self._queue and len(batch) < self.settings.max_batch_values:
-            value = self._queue[0]
+            value, wanting = self._queue[0]
             if batch and size + len(value) > self.settings.max_batch_bytes:
                 break
-            batch.append(self._queue.popleft())
+            self._queue.popleft()
+            batch.append(value)
+            learners |= wanting
             size += len(value)
-        return tuple(batch)
+        return tuple(batch), frozenset(learners)
 
-    def _send_proposal(self, slot: int, value: SlotValue) -> None:
+    def _send_proposal(
+        self, slot: int, value: SlotValue, learners: frozenset[str] = frozenset()
+    ) -> None:
         self.stats.slots_proposed += 1
-        self._proposals[slot] = _Proposal(value=value, sent_ms=self._now_ms)
+        self._proposals[slot] = _Proposal(
+            value=value, sent_ms=self._now_ms, learners=tuple(sorted(learners))
+        )
         self._send_accepts(slot, self.membership.governing(slot).voters)
 
     def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
         assert self._ballot is not None
-        value = self._proposals[slot].value
+        proposal = self._proposals[slot]
         for target in sorted(targets):
             self._send(
                 Accept(
@@ -593,13 +637,15 @@ class PaxosNode:
                     dst=target,
                     ballot=self._ballot,
                     slot=slot,
-                    value=value,
+                    value=proposal.value,
                     chosen_up_to=self._chosen_up_to,
+                    learners=proposal.learners,
                 )
             )
 
     def _on_accepted(self, m: Accepted) -> None:
         if self._role is not Role.LEADER or m.ballot != self._ballot:
+            self._count_vote(m)
             return
         proposal = self._proposals.get(m.slot)
         if proposal is None:
@@ -615,10 +661,9 @@ class PaxosNode:
         self._advance_chosen()
 
     def _tick_leader(self) -> None:
-        # Heartbeats carry the chosen prefix; when idle, tell followers at the next tick rather
-        # than after every slot (a message per slot per follower would sit on the commit path).
-        idle_with_news = not self._proposals and self._chosen_up_to > self._broadcast_chosen_up_to
-        if self._now_ms >= self._next_heartbeat_ms or idle_with_news:
+        # Voters learn chosen slots from each other's votes; heartbeats carry the chosen prefix
+        # to the rest (learners, and voters that missed votes).
+        if self._now_ms >= self._next_heartbeat_ms:
             self._broadcast_commit()
         if self._catch_up_peer is not None and self._chosen_up_to < self._catch_up_target:
             # Nobody sends the leader heartbeats, so it retries its own catch-up.
@@ -632,7 +677,6 @@ class PaxosNode:
     def _broadcast_commit(self) -> None:
         assert self._ballot is not None
         self._next_heartbeat_ms = self._now_ms + self.settings.heartbeat_interval_ms
-        self._broadcast_chosen_up_to = self._chosen_up_to
         for target in sorted(self.membership.everyone(self._chosen_up_to + 1) - {self.node_id}):
             self._send(
                 Commit(
@@ -653,7 +697,7 @@ class PaxosNode:
         self._reset_election_deadline()
 
     def _drop_leader_state(self) -> None:
-        self._out.dropped.extend(self._queue)
+        self._out.dropped.extend(value for value, _ in self._queue)
         self._queue.clear()
         self._proposals.clear()
         self._promises = {}

@@ -284,8 +284,11 @@ class SimMember:
             self.cluster.coverage.duplicate_commits_answered += 1
             self.cluster.acknowledge(self.id, client, value, first_epoch)
             return
+        # Name random members as learners, as the CMS names the members that forwarded a
+        # value: they learn its slot from the votes themselves.
+        learners = [m for m in self.cluster.members if self.rng.random() < 0.5]
         try:
-            self.node.propose([value], self.cluster.world.now_ms)
+            self.node.propose([value], self.cluster.world.now_ms, learners)
         except NotLeader as error:
             self.cluster.redirect(self.id, client, value, error.leader_id)
             return

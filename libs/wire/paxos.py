@@ -68,6 +68,7 @@ def _to_proto_body(message: Message) -> tuple[str, object]:
                 slot=message.slot,
                 value=pb.SlotValue(values=message.value),
                 chosen_up_to=message.chosen_up_to,
+                learners=message.learners,
             )
         case Accepted():
             return "accepted", pb.Accepted(
@@ -124,6 +125,7 @@ def _accept(src: str, dst: str, m: pb.Accept) -> Message:
         slot=m.slot,
         value=tuple(m.value.values),
         chosen_up_to=m.chosen_up_to,
+        learners=tuple(m.learners),
     )
 
 

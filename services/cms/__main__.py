@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"epochal-cms: {error}", file=sys.stderr)
         return 2
-    # The storage thread hands every fsync result back to the loop; with the default 5 ms GIL
+    # gRPC's poller thread hands every incoming message to the loop; with the default 5 ms GIL
     # switch interval each hand-off can wait that long, which would dominate commit latency.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(

@@ -2,8 +2,8 @@
 
 A caller further behind than the snapshot frequency gets the newest snapshot plus the entries
 after it; others get entries, from memory when they are recent, else from storage. Storage reads
-run on the storage thread after the writes queued before them; entries not flushed yet are
-taken from memory. A page never skips an entry; one that stops short says ``has_more``.
+run on the member's reader thread; entries not flushed to storage yet are taken from memory.
+A page never skips an entry; one that stops short says ``has_more``.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ class LogServer:
         self,
         settings: CMSSettings,
         storage: CMSStorage,
-        run_db: Callable[[Callable[[], Any]], Awaitable[Any]],
+        read: Callable[[Callable[[], Any]], Awaitable[Any]],
     ) -> None:
         self.settings = settings
         self.storage = storage
-        self._run_db = run_db
+        self._read = read
         self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
         self._subscriptions: set[Subscription] = set()
 
@@ -143,7 +143,7 @@ class LogServer:
             start = snapshot.epoch if snapshot is not None else since
             return snapshot, self.storage.entries_since(start, page)
 
-        snapshot_row, rows = await self._run_db(read)
+        snapshot_row, rows = await self._read(read)
         entries = [
             log_entry(r.epoch, r.slot, r.entry_id, r.transformation)
             for r in rows

@@ -3,13 +3,16 @@
 Theory of operation
 -------------------
 Everything that touches ``PaxosNode`` or ``MetadataStateMachine`` runs on the asyncio loop, so
-there are no locks. Storage runs on one dedicated thread (``StorageWorker``): acceptor writes
-run first and in order, which gives the core's "persist in the order Readies were taken";
-everything else runs in submission order, so a read sees the writes submitted before it. Each
-pass of ``_process`` drains the core's Readies: it sends the proposer's messages at once, queues
-the acceptor's writes and sends the replies only when they are durable, and applies chosen
-slots immediately (they are chosen: a quorum made them durable); the applied log is written
-lazily, several slots per transaction.
+there are no locks. The loop also makes every storage write, synchronously: a hand-off to a
+storage thread and back costs two thread wake-ups per vote, more than the fsync itself on these
+machines. Reads (catch-up pages, the state at start) run on one reader thread with connections
+of their own. Each pass of ``_process`` drains the core's Readies: it sends the proposer's
+messages at once, queues the acceptor's writes and applies chosen slots immediately (they are
+chosen: a quorum made them durable). The queued writes run in the next loop step — after the
+peer streams have handed the leader's Accepts to gRPC, so its own fsync overlaps the
+followers' — as one transaction, in the order the Readies were taken, and only then go the
+replies that depended on them. The applied log is written lazily, several slots per
+transaction.
 
 Commits (DESIGN.md "Batching", "Careful"): the leader keeps exactly one slot in flight. When the
 slot before it is chosen and applied, it validates every pending transformation in order
@@ -25,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import random
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -50,6 +53,7 @@ from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer, log_e
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
 from epochal.cms.state_machine import (
+    CommitResult,
     MetadataStateMachine,
     Outcome,
     ProposalItem,
@@ -64,7 +68,6 @@ from epochal.cms.storage import (
     SnapshotRow,
     StoredState,
 )
-from epochal.cms.storage_worker import StorageWorker
 from epochal.paxos import (
     AcceptedSlot,
     Ballot,
@@ -105,13 +108,6 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    epoch: int
-    duplicate: bool
-    batch_size: int = 0  # values in the slot that committed it, when this member proposed it
-
-
 @dataclass
 class _Unflushed:
     """Applied state not yet handed to storage."""
@@ -134,11 +130,14 @@ class _OwnProposal:
 
 
 class _Pending:
-    __slots__ = ("future", "item")
+    __slots__ = ("future", "item", "origin")
 
-    def __init__(self, item: ProposalItem, future: asyncio.Future[CommitResult]) -> None:
+    def __init__(
+        self, item: ProposalItem, future: asyncio.Future[CommitResult], origin: str | None
+    ) -> None:
         self.item = item
         self.future = future
+        self.origin = origin  # the member that forwarded it, which learns its outcome itself
 
 
 def _fatal(message: str) -> None:
@@ -152,6 +151,12 @@ def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
     if not future.done():
         message = f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
         future.set_exception(CommitTimeout(message))
+
+
+def _settled(outcome: CommitResult | CommitError) -> asyncio.Future[CommitResult]:
+    future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
+    _settle(future, outcome)
+    return future
 
 
 def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | CommitError) -> None:
@@ -168,8 +173,9 @@ class CMSMemberLoop:
         self.settings = settings
         self.storage = storage
         self.member_id = settings.member_id
-        self.peers = PeerTransport(settings.peers)
-        self._db = StorageWorker(f"cms-db-{self.member_id}")
+        self.peers = PeerTransport(self.member_id, settings.peers)
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix=f"cms-read-{self.member_id}")
+        self._to_persist: list[Ready] = []
         # One slot in flight (see the module docstring); a batch may also carry the leader's
         # InitializeCMS and TriggerSnapshot.
         batch_values = settings.max_batch_values + 2
@@ -186,12 +192,15 @@ class CMSMemberLoop:
         self.sm: MetadataStateMachine
         self._pending: deque[_Pending] = deque()
         self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
+        # Commits this member forwarded to the leader, by entry id: answered by the slot that
+        # carries them when this member applies it, or by the leader, whichever comes first.
+        self._forwarded: dict[str, list[asyncio.Future[CommitResult]]] = {}
         self._round_span: trace.Span | None = None
         self._proposal: _OwnProposal | None = None
-        self.log = LogServer(settings, storage, self._run_db)
+        self.log = LogServer(settings, storage, self._read)
         self._snapshot_epochs: list[int] = []
         self._unflushed = _Unflushed()
-        self._snapshot_encoder = MetadataEncoder()  # used on the storage thread only
+        self._snapshot_encoder = MetadataEncoder()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._leader_changed = asyncio.Event()
         self._was_leader = False
@@ -212,9 +221,9 @@ class CMSMemberLoop:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        stored = await self._run_db(self.storage.load)
+        stored = await self._read(self.storage.load)
         self.sm = self._rebuild(stored)
-        self._snapshot_epochs = await self._run_db(self.storage.snapshot_epochs)
+        self._snapshot_epochs = await self._read(self.storage.snapshot_epochs)
         membership = Membership.initial(frozenset(self.settings.members))
         self.node = PaxosNode(
             self.member_id,
@@ -273,19 +282,21 @@ class CMSMemberLoop:
             task.cancel()
         self.log.reset("UNAVAILABLE", "CMS member shutting down")
         self._fail_all(NotLeaderError(None))
+        self._persist_queued()
         self._flush_applied()
         await self.peers.close()
-        # Let queued writes finish, then close the database on its own thread.
-        await self._run_db(self.storage.close)
-        self._db.shutdown()
+        # Let reads in progress finish, then close every connection.
+        self._reader.shutdown(wait=True)
+        self.storage.close()
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _run_db(self, function: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._db.submit(function, *args))
+    async def _read(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a storage read on the reader thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
 
     async def _tick_forever(self) -> None:
         while True:
@@ -337,32 +348,37 @@ class CMSMemberLoop:
             self.peers.send(remote)
 
     def _persist_then_send(self, ready: Ready) -> None:
-        promised = (
-            (ready.persist_promise.round, ready.persist_promise.node_id)
-            if ready.persist_promise is not None
-            else None
-        )
-        rows = [
-            _accepted_row(record.slot, record.ballot, record.value)
-            for record in ready.persist_accepted
-        ]
-        future = self._db.submit_vote(self.storage.save_acceptor, promised, rows)
-        loop = asyncio.get_running_loop()
+        """Queue the Ready's writes for the next loop step (see the module docstring)."""
+        if not self._to_persist:
+            asyncio.get_running_loop().call_soon(self._persist_and_process)
+        self._to_persist.append(ready)
 
-        def durable(done: Any) -> None:
-            if done.exception() is not None:
-                # An acceptor that cannot store its vote must not cast it: crash, and let
-                # the others carry on (Paxos tolerates a crashed member, not a lying one).
-                _fatal(f"acceptor write failed: {done.exception()!r}")
-            loop.call_soon_threadsafe(self._after_persist, ready)
-
-        future.add_done_callback(durable)
-
-    def _after_persist(self, ready: Ready) -> None:
+    def _persist_and_process(self) -> None:
         if self._stopped:
             return
-        self._send(ready.messages_after_persist)
+        self._persist_queued()
         self._process()
+
+    def _persist_queued(self) -> None:
+        """Every queued write in one durable transaction, then the replies that waited for it."""
+        readies, self._to_persist = self._to_persist, []
+        if not readies:
+            return
+        promises = [r.persist_promise for r in readies if r.persist_promise is not None]
+        promised = (promises[-1].round, promises[-1].node_id) if promises else None
+        rows = [
+            _accepted_row(record.slot, record.ballot, record.value)
+            for ready in readies
+            for record in ready.persist_accepted
+        ]
+        try:
+            self.storage.save_acceptor(promised, rows)
+        except Exception as error:
+            # An acceptor that cannot store its vote must not cast it: crash, and let the
+            # others carry on (Paxos tolerates a crashed member, not a lying one).
+            _fatal(f"acceptor write failed: {error!r}")
+        for ready in readies:
+            self._send(ready.messages_after_persist)
 
     # ------------------------------------------------------------------ apply
 
@@ -420,7 +436,7 @@ class CMSMemberLoop:
     def _flush_applied(self) -> None:
         """One lazy transaction for every slot applied since the last flush: the applied log is
         derived from slots a quorum already holds, so it need not be written slot by slot, and
-        writing it in the background keeps the disk and the GIL off the commit path."""
+        its commit does not wait for the disk."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
@@ -428,8 +444,7 @@ class CMSMemberLoop:
         if pending.applied_slot == 0:
             return
         slot = pending.applied_slot
-
-        def job() -> None:
+        try:
             self.storage.save_applied(
                 applied_slot=slot,
                 entries=pending.entries,
@@ -441,17 +456,9 @@ class CMSMemberLoop:
                 ],
                 forget_accepted_up_to=slot,
             )
-
-        future = self._db.submit(job)
-        loop = asyncio.get_running_loop()
-        retain = self.settings.retain_slots
-
-        def saved(done: Any) -> None:
-            if done.exception() is not None:
-                _fatal(f"writing applied slots up to {slot} failed: {done.exception()!r}")
-            loop.call_soon_threadsafe(self._compact, slot - retain)
-
-        future.add_done_callback(saved)
+        except Exception as error:
+            _fatal(f"writing applied slots up to {slot} failed: {error!r}")
+        self._compact(slot - self.settings.retain_slots)
 
     def _compact(self, up_to: int) -> None:
         if not self._stopped and up_to > 0 and up_to <= self.sm.applied_slot:
@@ -460,10 +467,11 @@ class CMSMemberLoop:
     def _answer(self, result: SlotResult) -> None:
         for outcome in result.outcomes:
             futures = self._in_flight.pop(outcome.entry_id, None)
-            if not futures:
+            forwarded = self._forwarded.get(outcome.entry_id)
+            if not futures and not forwarded:
                 continue
             answer = _answer_for(outcome, len(result.outcomes))
-            for future in futures:
+            for future in (futures or []) + (forwarded or []):
                 _settle(future, answer)
 
     # ------------------------------------------------------------------ commits
@@ -490,20 +498,41 @@ class CMSMemberLoop:
                 if leader is None or leader == self.member_id:
                     await self._wait_for_leader(min(remaining, 0.5))
                     continue
-                outcome = await self.peers.forward(leader, request, timeout_s=remaining)
-                return CommitResult(outcome.epoch, outcome.duplicate, outcome.batch_size)
+                return await self._forward(leader, entry_id, request, remaining)
             except NotLeaderError:
                 # Leadership moved while we waited: the loop retries with the same entry id.
                 await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
 
-    async def commit_forwarded(self, item: ProposalItem) -> CommitResult:
-        """A follower's forwarded commit: answer here if leader, else say who leads."""
+    async def _forward(
+        self, leader: str, entry_id: str, request: cms_pb2.CommitRequest, timeout_s: float
+    ) -> CommitResult:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CommitResult] = loop.create_future()
+        waiting = self._forwarded.setdefault(entry_id, [])
+        waiting.append(future)
+        self.peers.forward(leader, request, future)
+        timer = loop.call_later(timeout_s, _time_out, future, timeout_s)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            waiting.remove(future)
+            if not waiting:
+                del self._forwarded[entry_id]
+
+    def commit_forwarded(
+        self, item: ProposalItem, origin: str | None
+    ) -> asyncio.Future[CommitResult]:
+        """A commit ``origin`` forwarded: answered here if leader, else told who leads."""
         known = self.sm.lookup(item.entry_id)
         if known is not None:
-            return _known_answer(item, known)
+            return _settled(_known_answer_or_error(item, known))
         if not self.node.is_leader:
-            raise NotLeaderError(self.node.leader_id)
-        return await self._commit_as_leader(item, self.settings.commit_timeout_ms / 1000)
+            return _settled(NotLeaderError(self.node.leader_id))
+        try:
+            return self._enqueue(item, self.settings.commit_timeout_ms / 1000, origin)
+        except OverloadedError as error:
+            return _settled(error)
 
     async def _wait_for_leader(self, timeout_s: float) -> None:
         self._leader_changed.clear()
@@ -511,6 +540,13 @@ class CMSMemberLoop:
             await asyncio.wait_for(self._leader_changed.wait(), timeout_s)
 
     async def _commit_as_leader(self, item: ProposalItem, timeout_s: float) -> CommitResult:
+        return await self._enqueue(item, timeout_s, None)
+
+    def _enqueue(
+        self, item: ProposalItem, timeout_s: float, origin: str | None
+    ) -> asyncio.Future[CommitResult]:
+        """Queue a commit for the next batch; the future is settled by its outcome or by a
+        timeout. Raises OverloadedError when the queue is full."""
         if len(self._pending) >= self.settings.max_pending_commits:
             raise OverloadedError(
                 f"{len(self._pending)} commits already queued at the leader "
@@ -518,14 +554,12 @@ class CMSMemberLoop:
             )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CommitResult] = loop.create_future()
-        self._pending.append(_Pending(item, future))
+        self._pending.append(_Pending(item, future, origin))
         self._maybe_propose()
         # A timer rather than asyncio.wait_for: one handle per commit instead of two tasks.
         timer = loop.call_later(timeout_s, _time_out, future, timeout_s)
-        try:
-            return await future
-        finally:
-            timer.cancel()
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
 
     def _maybe_propose(self) -> None:
         if not (self._pending or (self.node.is_leader and self.sm.epoch == 0)):
@@ -533,12 +567,12 @@ class CMSMemberLoop:
         if not self.node.idle_leader or self.sm.applied_slot != self.node.chosen_up_to:
             return
         base = self.sm.metadata
-        items, tail = self._build_batch()
+        items, tail, learners = self._build_batch()
         if not items:
             return
         values = tuple(_encode_item(item) for item in items)
         try:
-            self.node.propose(values, now_ms())
+            self.node.propose(values, now_ms(), learners)
         except (CoreNotLeader, CoreOverloaded) as error:  # not expected: idle_leader was true
             log.error("proposal refused by the Paxos core: %s", error)
             self._fail_in_flight(NotLeaderError(self.node.leader_id))
@@ -554,12 +588,13 @@ class CMSMemberLoop:
         )
         self._process()
 
-    def _build_batch(self) -> tuple[list[ProposalItem], ClusterMetadata]:
-        """Pending commits validated in order against the tail; returns them and the state
-        they lead to."""
+    def _build_batch(self) -> tuple[list[ProposalItem], ClusterMetadata, set[str]]:
+        """Pending commits validated in order against the tail; returns them, the state they
+        lead to, and the members that forwarded them (they learn the slot from its votes)."""
         base = self.sm.metadata
         tail = base
         items: list[ProposalItem] = []
+        learners: set[str] = set()
         if base.epoch == 0:
             items.append(self._initialize_item())
             tail = items[0].transformation.execute(tail)
@@ -579,6 +614,8 @@ class CMSMemberLoop:
             if joined is not None:
                 # The same id twice in one batch: one proposal, both callers answered by it.
                 joined.append(pending.future)
+                if pending.origin is not None:
+                    learners.add(pending.origin)
                 continue
             rejection = item.transformation.validate(tail)
             if rejection is not None:
@@ -591,12 +628,14 @@ class CMSMemberLoop:
             items.append(item)
             size += len(item.encoded)
             self._in_flight[item.entry_id] = [pending.future]
+            if pending.origin is not None:
+                learners.add(pending.origin)
         self._pending.extendleft(reversed(deferred))
         if items and self._snapshot_due(tail.epoch):
             snapshot = self._snapshot_item(tail.epoch + 1)
             items.append(snapshot)
             tail = snapshot.transformation.execute(tail)
-        return items, tail
+        return items, tail, learners
 
     def _snapshot_due(self, tail_epoch: int) -> bool:
         last = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
@@ -764,23 +803,24 @@ class CMSMemberLoop:
             applied_slot,
             f" (snapshot at epoch {snapshot_row.epoch})" if snapshot_row else "",
         )
-        # Switch the in-memory state, the core and the queue of writes in one loop step;
-        # what was applied before goes to storage first, so the install comes after it.
+        # Switch the in-memory state, the core and storage in one loop step; what was
+        # accepted and applied before goes to storage first, so the install comes after it.
+        self._persist_queued()
         self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
             self.snapshots_installed += 1
-        self._db.submit(
-            functools.partial(
-                self.storage.install,
+        try:
+            self.storage.install(
                 snapshot=snapshot_row,
                 entries=rows,
                 entry_ids=[EntryIdRow(i, e, d) for i, e, d in self.sm.entry_ids()],
                 applied_slot=applied_slot,
             )
-        )
+        except Exception as error:
+            _fatal(f"installing the state copied from {peer} failed: {error!r}")
         self.log.reset("UNAVAILABLE", "member state replaced by a state transfer; resume")
         self._check_ready()
         self._process()
@@ -796,7 +836,7 @@ class CMSMemberLoop:
         self._backfilling = True
         try:
             while not self._stopped:
-                prefix = await self._run_db(self.storage.contiguous_prefix)
+                prefix = await self._read(self.storage.contiguous_prefix)
                 target = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
                 if prefix >= min(target, self.sm.epoch):
                     self.log_complete = True
@@ -824,7 +864,7 @@ class CMSMemberLoop:
                 encoded = entry.transformation.SerializeToString(deterministic=True)
                 kind = entry.transformation.WhichOneof("kind") or ""
                 rows.append(LogEntryRow(entry.epoch, entry.slot, entry.entry_id, kind, encoded))
-            await self._run_db(self.storage.insert_entries, rows)
+            self.storage.insert_entries(rows)
             return True
         return False
 

@@ -2,7 +2,9 @@
 
 Paxos messages are one-way: each peer gets one long-lived ``Step`` stream, and a message lost
 with a broken stream is simply a lost message (the core retransmits). Forwarded commits go to the
-leader on a ``Forward`` stream, in batches of whatever queued meanwhile.
+leader on a ``Forward`` stream, in batches of whatever queued meanwhile; the leader's answer
+settles the caller's future unless something else (the member applying the slot that carries
+the commit) settled it first.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import grpc
 
 from epochal.cms.errors import CommitError, InvalidCommit, NotLeaderError, RejectedCommit
+from epochal.cms.state_machine import CommitResult
 from epochal.paxos import Message
 from epochal.wire.channels import insecure_channel
 from epochal.wire.paxos import messages_to_proto
@@ -29,15 +31,9 @@ RECONNECT_MAX_S = 1.0
 MAX_FORWARD_BATCH = 512
 
 
-@dataclass(frozen=True, slots=True)
-class ForwardOutcome:
-    epoch: int
-    duplicate: bool
-    batch_size: int
-
-
 class PeerTransport:
-    def __init__(self, peers: dict[str, str]) -> None:
+    def __init__(self, member_id: str, peers: dict[str, str]) -> None:
+        self.member_id = member_id
         self._channels = {p: insecure_channel(a) for p, a in peers.items()}
         self._stubs = {p: cms_pb2_grpc.CMSPeerStub(c) for p, c in self._channels.items()}
         self.cms_stubs = {p: cms_pb2_grpc.CMSStub(c) for p, c in self._channels.items()}
@@ -57,13 +53,14 @@ class PeerTransport:
                 stream = self._streams[peer] = _PeerStream(peer, self._stubs[peer])
             stream.send(batch)
 
-    async def forward(
-        self, leader: str, request: cms_pb2.CommitRequest, timeout_s: float
-    ) -> ForwardOutcome:
+    def forward(
+        self, leader: str, request: cms_pb2.CommitRequest, answer: asyncio.Future[CommitResult]
+    ) -> None:
+        """Send ``request`` to the leader; its answer (or a failure) settles ``answer``."""
         forwarder = self._forwarders.get(leader)
         if forwarder is None:
-            forwarder = self._forwarders[leader] = _Forwarder(self._stubs[leader])
-        return await forwarder.submit(request, timeout_s)
+            forwarder = self._forwarders[leader] = _Forwarder(self.member_id, self._stubs[leader])
+        forwarder.submit(request, answer)
 
     async def close(self) -> None:
         for stream in self._streams.values():
@@ -136,26 +133,20 @@ class _Forwarder:
     finishes them, so no commit waits for an unrelated one. A broken stream fails its
     outstanding commits as "not leader" (the caller retries with the same entry id)."""
 
-    def __init__(self, stub: cms_pb2_grpc.CMSPeerStub) -> None:
+    def __init__(self, member_id: str, stub: cms_pb2_grpc.CMSPeerStub) -> None:
+        self._member_id = member_id
         self._stub = stub
-        self._queue: list[tuple[cms_pb2.CommitRequest, asyncio.Future[ForwardOutcome]]] = []
-        self._outstanding: dict[int, list[asyncio.Future[ForwardOutcome]]] = {}
+        self._queue: list[tuple[cms_pb2.CommitRequest, asyncio.Future[CommitResult]]] = []
+        self._outstanding: dict[int, list[asyncio.Future[CommitResult]]] = {}
         self._next_batch = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def submit(self, request: cms_pb2.CommitRequest, timeout_s: float) -> ForwardOutcome:
-        future: asyncio.Future[ForwardOutcome] = asyncio.get_running_loop().create_future()
-        self._queue.append((request, future))
+    def submit(self, request: cms_pb2.CommitRequest, answer: asyncio.Future[CommitResult]) -> None:
+        self._queue.append((request, answer))
         self._wake.set()
-        loop = asyncio.get_running_loop()
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
-        timer = loop.call_later(timeout_s, _expire, future, timeout_s)
-        try:
-            return await future
-        finally:
-            timer.cancel()
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         call = self._stub.Forward()
@@ -171,7 +162,9 @@ class _Forwarder:
                     self._outstanding[self._next_batch] = [f for _, f in batch]
                     await call.write(
                         cms_pb2.ForwardRequest(
-                            commits=[r for r, _ in batch], batch_id=self._next_batch
+                            commits=[r for r, _ in batch],
+                            batch_id=self._next_batch,
+                            member_id=self._member_id,
                         )
                     )
         except asyncio.CancelledError:
@@ -192,7 +185,7 @@ class _Forwarder:
                         continue
                     if outcome.HasField("committed"):
                         future.set_result(
-                            ForwardOutcome(
+                            CommitResult(
                                 outcome.committed.epoch,
                                 outcome.committed.duplicate,
                                 outcome.batch_size,
@@ -221,13 +214,6 @@ class _Forwarder:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-
-
-def _expire(future: asyncio.Future[ForwardOutcome], timeout_s: float) -> None:
-    if not future.done():
-        failure = NotLeaderError(None)
-        failure.message = f"the leader did not answer within {timeout_s:.1f} s; retry"
-        future.set_exception(failure)
 
 
 def error_from_outcome(error: cms_pb2.CommitError) -> CommitError:

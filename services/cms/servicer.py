@@ -10,9 +10,9 @@ from opentelemetry import trace
 
 from epochal.cms.errors import CommitError, InvalidCommit
 from epochal.cms.log_server import WatchClosed
-from epochal.cms.member import CMSMemberLoop, CommitResult
+from epochal.cms.member import CMSMemberLoop
 from epochal.cms.peers import outcome_from_error
-from epochal.cms.state_machine import ProposalItem, digest_of
+from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.telemetry import tracer
 from epochal.wire.handlers import require_parsed
 from epochal.wire.metadata import MalformedInput, encode_transformation, transformation_from_proto
@@ -164,9 +164,15 @@ class CMSMemberServicer:
         outstanding = 0
 
         async def answer(request: cms_pb2.ForwardRequest) -> None:
-            outcomes = await asyncio.gather(*(self._one(c) for c in request.commits))
+            # A known member names itself so that it learns its commits' slots from the votes.
+            known = request.member_id in self.member.settings.peers
+            origin = request.member_id if known else None
+            futures = [self._one(c, origin) for c in request.commits]
+            results = await asyncio.gather(*futures, return_exceptions=True)
             answers.put_nowait(
-                cms_pb2.ForwardResponse(outcomes=outcomes, batch_id=request.batch_id)
+                cms_pb2.ForwardResponse(
+                    outcomes=[_outcome(r) for r in results], batch_id=request.batch_id
+                )
             )
 
         async def read() -> None:
@@ -196,16 +202,27 @@ class CMSMemberServicer:
             for task in list(tasks):
                 task.cancel()
 
-    async def _one(self, request: cms_pb2.CommitRequest) -> cms_pb2.CommitOutcome:
+    def _one(
+        self, request: cms_pb2.CommitRequest, origin: str | None
+    ) -> asyncio.Future[CommitResult]:
         try:
             item = parse_commit(request, self.member.settings.max_transformation_bytes)
-            result = await self.member.commit_forwarded(item)
         except CommitError as error:
-            return outcome_from_error(error)
-        return cms_pb2.CommitOutcome(
-            committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate),
-            batch_size=result.batch_size,
-        )
+            future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
+            future.set_exception(error)
+            return future
+        return self.member.commit_forwarded(item, origin)
+
+
+def _outcome(result: CommitResult | BaseException) -> cms_pb2.CommitOutcome:
+    if isinstance(result, CommitError):
+        return outcome_from_error(result)
+    if isinstance(result, BaseException):
+        raise result
+    return cms_pb2.CommitOutcome(
+        committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate),
+        batch_size=result.batch_size,
+    )
 
 
 def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:

@@ -66,6 +66,15 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a client is told of a committed transformation."""
+
+    epoch: int
+    duplicate: bool
+    batch_size: int = 0  # values in the slot that carried it, when known
+
+
+@dataclass(frozen=True, slots=True)
 class SlotResult:
     slot: int
     entries: tuple[AppliedEntry, ...]

@@ -2,8 +2,11 @@
 
 Theory of operation
 -------------------
-One thread uses this object (the member's storage thread), so it holds one connection per
-engine and never shares them. SQLAlchemy Core, not the ORM: these calls sit on the commit path.
+Two threads use this object, each on connections of its own, so no connection is ever shared:
+the member loop makes every write (``save_acceptor``, ``save_applied``, ``install``,
+``insert_entries``), and one reader thread makes every read (``load``, ``entries_since``,
+``latest_snapshot``, ...). A write is committed when its call returns, so a read started after
+it sees it. SQLAlchemy Core, not the ORM; hand-written SQL for the writes on the commit path.
 
 Two kinds of writes, as DESIGN.md "Commit point" allows:
 
@@ -109,6 +112,7 @@ class CMSStorage:
         else:
             self._lazy_conn.exec_driver_sql("SET synchronous_commit = off")
         self._lazy_conn.commit()
+        self._read_conn: Connection = self.engine.connect()  # the reader thread's
         self._sql = _HotSQL("?" if self.engine.dialect.paramstyle == "qmark" else "%s")
 
     # ------------------------------------------------------------------ setup
@@ -157,6 +161,7 @@ class CMSStorage:
             command.upgrade(config, "head")
 
     def close(self) -> None:
+        self._read_conn.close()
         self._lazy_conn.close()
         self._conn.close()
         self.engine.dispose()
@@ -258,12 +263,12 @@ class CMSStorage:
     def contiguous_prefix(self) -> int:
         """The largest k such that this log holds every epoch 1..k."""
         log = t.log_entries
-        with self._conn.begin():
-            first = self._conn.execute(select(func.min(log.c.epoch))).scalar()
+        with self._read_conn.begin():
+            first = self._read_conn.execute(select(func.min(log.c.epoch))).scalar()
             if first != 1:
                 return 0
             following = log.alias("following")
-            end = self._conn.execute(
+            end = self._read_conn.execute(
                 select(func.min(log.c.epoch)).where(
                     ~select(following.c.epoch).where(following.c.epoch == log.c.epoch + 1).exists()
                 )
@@ -271,7 +276,7 @@ class CMSStorage:
         return int(end or 0)
 
     def load(self) -> StoredState:
-        conn = self._conn
+        conn = self._read_conn
         with conn.begin():
             promise = conn.execute(select(t.promise.c.ballot_round, t.promise.c.ballot_node)).one()
             accepted = tuple(
@@ -307,25 +312,25 @@ class CMSStorage:
         return StoredState(promised, accepted, applied_slot, snapshot, entries, ids)
 
     def entries_since(self, epoch: int, limit: int) -> list[LogEntryRow]:
-        with self._conn.begin():
-            return self._entries_since(self._conn, epoch, limit)
+        with self._read_conn.begin():
+            return self._entries_since(self._read_conn, epoch, limit)
 
     def latest_snapshot(self) -> SnapshotRow | None:
-        with self._conn.begin():
-            return self._latest_snapshot(self._conn)
+        with self._read_conn.begin():
+            return self._latest_snapshot(self._read_conn)
 
     def snapshot_epochs(self) -> list[int]:
-        with self._conn.begin():
+        with self._read_conn.begin():
             return list(
-                self._conn.execute(
+                self._read_conn.execute(
                     select(t.snapshots.c.epoch).order_by(t.snapshots.c.epoch)
                 ).scalars()
             )
 
     def latest_epoch(self) -> int:
-        with self._conn.begin():
-            latest = self._conn.execute(select(func.max(t.log_entries.c.epoch))).scalar()
-            snapshot = self._conn.execute(select(func.max(t.snapshots.c.epoch))).scalar()
+        with self._read_conn.begin():
+            latest = self._read_conn.execute(select(func.max(t.log_entries.c.epoch))).scalar()
+            snapshot = self._read_conn.execute(select(func.max(t.snapshots.c.epoch))).scalar()
         return max(latest or 0, snapshot or 0)
 
     @staticmethod

@@ -33,7 +33,7 @@ from epochal.tcm import (
     ReplicationType,
 )
 from epochal.wire.metadata import transformation_to_proto
-from epochal.wire.v1 import cms_pb2, metadata_pb2
+from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, metadata_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -106,10 +106,60 @@ class Acknowledged:
     committed: Committed
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """A commit the leader made after its client had given up waiting for the answer."""
+
+    request: cms_pb2.CommitRequest
+    epoch: int
+
+
+async def commit_without_the_answer(address: str, name: str) -> Orphan:
+    """Commit at the leader with a deadline too short to see the answer, until one such commit
+    is in the leader's log anyway (a commit cancelled before it was proposed is dropped, which
+    is also at-most-once, so it tries again with a longer deadline)."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = cms_pb2_grpc.CMSStub(channel)
+        deadline_s = 0.001
+        for attempt in range(60):
+            since = (await stub.Describe(cms_pb2.DescribeRequest(), timeout=5)).epoch
+            request = cms_pb2.CommitRequest(
+                transformation=transformation_to_proto(
+                    create_table("orphans", f"{name}_{attempt}")
+                ),
+                entry_id=f"orphan-{name}-{attempt}",
+            )
+            try:
+                await stub.Commit(request, timeout=deadline_s)
+                deadline_s /= 2  # answered in time: an ordinary commit; aim shorter
+                continue
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, error
+            epoch = await logged_epoch(stub, since, request.entry_id)
+            if epoch is not None:
+                return Orphan(request, epoch)
+            deadline_s *= 1.5
+    raise AssertionError("no commit outlived its client's deadline in 60 attempts")
+
+
+async def logged_epoch(stub: cms_pb2_grpc.CMSStub, since: int, entry_id: str) -> int | None:
+    """The epoch of ``entry_id`` in the member's log after ``since``, waiting up to 1 s."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        page = await stub.FetchLog(cms_pb2.FetchLogRequest(since_epoch=since), timeout=5)
+        for entry in page.entries:
+            if entry.entry_id == entry_id:
+                return entry.epoch
+        await asyncio.sleep(0.02)
+    return None
+
+
 async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
     """8 clients spread over the members commit at least `total` transformations; the leader
     is SIGKILLed `kills` times while commits are in flight, and restarted. Clients keep going
-    past their share until the last kill is done, so every kill lands mid-load."""
+    past their share until the last kill is done, so every kill lands mid-load. Before each
+    kill the leader also commits one transformation whose client stopped waiting; after the
+    kill that client retries it through the other members, which must answer the first epoch."""
     acknowledged: list[Acknowledged] = []
     in_flight = 0
     per_client = total // CLIENTS
@@ -117,9 +167,11 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
     kills_left = kills
     kills_with_commits_in_flight = 0
     ballots: list[int] = []
+    orphans: list[tuple[Orphan, Committed]] = []
     pauses = random.Random(20261122)
 
     async with CMSClient(cluster.addresses) as setup:
+        await setup.commit(keyspace("orphans"))
         for client_index in range(CLIENTS):
             await setup.commit(keyspace(f"load_{client_index}"))
         ballots.append((await setup.describe()).ballot.round)
@@ -154,9 +206,15 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
             while len(acknowledged) < target:
                 await asyncio.sleep(0.005)
             leader = await cluster.leader()
+            orphan = await commit_without_the_answer(
+                cluster.members[leader].address, f"kill{kills - kills_left}"
+            )
             if in_flight > 0:
                 kills_with_commits_in_flight += 1
             cluster.kill(leader)
+            others = [m.address for m in cluster.members.values() if m.member_id != leader]
+            async with CMSClient(others, total_timeout_s=30.0) as retry:
+                orphans.append((orphan, await retry.commit_request(orphan.request)))
             await asyncio.sleep(pauses.uniform(0.5, 1.0))
             cluster.start(leader)
             await cluster.wait_serving(leader)
@@ -169,6 +227,7 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
         "acknowledged": acknowledged,
         "kills_with_commits_in_flight": kills_with_commits_in_flight,
         "ballots": ballots,
+        "orphans": orphans,
     }
 
 
@@ -219,15 +278,26 @@ def test_commits_survive_leader_kills_exactly_once(cluster: LocalCMS) -> None:
         acknowledged_epochs[ack.committed.epoch] += 1
     assert max(acknowledged_epochs.values()) == 1, "an epoch was acknowledged to two commits"
 
-    # The test bit: kills landed mid-flight, a retry was answered from its first attempt,
+    # A commit whose client gave up before a leader was killed is answered, when retried
+    # through the other members, from its first attempt: the epoch it was in the log at before
+    # the retry was sent, and it is in the log once. (``duplicate`` is true when the member
+    # that took the retry had applied the first attempt already, false when it learned the
+    # outcome while the retry waited; either way there is one commit.)
+    orphans: list[tuple[Orphan, Committed]] = result["orphans"]  # type: ignore[assignment]
+    assert len(orphans) == 2
+    for orphan, retried in orphans:
+        assert retried.epoch == orphan.epoch, (orphan.request.entry_id, orphan.epoch, retried)
+        assert occurrences[orphan.request.entry_id] == 1
+        assert epoch_of[orphan.request.entry_id] == orphan.epoch
+
+    # The test bit: kills landed mid-flight, retries were answered from their first attempt,
     # and leadership really changed.
     assert result["kills_with_commits_in_flight"] == 2
     duplicates = [a for a in acknowledged if a.committed.duplicate]
     print(
-        f"\n{len(duplicates)} retries answered from their first attempt; "
-        f"ballots {result['ballots']}"
+        f"\n{len(duplicates)} load retries and {len(orphans)} orphan retries answered from "
+        f"their first attempt; ballots {result['ballots']}"
     )
-    assert duplicates, "no retry with the same entry id was answered from the first attempt"
     first_ballot, last_ballot = result["ballots"]  # type: ignore[misc]
     assert last_ballot > first_ballot
 

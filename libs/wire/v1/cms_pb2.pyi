@@ -147,12 +147,14 @@ class StepResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("commits", "batch_id")
+    __slots__ = ("commits", "batch_id", "member_id")
     COMMITS_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     commits: _containers.RepeatedCompositeFieldContainer[CommitRequest]
     batch_id: int
-    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ..., batch_id: _Optional[int] = ...) -> None: ...
+    member_id: str
+    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ..., batch_id: _Optional[int] = ..., member_id: _Optional[str] = ...) -> None: ...
 
 class CommitOutcome(_message.Message):
     __slots__ = ("committed", "error", "batch_size")

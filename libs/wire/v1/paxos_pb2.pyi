@@ -65,16 +65,18 @@ class Nack(_message.Message):
     def __init__(self, ballot: _Optional[_Union[Ballot, _Mapping]] = ..., promised: _Optional[_Union[Ballot, _Mapping]] = ...) -> None: ...
 
 class Accept(_message.Message):
-    __slots__ = ("ballot", "slot", "value", "chosen_up_to")
+    __slots__ = ("ballot", "slot", "value", "chosen_up_to", "learners")
     BALLOT_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_UP_TO_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
     ballot: Ballot
     slot: int
     value: SlotValue
     chosen_up_to: int
-    def __init__(self, ballot: _Optional[_Union[Ballot, _Mapping]] = ..., slot: _Optional[int] = ..., value: _Optional[_Union[SlotValue, _Mapping]] = ..., chosen_up_to: _Optional[int] = ...) -> None: ...
+    learners: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ballot: _Optional[_Union[Ballot, _Mapping]] = ..., slot: _Optional[int] = ..., value: _Optional[_Union[SlotValue, _Mapping]] = ..., chosen_up_to: _Optional[int] = ..., learners: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Accepted(_message.Message):
     __slots__ = ("ballot", "slot")
