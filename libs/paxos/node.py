@@ -23,16 +23,16 @@ value it learned for each open slot (a no-op where none was accepted), then runs
 slot. At most ``max_in_flight_slots`` (α) slots are proposed and not chosen; values queue and
 are batched into the next free slot. Any higher ballot makes a candidate or leader a follower.
 
-Learning: an acceptor sends its ``Accepted`` vote to the leader and to the slot's *learners* —
+Learning: a follower sends its ``Accepted`` vote to the leader and to the slot's *learners* —
 members the proposer named because they wait to answer a value in the slot (a follower that
-forwarded a commit). A member learns a slot is chosen as soon as it has seen a quorum of votes
-for the ballot in which it accepted the slot itself (a leader proposes one value per slot per
-ballot, so that ballot names the value): a learner about when the leader does, without waiting
-for the leader to tell it. ``Accept`` and ``Commit`` (the heartbeat) also carry the leader's
-chosen prefix, for everyone else; a follower marks those slots chosen when it accepted them in
-the same ballot and otherwise asks the sender for the chosen values (catch-up). A member that
-asks for slots the peer has compacted is told so and must copy the peer's state
-(``StateTransfer``).
+forwarded a commit); the leader keeps its own vote. A member learns a slot is chosen as soon as
+it has seen a quorum of votes for the ballot in which it accepted the slot itself (a leader
+proposes one value per slot per ballot, so that ballot names the value): a learner about when
+the leader does, without waiting for the leader to tell it. ``Accept`` and ``Commit`` (the
+heartbeat) also carry the leader's chosen prefix, for everyone else; a follower marks those
+slots chosen when it accepted them in the same ballot and otherwise asks the sender for the
+chosen values (catch-up). A member that asks for slots the peer has compacted is told so and
+must copy the peer's state (``StateTransfer``).
 
 Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
 by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
@@ -362,7 +362,10 @@ class PaxosNode:
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
-        for recipient in (m.src, *(n for n in m.learners if n != m.src)):
+        # The leader's own vote stays with it: the followers form a quorum without it, and the
+        # leader's loop is the busiest, so its learners hear from the other followers instead.
+        learners = () if m.src == self.node_id else m.learners
+        for recipient in (m.src, *(n for n in learners if n != m.src)):
             self._send_acceptor_reply(
                 Accepted(src=self.node_id, dst=recipient, ballot=m.ballot, slot=m.slot)
             )

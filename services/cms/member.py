@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 import grpc
 from opentelemetry import trace
 
+from epochal.cms.codec import decode_item, encode_item, signed64
 from epochal.cms.errors import (
     CommitError,
     CommitTimeout,
@@ -194,7 +195,7 @@ class CMSMemberLoop:
         self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
         # Commits this member forwarded to the leader, by entry id: answered by the slot that
         # carries them when this member applies it, or by the leader, whichever comes first.
-        self._forwarded: dict[str, list[asyncio.Future[CommitResult]]] = {}
+        self._forwarded: dict[str, list[tuple[ProposalItem, asyncio.Future[CommitResult]]]] = {}
         self._round_span: trace.Span | None = None
         self._proposal: _OwnProposal | None = None
         self.log = LogServer(settings, storage, self._read)
@@ -395,7 +396,7 @@ class CMSMemberLoop:
             ):
                 result = self.sm.apply_validated(record.slot, proposal.items, proposal.tail)
             else:
-                items = [_decode_item(value) for value in record.value]
+                items = [decode_item(value) for value in record.value]
                 result = self.sm.apply_slot(record.slot, items)
             if result.snapshot_epochs:
                 # TriggerSnapshot is the last item of a batch, so the state after the slot is
@@ -467,18 +468,17 @@ class CMSMemberLoop:
     def _answer(self, result: SlotResult) -> None:
         for outcome in result.outcomes:
             futures = self._in_flight.pop(outcome.entry_id, None)
-            forwarded = self._forwarded.get(outcome.entry_id)
+            forwarded = [f for _, f in self._forwarded.get(outcome.entry_id, ())]
             if not futures and not forwarded:
                 continue
-            answer = _answer_for(outcome, len(result.outcomes))
-            for future in (futures or []) + (forwarded or []):
+            answer = _answer_for(outcome, len(result.outcomes), result.slot)
+            for future in (futures or []) + forwarded:
                 _settle(future, answer)
 
     # ------------------------------------------------------------------ commits
 
-    async def commit(self, item: ProposalItem, request: cms_pb2.CommitRequest) -> CommitResult:
-        """Commit through whichever member leads; ``request`` is the client's message, forwarded
-        as it came when this member is not the leader."""
+    async def commit(self, item: ProposalItem) -> CommitResult:
+        """Commit through whichever member leads."""
         entry_id = item.entry_id
         deadline = time.monotonic() + self.settings.commit_timeout_ms / 1000
         while True:
@@ -498,25 +498,24 @@ class CMSMemberLoop:
                 if leader is None or leader == self.member_id:
                     await self._wait_for_leader(min(remaining, 0.5))
                     continue
-                return await self._forward(leader, entry_id, request, remaining)
+                return await self._forward(leader, item, remaining)
             except NotLeaderError:
                 # Leadership moved while we waited: the loop retries with the same entry id.
                 await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
 
-    async def _forward(
-        self, leader: str, entry_id: str, request: cms_pb2.CommitRequest, timeout_s: float
-    ) -> CommitResult:
+    async def _forward(self, leader: str, item: ProposalItem, timeout_s: float) -> CommitResult:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CommitResult] = loop.create_future()
+        entry_id = item.entry_id
         waiting = self._forwarded.setdefault(entry_id, [])
-        waiting.append(future)
-        self.peers.forward(leader, request, future)
+        waiting.append((item, future))
+        self.peers.forward(leader, item, future)
         timer = loop.call_later(timeout_s, _time_out, future, timeout_s)
         try:
             return await future
         finally:
             timer.cancel()
-            waiting.remove(future)
+            waiting[:] = [w for w in waiting if w[1] is not future]
             if not waiting:
                 del self._forwarded[entry_id]
 
@@ -570,7 +569,7 @@ class CMSMemberLoop:
         items, tail, learners = self._build_batch()
         if not items:
             return
-        values = tuple(_encode_item(item) for item in items)
+        values = tuple(encode_item(item) for item in items)
         try:
             self.node.propose(values, now_ms(), learners)
         except (CoreNotLeader, CoreOverloaded) as error:  # not expected: idle_leader was true
@@ -775,7 +774,7 @@ class CMSMemberLoop:
                     response.snapshot.metadata.SerializeToString(deterministic=True),
                 )
                 ids = [
-                    (r.entry_id, r.epoch, _signed64(r.digest)) for r in response.snapshot.entry_ids
+                    (r.entry_id, r.epoch, signed64(r.digest)) for r in response.snapshot.entry_ids
                 ]
                 rows = []
             for entry in response.entries:
@@ -809,6 +808,7 @@ class CMSMemberLoop:
         self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
+        self._answer_installed()
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
             self.snapshots_installed += 1
@@ -827,6 +827,14 @@ class CMSMemberLoop:
         if snapshot_row is not None:
             self.log_complete = False
             self._spawn(self._backfill())
+
+    def _answer_installed(self) -> None:
+        """Forwarded commits whose slots a state transfer skipped: answer them from the ids."""
+        for entry_id, waiting in self._forwarded.items():
+            known = self.sm.lookup(entry_id)
+            if known is not None:
+                for item, future in waiting:
+                    _settle(future, _known_answer_or_error(item, known))
 
     async def _backfill(self) -> None:
         """Fill the log below an installed snapshot with entries from peers, so this member
@@ -895,28 +903,6 @@ class CMSMemberLoop:
 # ---------------------------------------------------------------------- encoding helpers
 
 
-def _encode_item(item: ProposalItem) -> bytes:
-    return cms_pb2.ProposalItem(
-        transformation=item.encoded,
-        entry_id=item.entry_id,
-        digest=item.digest & ((1 << 64) - 1),
-    ).SerializeToString()
-
-
-def _decode_item(value: bytes) -> ProposalItem:
-    message = cms_pb2.ProposalItem.FromString(value)
-    return ProposalItem(
-        decode_transformation(message.transformation),
-        message.transformation,
-        message.entry_id,
-        _signed64(message.digest),
-    )
-
-
-def _signed64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
 def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> AcceptedRow:
     return AcceptedRow(slot, ballot.round, ballot.node_id, encode_slot_value(value))
 
@@ -941,9 +927,9 @@ def _known_answer_or_error(
     return CommitResult(epoch, duplicate=True)
 
 
-def _answer_for(outcome: Outcome, batch_size: int) -> CommitResult | CommitError:
+def _answer_for(outcome: Outcome, batch_size: int, slot: int) -> CommitResult | CommitError:
     if outcome.reused_id_of_epoch:
         return entry_id_reused(outcome.entry_id, outcome.reused_id_of_epoch)
     if outcome.rejection is not None:
         return RejectedCommit(outcome.rejection.message, rule=outcome.rejection.rule)
-    return CommitResult(outcome.epoch, outcome.duplicate, batch_size)
+    return CommitResult(outcome.epoch, outcome.duplicate, batch_size, slot)

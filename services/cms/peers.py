@@ -2,9 +2,8 @@
 
 Paxos messages are one-way: each peer gets one long-lived ``Step`` stream, and a message lost
 with a broken stream is simply a lost message (the core retransmits). Forwarded commits go to the
-leader on a ``Forward`` stream, in batches of whatever queued meanwhile; the leader's answer
-settles the caller's future unless something else (the member applying the slot that carries
-the commit) settled it first.
+leader on a ``Forward`` stream, in batches of whatever queued meanwhile; the leader answers what
+it does not put in a slot, and the member learns the rest by applying the slot.
 """
 
 from __future__ import annotations
@@ -16,8 +15,9 @@ from collections.abc import Iterable
 
 import grpc
 
-from epochal.cms.errors import CommitError, InvalidCommit, NotLeaderError, RejectedCommit
-from epochal.cms.state_machine import CommitResult
+from epochal.cms.codec import item_to_proto, settle_from_outcome
+from epochal.cms.errors import NotLeaderError
+from epochal.cms.state_machine import CommitResult, ProposalItem
 from epochal.paxos import Message
 from epochal.wire.channels import insecure_channel
 from epochal.wire.paxos import messages_to_proto
@@ -54,13 +54,14 @@ class PeerTransport:
             stream.send(batch)
 
     def forward(
-        self, leader: str, request: cms_pb2.CommitRequest, answer: asyncio.Future[CommitResult]
+        self, leader: str, item: ProposalItem, answer: asyncio.Future[CommitResult]
     ) -> None:
-        """Send ``request`` to the leader; its answer (or a failure) settles ``answer``."""
+        """Send ``item`` to the leader; its answer (or a failure) settles ``answer``, unless
+        this member settles it first by applying the slot that carries it."""
         forwarder = self._forwarders.get(leader)
         if forwarder is None:
             forwarder = self._forwarders[leader] = _Forwarder(self.member_id, self._stubs[leader])
-        forwarder.submit(request, answer)
+        forwarder.submit(item, answer)
 
     async def close(self) -> None:
         for stream in self._streams.values():
@@ -129,21 +130,22 @@ def _describe(error: Exception) -> str:
 
 class _Forwarder:
     """Commits bound for the leader, over one ``Forward`` stream. Whatever queued while a
-    write was in flight goes in the next batch; responses come back by batch id as the leader
-    finishes them, so no commit waits for an unrelated one. A broken stream fails its
-    outstanding commits as "not leader" (the caller retries with the same entry id)."""
+    write was in flight goes in the next batch. The leader answers only what it did not carry
+    in a slot (this member learns the rest from the votes, as a learner of those slots), so a
+    batch is forgotten once every commit in it is answered, whichever way. A broken stream
+    fails its outstanding commits as "not leader" (the caller retries with the same entry id)."""
 
     def __init__(self, member_id: str, stub: cms_pb2_grpc.CMSPeerStub) -> None:
         self._member_id = member_id
         self._stub = stub
-        self._queue: list[tuple[cms_pb2.CommitRequest, asyncio.Future[CommitResult]]] = []
+        self._queue: list[tuple[ProposalItem, asyncio.Future[CommitResult]]] = []
         self._outstanding: dict[int, list[asyncio.Future[CommitResult]]] = {}
         self._next_batch = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def submit(self, request: cms_pb2.CommitRequest, answer: asyncio.Future[CommitResult]) -> None:
-        self._queue.append((request, answer))
+    def submit(self, item: ProposalItem, answer: asyncio.Future[CommitResult]) -> None:
+        self._queue.append((item, answer))
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -159,10 +161,10 @@ class _Forwarder:
                     batch = self._queue[:MAX_FORWARD_BATCH]
                     del self._queue[:MAX_FORWARD_BATCH]
                     self._next_batch += 1
-                    self._outstanding[self._next_batch] = [f for _, f in batch]
+                    self._track(self._next_batch, [f for _, f in batch])
                     await call.write(
                         cms_pb2.ForwardRequest(
-                            commits=[r for r, _ in batch],
+                            items=[item_to_proto(item) for item, _ in batch],
                             batch_id=self._next_batch,
                             member_id=self._member_id,
                         )
@@ -176,23 +178,26 @@ class _Forwarder:
             call.cancel()
             self._fail_outstanding()
 
+    def _track(self, batch_id: int, futures: list[asyncio.Future[CommitResult]]) -> None:
+        self._outstanding[batch_id] = futures
+        left = len(futures)
+
+        def answered(_: asyncio.Future[CommitResult]) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                self._outstanding.pop(batch_id, None)
+
+        for future in futures:
+            future.add_done_callback(answered)
+
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         try:
             async for response in call:
-                futures = self._outstanding.pop(response.batch_id, [])
-                for future, outcome in zip(futures, response.outcomes, strict=True):
-                    if future.done():
-                        continue
-                    if outcome.HasField("committed"):
-                        future.set_result(
-                            CommitResult(
-                                outcome.committed.epoch,
-                                outcome.committed.duplicate,
-                                outcome.batch_size,
-                            )
-                        )
-                    else:
-                        future.set_exception(error_from_outcome(outcome.error))
+                futures = self._outstanding.get(response.batch_id, ())
+                for outcome in response.outcomes:
+                    if outcome.index < len(futures):
+                        settle_from_outcome(futures[outcome.index], outcome)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -214,25 +219,3 @@ class _Forwarder:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-
-
-def error_from_outcome(error: cms_pb2.CommitError) -> CommitError:
-    """Rebuild the leader's error on the follower, so the client sees the leader's answer."""
-    if error.code == "FAILED_PRECONDITION":
-        return RejectedCommit(error.message, rule=error.rule)
-    if error.code == "INVALID_ARGUMENT":
-        return InvalidCommit(error.message, rule=error.rule)
-    if error.rule.startswith("not_leader:"):
-        return NotLeaderError(error.rule.removeprefix("not_leader:") or None)
-    failure = CommitError(error.message, rule=error.rule)
-    failure.code = error.code or "UNAVAILABLE"
-    return failure
-
-
-def outcome_from_error(error: CommitError) -> cms_pb2.CommitOutcome:
-    rule = error.rule
-    if isinstance(error, NotLeaderError):
-        rule = f"not_leader:{error.leader_id or ''}"
-    return cms_pb2.CommitOutcome(
-        error=cms_pb2.CommitError(code=error.code, message=error.message, rule=rule)
-    )

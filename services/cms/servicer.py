@@ -3,52 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import grpc
 from opentelemetry import trace
 
-from epochal.cms.errors import CommitError, InvalidCommit
+from epochal.cms.codec import item_from_proto, outcome_to_proto, parse_commit
+from epochal.cms.errors import CommitError
 from epochal.cms.log_server import WatchClosed
 from epochal.cms.member import CMSMemberLoop
-from epochal.cms.peers import outcome_from_error
-from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
+from epochal.cms.state_machine import CommitResult
 from epochal.telemetry import tracer
 from epochal.wire.handlers import require_parsed
-from epochal.wire.metadata import MalformedInput, encode_transformation, transformation_from_proto
 from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
 
-MAX_ENTRY_ID_CHARS = 128
 _tracer = tracer("epochal.cms")
-
-
-def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) -> ProposalItem:
-    """The domain value of a commit request, encoded once; raises InvalidCommit with a message
-    a person can act on."""
-    entry_id = request.entry_id
-    if not entry_id:
-        raise InvalidCommit(
-            "entry_id is required: any unique string of at most 128 characters; "
-            "reuse it when you retry the same commit"
-        )
-    if len(entry_id) > MAX_ENTRY_ID_CHARS:
-        raise InvalidCommit(f"entry_id is {len(entry_id)} characters; the limit is 128")
-    if not request.HasField("transformation"):
-        raise InvalidCommit("transformation is required")
-    size = request.transformation.ByteSize()
-    if size > max_transformation_bytes:
-        raise InvalidCommit(
-            f"transformation is {size} bytes; the limit is {max_transformation_bytes} "
-            "(--max-transformation-bytes)"
-        )
-    try:
-        transformation = transformation_from_proto(request.transformation)
-    except MalformedInput as error:
-        raise InvalidCommit(f"malformed transformation: {error}") from None
-    # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
-    encoded = encode_transformation(transformation)
-    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
 
 
 async def abort_with(context: grpc.aio.ServicerContext, error: CommitError) -> None:
@@ -70,7 +41,7 @@ class CMSServicer:
             try:
                 item = parse_commit(request, self.member.settings.max_transformation_bytes)
                 span.set_attribute("kind", item.transformation.kind)
-                result = await self.member.commit(item, request)
+                result = await self.member.commit(item)
             except CommitError as error:
                 span.set_attribute("outcome", error.rule or error.code)
                 await abort_with(context, error)
@@ -158,71 +129,69 @@ class CMSMemberServicer:
     async def Forward(
         self, requests: AsyncIterator[cms_pb2.ForwardRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cms_pb2.ForwardResponse]:
-        """Each batch is answered when all its commits are; answers leave in completion order."""
-        answers: asyncio.Queue[cms_pb2.ForwardResponse | None] = asyncio.Queue()
-        tasks: set[asyncio.Task[None]] = set()
-        outstanding = 0
+        """Answers, as they settle, the forwarded commits this leader does not carry in a slot.
+        A follower that names itself is a learner of the slots that carry its commits and
+        learns their outcome from the votes; one that does not is answered everything."""
+        answers: dict[int, list[cms_pb2.CommitOutcome]] = {}  # batch id -> outcomes
+        wake = asyncio.Event()
+        unsettled = 0
+        closed = False
 
-        async def answer(request: cms_pb2.ForwardRequest) -> None:
-            # A known member names itself so that it learns its commits' slots from the votes.
-            known = request.member_id in self.member.settings.peers
-            origin = request.member_id if known else None
-            futures = [self._one(c, origin) for c in request.commits]
-            results = await asyncio.gather(*futures, return_exceptions=True)
-            answers.put_nowait(
-                cms_pb2.ForwardResponse(
-                    outcomes=[_outcome(r) for r in results], batch_id=request.batch_id
-                )
-            )
+        def settled(
+            batch_id: int, index: int, learns: bool, future: asyncio.Future[CommitResult]
+        ) -> None:
+            nonlocal unsettled
+            unsettled -= 1
+            error = future.exception()
+            if error is None:
+                result = future.result()
+                if learns and result.slot:
+                    wake.set()
+                    return  # the follower learns it by applying that slot
+                outcome = outcome_to_proto(result, index)
+            elif isinstance(error, CommitError):
+                outcome = outcome_to_proto(error, index)
+            else:
+                raise error  # a bug: let the loop's exception handler report it
+            answers.setdefault(batch_id, []).append(outcome)
+            wake.set()
 
         async def read() -> None:
-            nonlocal outstanding
+            nonlocal unsettled, closed
             try:
                 async for request in requests:
                     await require_parsed(request, context)
-                    outstanding += 1
-                    task = asyncio.get_running_loop().create_task(answer(request))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                    known = request.member_id in self.member.settings.peers
+                    origin = request.member_id if known else None
+                    for index, proto in enumerate(request.items):
+                        future = self._one(proto, origin)
+                        unsettled += 1
+                        future.add_done_callback(
+                            functools.partial(settled, request.batch_id, index, known)
+                        )
             finally:
-                answers.put_nowait(None)  # the follower closed its side
+                closed = True
+                wake.set()
 
         reader = asyncio.get_running_loop().create_task(read())
-        closed = False
         try:
-            while not (closed and outstanding == 0):
-                response = await answers.get()
-                if response is None:
-                    closed = True
-                    continue
-                outstanding -= 1
-                yield response
+            while not (closed and unsettled == 0 and not answers):
+                await wake.wait()
+                wake.clear()
+                ready, answers = answers, {}
+                for batch_id, outcomes in ready.items():
+                    yield cms_pb2.ForwardResponse(outcomes=outcomes, batch_id=batch_id)
         finally:
             reader.cancel()
-            for task in list(tasks):
-                task.cancel()
 
-    def _one(
-        self, request: cms_pb2.CommitRequest, origin: str | None
-    ) -> asyncio.Future[CommitResult]:
+    def _one(self, proto: cms_pb2.ProposalItem, origin: str | None) -> asyncio.Future[CommitResult]:
         try:
-            item = parse_commit(request, self.member.settings.max_transformation_bytes)
+            item = item_from_proto(proto)
         except CommitError as error:
             future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
             future.set_exception(error)
             return future
         return self.member.commit_forwarded(item, origin)
-
-
-def _outcome(result: CommitResult | BaseException) -> cms_pb2.CommitOutcome:
-    if isinstance(result, CommitError):
-        return outcome_from_error(result)
-    if isinstance(result, BaseException):
-        raise result
-    return cms_pb2.CommitOutcome(
-        committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate),
-        batch_size=result.batch_size,
-    )
 
 
 def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:

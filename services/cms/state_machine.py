@@ -72,6 +72,7 @@ class CommitResult:
     epoch: int
     duplicate: bool
     batch_size: int = 0  # values in the slot that carried it, when known
+    slot: int = 0  # the slot that carried it; 0 when answered from the entry-id record
 
 
 @dataclass(frozen=True, slots=True)

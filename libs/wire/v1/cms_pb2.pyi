@@ -147,24 +147,26 @@ class StepResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("commits", "batch_id", "member_id")
-    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("batch_id", "member_id", "items")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
-    commits: _containers.RepeatedCompositeFieldContainer[CommitRequest]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     batch_id: int
     member_id: str
-    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRequest, _Mapping]]] = ..., batch_id: _Optional[int] = ..., member_id: _Optional[str] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[ProposalItem]
+    def __init__(self, batch_id: _Optional[int] = ..., member_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ProposalItem, _Mapping]]] = ...) -> None: ...
 
 class CommitOutcome(_message.Message):
-    __slots__ = ("committed", "error", "batch_size")
+    __slots__ = ("committed", "error", "batch_size", "index")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
     committed: CommitResponse
     error: CommitError
     batch_size: int
-    def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    index: int
+    def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ..., batch_size: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
 
 class CommitError(_message.Message):
     __slots__ = ("code", "message", "rule")

@@ -1,0 +1,139 @@
+"""Protobuf <-> domain values for the CMS's own messages: commits, proposal items, outcomes.
+
+A commit is parsed once, by the member a client called: ``parse_commit`` checks it and gives the
+transformation's canonical encoding and digest. That ``ProposalItem`` is what travels from then
+on — forwarded to the leader (``item_to_proto``) and proposed in a Paxos slot
+(``encode_item``) — so no other member parses the client's request again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from epochal.cms.errors import CommitError, InvalidCommit, NotLeaderError, RejectedCommit
+from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
+from epochal.wire.metadata import (
+    MalformedInput,
+    decode_transformation,
+    encode_transformation,
+    transformation_from_proto,
+)
+from epochal.wire.v1 import cms_pb2
+
+MAX_ENTRY_ID_CHARS = 128
+_UNSIGNED_64 = (1 << 64) - 1
+
+
+def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) -> ProposalItem:
+    """The domain value of a client's commit request, encoded once; raises InvalidCommit with a
+    message a person can act on."""
+    _check_entry_id(request.entry_id)
+    if not request.HasField("transformation"):
+        raise InvalidCommit("transformation is required")
+    size = request.transformation.ByteSize()
+    if size > max_transformation_bytes:
+        raise InvalidCommit(
+            f"transformation is {size} bytes; the limit is {max_transformation_bytes} "
+            "(--max-transformation-bytes)"
+        )
+    try:
+        transformation = transformation_from_proto(request.transformation)
+    except MalformedInput as error:
+        raise InvalidCommit(f"malformed transformation: {error}") from None
+    # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
+    encoded = encode_transformation(transformation)
+    return ProposalItem(transformation, encoded, request.entry_id, digest_of(encoded))
+
+
+def item_to_proto(item: ProposalItem) -> cms_pb2.ProposalItem:
+    return cms_pb2.ProposalItem(
+        transformation=item.encoded, entry_id=item.entry_id, digest=item.digest & _UNSIGNED_64
+    )
+
+
+def item_from_proto(message: cms_pb2.ProposalItem) -> ProposalItem:
+    """An item another member parsed (a forwarded commit, a slot value); checked again, cheaply,
+    so that a member with a bug cannot slip a malformed one into the log."""
+    _check_entry_id(message.entry_id)
+    encoded = message.transformation
+    digest = signed64(message.digest)
+    if digest != digest_of(encoded):
+        raise InvalidCommit(f"entry {message.entry_id!r}: digest does not match its bytes")
+    try:
+        transformation = decode_transformation(encoded)
+    except MalformedInput as error:
+        raise InvalidCommit(f"malformed transformation: {error}") from None
+    return ProposalItem(transformation, encoded, message.entry_id, digest)
+
+
+def encode_item(item: ProposalItem) -> bytes:
+    """One value of a Paxos slot."""
+    return item_to_proto(item).SerializeToString()
+
+
+def decode_item(value: bytes) -> ProposalItem:
+    """A value of a chosen slot: the leader checked it before proposing it."""
+    message = cms_pb2.ProposalItem.FromString(value)
+    return ProposalItem(
+        decode_transformation(message.transformation),
+        message.transformation,
+        message.entry_id,
+        signed64(message.digest),
+    )
+
+
+def outcome_to_proto(result: CommitResult | CommitError, index: int) -> cms_pb2.CommitOutcome:
+    """The leader's answer to the commit at ``index`` of a ForwardRequest."""
+    if isinstance(result, CommitError):
+        rule = result.rule
+        if isinstance(result, NotLeaderError):
+            rule = f"not_leader:{result.leader_id or ''}"
+        return cms_pb2.CommitOutcome(
+            error=cms_pb2.CommitError(code=result.code, message=result.message, rule=rule),
+            index=index,
+        )
+    return cms_pb2.CommitOutcome(
+        committed=cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate),
+        batch_size=result.batch_size,
+        index=index,
+    )
+
+
+def settle_from_outcome(
+    future: asyncio.Future[CommitResult], outcome: cms_pb2.CommitOutcome
+) -> None:
+    """Settle a forwarded commit with the leader's answer, so the client sees that answer."""
+    if future.done():
+        return
+    if outcome.HasField("committed"):
+        committed = outcome.committed
+        future.set_result(CommitResult(committed.epoch, committed.duplicate, outcome.batch_size))
+    else:
+        future.set_exception(_error_from_proto(outcome.error))
+
+
+def _error_from_proto(error: cms_pb2.CommitError) -> CommitError:
+    if error.code == "FAILED_PRECONDITION":
+        return RejectedCommit(error.message, rule=error.rule)
+    if error.code == "INVALID_ARGUMENT":
+        return InvalidCommit(error.message, rule=error.rule)
+    if error.rule.startswith("not_leader:"):
+        return NotLeaderError(error.rule.removeprefix("not_leader:") or None)
+    failure = CommitError(error.message, rule=error.rule)
+    failure.code = error.code or "UNAVAILABLE"
+    return failure
+
+
+def _check_entry_id(entry_id: str) -> None:
+    if not entry_id:
+        raise InvalidCommit(
+            "entry_id is required: any unique string of at most 128 characters; "
+            "reuse it when you retry the same commit"
+        )
+    if len(entry_id) > MAX_ENTRY_ID_CHARS:
+        raise InvalidCommit(f"entry_id is {len(entry_id)} characters; the limit is 128")
+
+
+def signed64(value: int) -> int:
+    """A fixed64 field read back as the signed digest the state machine keeps."""
+    return value - (1 << 64) if value >= 1 << 63 else value
