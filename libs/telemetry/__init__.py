@@ -43,5 +43,10 @@ def shutdown_tracing() -> None:
         _provider = None
 
 
+def enabled() -> bool:
+    """Whether spans are being written (hot paths skip building them otherwise)."""
+    return _provider is not None
+
+
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)

@@ -65,12 +65,12 @@ class Subscription:
             self.queue.put_nowait(reason)
 
 
-def log_entry(epoch: int, slot: int, entry_id: str, encoded: bytes) -> cms_pb2.LogEntry:
+def _entry(row: LogEntryRow) -> cms_pb2.LogEntry:
     return cms_pb2.LogEntry(
-        epoch=epoch,
-        slot=slot,
-        entry_id=entry_id,
-        transformation=metadata_pb2.Transformation.FromString(encoded),
+        epoch=row.epoch,
+        slot=row.slot,
+        entry_id=row.entry_id,
+        transformation=metadata_pb2.Transformation.FromString(row.transformation),
     )
 
 
@@ -84,17 +84,19 @@ class LogServer:
         self.settings = settings
         self.storage = storage
         self._read = read
-        self._recent: deque[cms_pb2.LogEntry] = deque(maxlen=RECENT_ENTRIES)
+        # Rows, not messages: most are never asked for, so they become messages when they are.
+        self._recent: deque[LogEntryRow] = deque(maxlen=RECENT_ENTRIES)
         self._subscriptions: set[Subscription] = set()
 
     def remember(self, rows: Iterable[LogEntryRow]) -> None:
         """Entries read from storage at start."""
-        for row in rows:
-            self._recent.append(log_entry(row.epoch, row.slot, row.entry_id, row.transformation))
+        self._recent.extend(rows)
 
-    def publish(self, entries: Sequence[cms_pb2.LogEntry], latest_epoch: int) -> None:
-        self._recent.extend(entries)
-        event = cms_pb2.WatchEvent(entries=entries, latest_epoch=latest_epoch)
+    def publish(self, rows: Sequence[LogEntryRow], latest_epoch: int) -> None:
+        self._recent.extend(rows)
+        if not self._subscriptions:
+            return
+        event = cms_pb2.WatchEvent(entries=[_entry(r) for r in rows], latest_epoch=latest_epoch)
         for subscription in list(self._subscriptions):
             subscription.push(event)
             if subscription.closed:
@@ -144,11 +146,7 @@ class LogServer:
             return snapshot, self.storage.entries_since(start, page)
 
         snapshot_row, rows = await self._read(read)
-        entries = [
-            log_entry(r.epoch, r.slot, r.entry_id, r.transformation)
-            for r in rows
-            if r.epoch <= latest
-        ]
+        entries = [_entry(r) for r in rows if r.epoch <= latest]
         snapshot = None
         if snapshot_row is not None:
             snapshot = cms_pb2.Snapshot(
@@ -173,4 +171,5 @@ class LogServer:
         if not self._recent or self._recent[0].epoch > since + 1:
             return None
         offset = since + 1 - self._recent[0].epoch
-        return [self._recent[i] for i in range(offset, min(len(self._recent), offset + page))]
+        end = min(len(self._recent), offset + page)
+        return [_entry(self._recent[i]) for i in range(offset, end)]

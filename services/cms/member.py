@@ -50,7 +50,7 @@ from epochal.cms.errors import (
     RejectedCommit,
     entry_id_reused,
 )
-from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer, log_entry
+from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
 from epochal.cms.state_machine import (
@@ -87,6 +87,7 @@ from epochal.tcm import (
     InitializeCMS,
     TriggerSnapshot,
 )
+from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.metadata import (
     MetadataEncoder,
@@ -416,9 +417,8 @@ class CMSMemberLoop:
     ) -> None:
         """Queue the slot's applied state for the next lazy flush, and publish its entries."""
         pending = self._unflushed
-        pending.entries.extend(
-            LogEntryRow(e.epoch, e.slot, e.entry_id, e.kind, e.encoded) for e in result.entries
-        )
+        rows = [LogEntryRow(e.epoch, e.slot, e.entry_id, e.kind, e.encoded) for e in result.entries]
+        pending.entries.extend(rows)
         pending.entry_ids.extend(EntryIdRow(e.entry_id, e.epoch, e.digest) for e in result.entries)
         pending.snapshots.extend((epoch, result.slot, metadata) for epoch, metadata in snapshots)
         if result.forget_ids_below_epoch is not None:
@@ -430,9 +430,8 @@ class CMSMemberLoop:
             self._flush_timer = asyncio.get_running_loop().call_later(
                 self.settings.applied_flush_interval_ms / 1000, self._flush_applied
             )
-        if result.entries:
-            entries = [log_entry(e.epoch, e.slot, e.entry_id, e.encoded) for e in result.entries]
-            self.log.publish(entries, self.sm.epoch)
+        if rows:
+            self.log.publish(rows, self.sm.epoch)
 
     def _flush_applied(self) -> None:
         """One lazy transaction for every slot applied since the last flush: the applied log is
@@ -577,14 +576,15 @@ class CMSMemberLoop:
             self._fail_in_flight(NotLeaderError(self.node.leader_id))
             return
         self._proposal = _OwnProposal(values, items, base, tail)
-        self._round_span = _tracer.start_span(
-            "paxos.round",
-            attributes={
-                "batch_size": len(items),
-                "ballot": str(self.node.status().ballot),
-                "member": self.member_id,
-            },
-        )
+        if tracing_enabled():
+            self._round_span = _tracer.start_span(
+                "paxos.round",
+                attributes={
+                    "batch_size": len(items),
+                    "ballot": str(self.node.status().ballot),
+                    "member": self.member_id,
+                },
+            )
         self._process()
 
     def _build_batch(self) -> tuple[list[ProposalItem], ClusterMetadata, set[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator
 
@@ -14,6 +15,7 @@ from epochal.cms.errors import CommitError
 from epochal.cms.log_server import WatchClosed
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.state_machine import CommitResult
+from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.handlers import require_parsed
 from epochal.wire.paxos import message_from_proto
@@ -36,7 +38,12 @@ class CMSServicer:
         self, request: cms_pb2.CommitRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.CommitResponse:
         await require_parsed(request, context)
-        with _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER) as span:
+        commit_span = (
+            _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER)
+            if tracing_enabled()
+            else contextlib.nullcontext(trace.INVALID_SPAN)
+        )
+        with commit_span as span:
             span.set_attribute("member", self.member.member_id)
             try:
                 item = parse_commit(request, self.member.settings.max_transformation_bytes)

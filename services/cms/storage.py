@@ -6,7 +6,9 @@ Two threads use this object, each on connections of its own, so no connection is
 the member loop makes every write (``save_acceptor``, ``save_applied``, ``install``,
 ``insert_entries``), and one reader thread makes every read (``load``, ``entries_since``,
 ``latest_snapshot``, ...). A write is committed when its call returns, so a read started after
-it sees it. SQLAlchemy Core, not the ORM; hand-written SQL for the writes on the commit path.
+it sees it. SQLAlchemy gives the engines, migrations and reads (Core, not the ORM); the writes
+are a few hand-written statements (``_HotSQL``) run on the driver's connection beneath, since
+they run many times a second and SQLAlchemy's per-statement machinery costs more than they do.
 
 Two kinds of writes, as DESIGN.md "Commit point" allows:
 
@@ -28,9 +30,11 @@ table live there; ``search_path`` is set on every connection).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -38,12 +42,10 @@ from sqlalchemy import (
     Connection,
     Engine,
     create_engine,
-    delete,
     event,
     func,
     select,
     text,
-    update,
 )
 
 from epochal.cms import tables as t
@@ -113,6 +115,10 @@ class CMSStorage:
             self._lazy_conn.exec_driver_sql("SET synchronous_commit = off")
         self._lazy_conn.commit()
         self._read_conn: Connection = self.engine.connect()  # the reader thread's
+        # The drivers' own connections under the two writers, for the writes made many times a
+        # second; SQLAlchemy never has a transaction open on them between calls.
+        self._raw = self._conn.connection.dbapi_connection
+        self._lazy_raw = self._lazy_conn.connection.dbapi_connection
         self._sql = _HotSQL("?" if self.engine.dialect.paramstyle == "qmark" else "%s")
 
     # ------------------------------------------------------------------ setup
@@ -171,14 +177,13 @@ class CMSStorage:
     def save_acceptor(
         self, promised: tuple[int, str] | None, accepted: Sequence[AcceptedRow]
     ) -> None:
-        """Durable when it returns. Hand-written SQL: this is the one write on the commit path,
-        and building SQLAlchemy constructs per call costs more than the fsync."""
-        conn = self._conn
-        with conn.begin():
+        """Durable when it returns. The one write on the commit path: hand-written SQL on the
+        driver's connection (SQLAlchemy's per-statement machinery costs more than the write)."""
+        with _transaction(self._raw) as cursor:
             if promised is not None:
-                conn.exec_driver_sql(self._sql.update_promise, (promised[0], promised[1]))
+                cursor.execute(self._sql.update_promise, (promised[0], promised[1]))
             if accepted:
-                conn.exec_driver_sql(
+                cursor.executemany(
                     self._sql.upsert_accepted,
                     [(r.slot, r.ballot_round, r.ballot_node, r.value) for r in accepted],
                 )
@@ -194,17 +199,16 @@ class CMSStorage:
         forget_accepted_up_to: int | None = None,
     ) -> None:
         """Atomic but lazy: a crash may lose it, never half of it."""
-        conn = self._lazy_conn
         sql = self._sql
-        with conn.begin():
-            self._write_entries(conn, entries)
-            self._write_entry_ids(conn, entry_ids)
+        with _transaction(self._lazy_raw) as cursor:
+            self._write_entries(cursor, entries)
+            self._write_entry_ids(cursor, entry_ids)
             if forget_entry_ids_below_epoch is not None:
-                conn.exec_driver_sql(sql.forget_entry_ids, (forget_entry_ids_below_epoch,))
-            self._write_snapshots(conn, snapshots)
+                cursor.execute(sql.forget_entry_ids, (forget_entry_ids_below_epoch,))
+            self._write_snapshots(cursor, snapshots)
             if forget_accepted_up_to is not None:
-                conn.exec_driver_sql(sql.forget_accepted, (forget_accepted_up_to,))
-            conn.exec_driver_sql(sql.set_applied_slot, (applied_slot,))
+                cursor.execute(sql.forget_accepted, (forget_accepted_up_to,))
+            cursor.execute(sql.set_applied_slot, (applied_slot,))
 
     def install(
         self,
@@ -215,46 +219,42 @@ class CMSStorage:
         applied_slot: int,
     ) -> None:
         """Durably replace the applied state with one copied from a peer (state transfer)."""
-        conn = self._conn
-        with conn.begin():
+        sql = self._sql
+        with _transaction(self._raw) as cursor:
             if snapshot is not None:
                 # Entries held already stay: they are a prefix of the same log. The gap
                 # between them and the snapshot is filled later (insert_entries).
-                conn.execute(delete(t.snapshots).where(t.snapshots.c.epoch >= snapshot.epoch))
-                self._write_snapshots(conn, [snapshot])
+                cursor.execute(sql.forget_snapshots_from, (snapshot.epoch,))
+                self._write_snapshots(cursor, [snapshot])
             if entries:
-                conn.execute(delete(t.log_entries).where(t.log_entries.c.epoch >= entries[0].epoch))
-                self._write_entries(conn, entries)
-            conn.execute(delete(t.entry_ids))
-            self._write_entry_ids(conn, entry_ids)
-            conn.execute(delete(t.accepted_slots).where(t.accepted_slots.c.slot <= applied_slot))
-            conn.execute(
-                update(t.member_state)
-                .where(t.member_state.c.key == "applied_slot")
-                .values(value=applied_slot)
-            )
+                cursor.execute(sql.forget_entries_from, (entries[0].epoch,))
+                self._write_entries(cursor, entries)
+            cursor.execute(sql.forget_all_entry_ids)
+            self._write_entry_ids(cursor, entry_ids)
+            cursor.execute(sql.forget_accepted, (applied_slot,))
+            cursor.execute(sql.set_applied_slot, (applied_slot,))
 
     def insert_entries(self, entries: Sequence[LogEntryRow]) -> None:
         """Fill a gap in the log with entries copied from a peer (already known ones are kept)."""
-        with self._lazy_conn.begin():
-            self._write_entries(self._lazy_conn, entries)
+        with _transaction(self._lazy_raw) as cursor:
+            self._write_entries(cursor, entries)
 
-    def _write_entries(self, conn: Connection, entries: Sequence[LogEntryRow]) -> None:
+    def _write_entries(self, cursor: Any, entries: Sequence[LogEntryRow]) -> None:
         if entries:
-            conn.exec_driver_sql(
+            cursor.executemany(
                 self._sql.insert_entry,
                 [(e.epoch, e.slot, e.entry_id, e.kind, e.transformation) for e in entries],
             )
 
-    def _write_entry_ids(self, conn: Connection, entry_ids: Sequence[EntryIdRow]) -> None:
+    def _write_entry_ids(self, cursor: Any, entry_ids: Sequence[EntryIdRow]) -> None:
         if entry_ids:
-            conn.exec_driver_sql(
+            cursor.executemany(
                 self._sql.insert_entry_id, [(i.entry_id, i.epoch, i.digest) for i in entry_ids]
             )
 
-    def _write_snapshots(self, conn: Connection, snapshots: Sequence[SnapshotRow]) -> None:
+    def _write_snapshots(self, cursor: Any, snapshots: Sequence[SnapshotRow]) -> None:
         if snapshots:
-            conn.exec_driver_sql(
+            cursor.executemany(
                 self._sql.insert_snapshot, [(x.epoch, x.slot, x.metadata) for x in snapshots]
             )
 
@@ -360,8 +360,23 @@ class CMSStorage:
         return SnapshotRow(*row) if row is not None else None
 
 
+@contextmanager
+def _transaction(connection: Any) -> Iterator[Any]:
+    """One transaction on a DBAPI connection: both drivers begin one implicitly at the first
+    write (sqlite3's default isolation level; psycopg outside autocommit)."""
+    cursor = connection.cursor()
+    try:
+        yield cursor
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        cursor.close()
+
+
 class _HotSQL:
-    """The statements on the commit path, in the SQL both SQLite and PostgreSQL accept."""
+    """Every write statement, in the SQL both SQLite and PostgreSQL accept."""
 
     def __init__(self, mark: str) -> None:
         def params(count: int) -> str:
@@ -391,4 +406,7 @@ class _HotSQL:
             "ON CONFLICT (epoch) DO NOTHING"
         )
         self.forget_accepted = f"DELETE FROM paxos_accepted WHERE slot <= {mark}"
+        self.forget_snapshots_from = f"DELETE FROM metadata_snapshots WHERE epoch >= {mark}"
+        self.forget_entries_from = f"DELETE FROM metadata_log WHERE epoch >= {mark}"
+        self.forget_all_entry_ids = "DELETE FROM entry_ids"
         self.set_applied_slot = f"UPDATE member_state SET value = {mark} WHERE key = 'applied_slot'"
