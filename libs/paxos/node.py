@@ -364,8 +364,9 @@ class PaxosNode:
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
         # The leader's own vote stays with it: the followers form a quorum without it, and the
         # leader's loop is the busiest, so its learners hear from the other followers instead.
+        # Learners get the vote first: each has a client waiting for this slot.
         learners = () if m.src == self.node_id else m.learners
-        for recipient in (m.src, *(n for n in learners if n != m.src)):
+        for recipient in (*(n for n in learners if n != m.src), m.src):
             self._send_acceptor_reply(
                 Accepted(src=self.node_id, dst=recipient, ballot=m.ballot, slot=m.slot)
             )

@@ -7,12 +7,12 @@ there are no locks. The loop also makes every storage write, synchronously: a ha
 storage thread and back costs two thread wake-ups per vote, more than the fsync itself on these
 machines. Reads (catch-up pages, the state at start) run on one reader thread with connections
 of their own. Each pass of ``_process`` drains the core's Readies: it sends the proposer's
-messages at once, queues the acceptor's writes and applies chosen slots immediately (they are
-chosen: a quorum made them durable). The queued writes run in the next loop step — after the
-peer streams have handed the leader's Accepts to gRPC, so its own fsync overlaps the
-followers' — as one transaction, in the order the Readies were taken, and only then go the
-replies that depended on them. The applied log is written lazily, several slots per
-transaction.
+messages at once and queues the acceptor's writes for the next loop step — after the peer
+streams have handed the leader's Accepts to gRPC, so its own fsync overlaps the followers' — as
+one transaction, in the order the Readies were taken; the replies that depended on them go once
+it is durable. Chosen slots are applied at once, except that a follower applies them only after
+its queued vote has gone out (the vote is on the commit path, applying is not). The applied log
+is written lazily, several slots per transaction.
 
 Commits (DESIGN.md "Batching", "Careful"): the leader keeps exactly one slot in flight. When the
 slot before it is chosen and applied, it validates every pending transformation in order
@@ -178,6 +178,7 @@ class CMSMemberLoop:
         self.peers = PeerTransport(self.member_id, settings.peers)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix=f"cms-read-{self.member_id}")
         self._to_persist: list[Ready] = []
+        self._to_apply: list[ChosenSlot] = []
         # One slot in flight (see the module docstring); a batch may also carry the leader's
         # InitializeCMS and TriggerSnapshot.
         batch_values = settings.max_batch_values + 2
@@ -284,7 +285,7 @@ class CMSMemberLoop:
             task.cancel()
         self.log.reset("UNAVAILABLE", "CMS member shutting down")
         self._fail_all(NotLeaderError(None))
-        self._persist_queued()
+        # Votes still queued were never sent, so they need not be written; the applied state is.
         self._flush_applied()
         await self.peers.close()
         # Let reads in progress finish, then close every connection.
@@ -330,7 +331,10 @@ class CMSMemberLoop:
             else:
                 self._send(ready.messages_after_persist)
             if ready.chosen:
-                self._apply(ready.chosen)
+                if self._to_persist or self._to_apply:
+                    self._to_apply.extend(ready.chosen)  # after the vote queued just now
+                else:
+                    self._apply(ready.chosen)
             if ready.state_transfer is not None:
                 self._begin_state_transfer(ready.state_transfer.peer)
         self._on_role_change()
@@ -352,19 +356,13 @@ class CMSMemberLoop:
     def _persist_then_send(self, ready: Ready) -> None:
         """Queue the Ready's writes for the next loop step (see the module docstring)."""
         if not self._to_persist:
-            asyncio.get_running_loop().call_soon(self._persist_and_process)
+            asyncio.get_running_loop().call_soon(self._persist_step)
         self._to_persist.append(ready)
 
-    def _persist_and_process(self) -> None:
-        if self._stopped:
-            return
-        self._persist_queued()
-        self._process()
-
-    def _persist_queued(self) -> None:
-        """Every queued write in one durable transaction, then the replies that waited for it."""
+    def _persist_step(self) -> None:
+        """Every queued write as one durable transaction, then the replies that waited for it."""
         readies, self._to_persist = self._to_persist, []
-        if not readies:
+        if self._stopped or not readies:
             return
         promises = [r.persist_promise for r in readies if r.persist_promise is not None]
         promised = (promises[-1].round, promises[-1].node_id) if promises else None
@@ -381,10 +379,27 @@ class CMSMemberLoop:
             _fatal(f"acceptor write failed: {error!r}")
         for ready in readies:
             self._send(ready.messages_after_persist)
+        # Applying waits one more loop step, so the peer streams send these replies first: a
+        # follower's vote is on the commit path, applying what it learned is not.
+        self._apply_soon()
+        self._process()
+
+    def _apply_soon(self) -> None:
+        if self._to_apply:
+            asyncio.get_running_loop().call_soon(self._apply_deferred)
+
+    def _apply_deferred(self) -> None:
+        if self._stopped or self._to_persist:
+            return  # the step after the queued writes applies these
+        chosen, self._to_apply = self._to_apply, []
+        self._apply(tuple(chosen))
+        self._process()
 
     # ------------------------------------------------------------------ apply
 
     def _apply(self, chosen: tuple[ChosenSlot, ...]) -> None:
+        if not chosen:
+            return
         for record in chosen:
             if record.slot <= self.sm.applied_slot:
                 continue  # installed by a state transfer
@@ -802,9 +817,8 @@ class CMSMemberLoop:
             applied_slot,
             f" (snapshot at epoch {snapshot_row.epoch})" if snapshot_row else "",
         )
-        # Switch the in-memory state, the core and storage in one loop step; what was
-        # accepted and applied before goes to storage first, so the install comes after it.
-        self._persist_queued()
+        # Switch the in-memory state, the core and storage in one loop step; what was applied
+        # before goes to storage first, so the install comes after it.
         self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
