@@ -38,6 +38,10 @@ class CMSSettings:
     retransmit_interval_ms: int = 100
     max_batch_values: int = 512
     max_batch_bytes: int = 4 << 20
+    # Group commit: while the log is busy (the last slot carried at least batch_linger_commits
+    # commits), the leader waits up to batch_linger_ms for more before proposing the next slot.
+    batch_linger_ms: float = 2.0
+    batch_linger_commits: int = 3
     max_pending_commits: int = 20_000
     max_transformation_bytes: int = 1 << 20
     commit_timeout_ms: int = 10_000
@@ -59,7 +63,8 @@ class CMSSettings:
             )
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and (value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF)):
                 raise ValueError(f"--{f.name.replace('_', '-')} must be > 0, got {value}")
         if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
             raise ValueError("--election-timeout-ms must be at least twice --heartbeat-interval-ms")
@@ -86,6 +91,8 @@ class CMSSettings:
         return {m: a for m, a in self.members.items() if m != self.member_id}
 
 
+_ZERO_MEANS_OFF = frozenset({"batch_linger_ms"})
+
 _FLAGS: dict[str, tuple[type, str]] = {
     "member_id": (str, "this member's id (must appear in --members)"),
     "members": (str, "initial members: id=host:port,... (the same list on every member)"),
@@ -99,6 +106,15 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "retransmit_interval_ms": (int, "resend unanswered Paxos messages after this long"),
     "max_batch_values": (int, "most transformations in one Paxos slot"),
     "max_batch_bytes": (int, "most bytes in one Paxos slot"),
+    "batch_linger_ms": (
+        float,
+        "group commit: while the log is busy, wait up to this long for more commits before "
+        "proposing the next slot (0: off)",
+    ),
+    "batch_linger_commits": (
+        int,
+        "the log counts as busy when the last slot carried at least this many commits",
+    ),
     "max_pending_commits": (int, "commits queued at the leader before RESOURCE_EXHAUSTED"),
     "max_transformation_bytes": (int, "largest encoded transformation accepted"),
     "commit_timeout_ms": (int, "longest a commit waits inside the CMS"),

@@ -41,6 +41,7 @@ def test_trace_dir_falls_back_to_epochal_trace_dir() -> None:
         (["--member-id", "cms9", "--members", MEMBERS], "not in --members"),
         (["--member-id", "cms1", "--members", "cms1:7001"], "expected id=host:port"),
         (["--member-id", "cms1", "--members", MEMBERS, "--snapshot-frequency", "0"], "> 0"),
+        (["--member-id", "cms1", "--members", MEMBERS, "--batch-linger-ms", "-1"], "> 0"),
         (
             ["--member-id", "cms1", "--members", MEMBERS, "--election-timeout-ms", "60"],
             "twice",
@@ -55,3 +56,11 @@ def test_bad_settings_are_refused_with_a_clear_message(argv: list[str], message:
 def test_a_member_listed_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="twice"):
         parse_members("a=127.0.0.1:1,a=127.0.0.1:2")
+
+
+def test_a_zero_group_commit_window_turns_it_off() -> None:
+    settings = settings_from(
+        ["--member-id", "cms1", "--members", MEMBERS, "--batch-linger-ms", "0"], {}
+    )
+    assert settings.batch_linger_ms == 0
+    assert settings_from(["--member-id", "cms1", "--members", MEMBERS], {}).batch_linger_ms > 0
