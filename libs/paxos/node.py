@@ -634,7 +634,8 @@ class PaxosNode:
     def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
         assert self._ballot is not None
         proposal = self._proposals[slot]
-        for target in sorted(targets):
+        # Learners last: a learner waits for the other voters' votes, which cross one more hop.
+        for target in sorted(targets, key=lambda t: (t in proposal.learners, t)):
             self._send(
                 Accept(
                     src=self.node_id,

@@ -103,19 +103,29 @@ def replication_from_proto(message: pb.ReplicationParams, field: str) -> Replica
     raise MalformedInput(f"{field}: no replication strategy set (simple or network_topology)")
 
 
-def _column_to_proto(column: Column) -> pb.Column:
-    return pb.Column(name=column.name, type=_COLUMN_TYPE_NUMBERS[column.type])
-
-
-def _column_from_proto(message: pb.Column, field: str) -> Column:
-    return Column(
-        _required(message.name, f"{field}.name"),
-        _enum_from(ColumnType, _COLUMN_TYPES, message.type, f"{field}.type"),
-    )
+def _add_columns(repeated: Any, columns: tuple[Column, ...]) -> None:
+    """Append to a repeated Column field (``add`` builds each message in place, which costs
+    half of building it apart and copying it in; tables have many columns)."""
+    add = repeated.add
+    for column in columns:
+        add(name=column.name, type=_COLUMN_TYPE_NUMBERS[column.type])
 
 
 def _columns_from_proto(columns: Any, field: str) -> tuple[Column, ...]:
-    return tuple(_column_from_proto(c, f"{field}[{i}]") for i, c in enumerate(columns))
+    result = []
+    for column in columns:
+        kind = _COLUMN_TYPES.get(column.type)
+        if not column.name or kind is None:
+            _raise_for_columns(columns, field)
+        result.append(Column(column.name, kind))
+    return tuple(result)
+
+
+def _raise_for_columns(columns: Any, field: str) -> None:
+    """The precise error for the first bad column (kept off the common path)."""
+    for index, column in enumerate(columns):
+        _required(column.name, f"{field}[{index}].name")
+        _enum_from(ColumnType, _COLUMN_TYPES, column.type, f"{field}[{index}].type")
 
 
 def _options(mapping: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -204,14 +214,15 @@ def _from_drop_keyspace(m: pb.DropKeyspace) -> Transformation:
 
 
 def _to_create_table(t: CreateTable) -> pb.CreateTable:
-    return pb.CreateTable(
+    message = pb.CreateTable(
         keyspace=t.keyspace,
         name=t.name,
-        columns=[_column_to_proto(c) for c in t.columns],
         partition_key=t.partition_key,
         clustering_key=t.clustering_key,
         options=dict(t.options),
     )
+    _add_columns(message.columns, t.columns)
+    return message
 
 
 def _from_create_table(m: pb.CreateTable) -> Transformation:
@@ -230,13 +241,14 @@ def _from_create_table(m: pb.CreateTable) -> Transformation:
 
 
 def _to_alter_table(t: AlterTable) -> pb.AlterTable:
-    return pb.AlterTable(
+    message = pb.AlterTable(
         keyspace=t.keyspace,
         name=t.name,
-        add_columns=[_column_to_proto(c) for c in t.add_columns],
         drop_columns=t.drop_columns,
         options=dict(t.options),
     )
+    _add_columns(message.add_columns, t.add_columns)
+    return message
 
 
 def _from_alter_table(m: pb.AlterTable) -> Transformation:
@@ -336,16 +348,17 @@ def decode_transformation(data: bytes) -> Transformation:
 
 
 def _table_to_proto(table: Table) -> pb.Table:
-    return pb.Table(
+    message = pb.Table(
         keyspace=table.keyspace,
         name=table.name,
         id=table.id,
-        columns=[_column_to_proto(c) for c in table.columns],
         partition_key=table.partition_key,
         clustering_key=table.clustering_key,
         options=dict(table.options),
         created_epoch=table.created_epoch,
     )
+    _add_columns(message.columns, table.columns)
+    return message
 
 
 def _table_from_proto(m: pb.Table) -> Table:

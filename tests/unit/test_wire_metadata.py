@@ -149,6 +149,17 @@ def test_malformed_input_says_what_is_wrong() -> None:
             )
         ).SerializeToString(): "create_table.columns[0].type",
         metadata_pb2.Transformation(
+            create_table=metadata_pb2.CreateTable(
+                keyspace="k",
+                name="t",
+                columns=[
+                    metadata_pb2.Column(name="id", type=metadata_pb2.TEXT),
+                    metadata_pb2.Column(type=metadata_pb2.TEXT),
+                ],
+                partition_key=["id"],
+            )
+        ).SerializeToString(): "create_table.columns[1].name is required",
+        metadata_pb2.Transformation(
             create_keyspace=metadata_pb2.CreateKeyspace(name="k")
         ).SerializeToString(): "create_keyspace.replication is required",
     }
