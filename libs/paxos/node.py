@@ -23,16 +23,23 @@ value it learned for each open slot (a no-op where none was accepted), then runs
 slot. At most ``max_in_flight_slots`` (α) slots are proposed and not chosen; values queue and
 are batched into the next free slot. Any higher ballot makes a candidate or leader a follower.
 
-Learning: a follower sends its ``Accepted`` vote to the leader and to the slot's *learners* —
+Learning: an acceptor sends its ``Accepted`` vote to the leader and to the slot's *learners* —
 members the proposer named because they wait to answer a value in the slot (a follower that
-forwarded a commit); the leader keeps its own vote. A member learns a slot is chosen as soon as
-it has seen a quorum of votes for the ballot in which it accepted the slot itself (a leader
-proposes one value per slot per ballot, so that ballot names the value): a learner about when
-the leader does, without waiting for the leader to tell it. ``Accept`` and ``Commit`` (the
-heartbeat) also carry the leader's chosen prefix, for everyone else; a follower marks those
-slots chosen when it accepted them in the same ballot and otherwise asks the sender for the
-chosen values (catch-up). A member that asks for slots the peer has compacted is told so and
-must copy the peer's state (``StateTransfer``).
+forwarded a commit). A member learns a slot is chosen as soon as it has seen a quorum of votes
+for the ballot in which it accepted the slot itself (a leader proposes one value per slot per
+ballot, so that ballot names the value): a learner about when the leader does, without waiting
+for the leader to tell it. ``Accept`` and ``Commit`` (the heartbeat) also carry the leader's
+chosen prefix, for everyone else; a follower marks those slots chosen when it accepted them in
+the same ballot and otherwise asks the sender for the chosen values (catch-up). A member that
+asks for slots the peer has compacted is told so and must copy the peer's state
+(``StateTransfer``).
+
+The leader's own vote (``leader_vote_delay_ms`` > 0): the followers of a 3-member group are a
+quorum by themselves, so the leader need not make its own acceptance durable for every slot. It
+sends the Accept to the followers only and votes itself for a slot still not chosen after the
+delay; from then on it votes at once, and every ``OWN_VOTE_PROBE_SLOTS`` slots it tries letting
+the followers decide again. Safety does not depend on it: a vote, the leader's or not, counts
+only once it is durable, and an acceptor that never votes is allowed by Paxos.
 
 Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
 by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
@@ -90,6 +97,7 @@ class _Proposal:
     sent_ms: int
     learners: tuple[str, ...] = ()
     acks: set[str] = field(default_factory=set)
+    own_vote_due_ms: int | None = None  # when the leader votes itself if still not chosen
 
 
 @dataclass(slots=True)
@@ -104,6 +112,7 @@ class Stats:
     values_proposed: int = 0
     catch_up_requests: int = 0
     state_transfers: int = 0
+    own_votes_needed: int = 0  # lazy own votes the followers did not make unnecessary
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +128,9 @@ class NodeStatus:
 
 
 _EMPTY_READY = Ready()
+# With lazy own votes, how many slots the leader votes at once after it had to (see
+# _after_choosing) before it lets the followers decide again.
+OWN_VOTE_PROBE_SLOTS = 64
 
 
 class _Outbox:
@@ -211,6 +223,8 @@ class PaxosNode:
         self._queue: deque[tuple[bytes, frozenset[str]]] = deque()
         self._next_slot = 0
         self._next_heartbeat_ms = 0
+        self._own_vote_waits = settings.leader_vote_delay_ms > 0
+        self._slots_since_own_vote = 0
 
     # ------------------------------------------------------------------ public view
 
@@ -362,11 +376,8 @@ class PaxosNode:
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
-        # The leader's own vote stays with it: the followers form a quorum without it, and the
-        # leader's loop is the busiest, so its learners hear from the other followers instead.
         # Learners get the vote first: each has a client waiting for this slot.
-        learners = () if m.src == self.node_id else m.learners
-        for recipient in (*(n for n in learners if n != m.src), m.src):
+        for recipient in (*(n for n in m.learners if n != m.src), m.src):
             self._send_acceptor_reply(
                 Accepted(src=self.node_id, dst=recipient, ballot=m.ballot, slot=m.slot)
             )
@@ -626,10 +637,14 @@ class PaxosNode:
         self, slot: int, value: SlotValue, learners: frozenset[str] = frozenset()
     ) -> None:
         self.stats.slots_proposed += 1
-        self._proposals[slot] = _Proposal(
+        proposal = self._proposals[slot] = _Proposal(
             value=value, sent_ms=self._now_ms, learners=tuple(sorted(learners))
         )
-        self._send_accepts(slot, self.membership.governing(slot).voters)
+        voters = self.membership.governing(slot).voters
+        if self._own_vote_waits and self.node_id in voters:
+            proposal.own_vote_due_ms = self._now_ms + self.settings.leader_vote_delay_ms
+            voters = voters - {self.node_id}
+        self._send_accepts(slot, voters)
 
     def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
         assert self._ballot is not None
@@ -659,11 +674,34 @@ class PaxosNode:
         if not self.membership.governing(m.slot).is_quorum(proposal.acks):
             return
         del self._proposals[m.slot]
+        self._after_choosing(proposal)
         if m.slot > self._compacted_up_to:
             slot = self._log.setdefault(m.slot, _Slot())
             if slot.chosen_value is None:
                 slot.chosen_value = proposal.value
         self._advance_chosen()
+
+    def _after_choosing(self, proposal: _Proposal) -> None:
+        """Lazy own votes (``leader_vote_delay_ms``): count slots since the leader last had
+        to vote, and after ``OWN_VOTE_PROBE_SLOTS`` of them try letting the followers decide
+        again — once they answer again that costs nothing; while they do not, one slot in that
+        many waits the delay."""
+        if self.settings.leader_vote_delay_ms <= 0 or self._own_vote_waits:
+            return
+        self._slots_since_own_vote += 1
+        if self._slots_since_own_vote >= OWN_VOTE_PROBE_SLOTS:
+            self._own_vote_waits = True
+
+    def _vote_if_due(self, slot: int, proposal: _Proposal) -> None:
+        """The followers did not choose the slot in time: the leader votes, at once from now on."""
+        due = proposal.own_vote_due_ms
+        if due is None or self._now_ms < due:
+            return
+        proposal.own_vote_due_ms = None
+        self.stats.own_votes_needed += 1
+        self._own_vote_waits = False
+        self._slots_since_own_vote = 0
+        self._send_accepts(slot, {self.node_id})
 
     def _tick_leader(self) -> None:
         # Voters learn chosen slots from each other's votes; heartbeats carry the chosen prefix
@@ -674,9 +712,12 @@ class PaxosNode:
             # Nobody sends the leader heartbeats, so it retries its own catch-up.
             self._request_catch_up(self._catch_up_peer)
         for slot, proposal in sorted(self._proposals.items()):
+            self._vote_if_due(slot, proposal)
             if self._now_ms - proposal.sent_ms >= self.settings.retransmit_interval_ms:
                 proposal.sent_ms = self._now_ms
                 missing = self.membership.governing(slot).voters - proposal.acks
+                if proposal.own_vote_due_ms is not None:
+                    missing -= {self.node_id}  # it votes when due, not with a retransmit
                 self._send_accepts(slot, missing)
 
     def _broadcast_commit(self) -> None:

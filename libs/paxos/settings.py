@@ -22,6 +22,11 @@ class PaxosSettings:
     heartbeat_interval_ms: int = 50
     election_timeout_ms: int = 300
     retransmit_interval_ms: int = 100
+    # 0: the leader accepts its own proposals at once. Otherwise it lets the followers form the
+    # quorum and casts its own vote only for a slot still not chosen after this long (then at
+    # once, until a periodic probe finds the followers answering again): one fsync fewer per
+    # slot while they are healthy, no stall when one is not.
+    leader_vote_delay_ms: int = 0
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -42,6 +47,10 @@ class PaxosSettings:
             raise ValueError(
                 "PaxosSettings.election_timeout_ms must be at least twice heartbeat_interval_ms "
                 f"(got {self.election_timeout_ms} and {self.heartbeat_interval_ms})"
+            )
+        if self.leader_vote_delay_ms < 0:
+            raise ValueError(
+                f"PaxosSettings.leader_vote_delay_ms must be >= 0, got {self.leader_vote_delay_ms}"
             )
         unknown = self.planted_bugs - KNOWN_BUGS
         if unknown:

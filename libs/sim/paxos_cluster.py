@@ -58,6 +58,7 @@ class Coverage:
     dropped_messages: int = 0
     state_transfers: int = 0
     duplicate_commits_answered: int = 0
+    leader_votes_needed: int = 0  # lazy own votes cast because the followers lagged
 
     def add(self, other: Coverage) -> None:
         for name in self.__slots__:  # type: ignore[attr-defined]
@@ -327,6 +328,8 @@ class PaxosCluster:
             heartbeat_interval_ms=20,
             election_timeout_ms=80,
             retransmit_interval_ms=30,
+            # Half the seeds let the followers decide and the leader vote only when they lag.
+            leader_vote_delay_ms=rng.choice([0, 0, 8, 25]),
             planted_bugs=planted_bugs,
         )
         self.tick_ms = 5
@@ -546,7 +549,19 @@ class PaxosCluster:
         members = list(self.members.values())
         chosen = {m.node.chosen_up_to for m in members}
         applied = {m.applied_slot for m in members}
-        return len(chosen) == 1 and applied == chosen
+        # Equal prefixes are not enough: a slot a member applied and acknowledged may have been
+        # lost from every applied state by power loss, and only a new leader's phase 1 brings it
+        # back (it is still accepted durably). Converged means every acknowledged value is in
+        # every member's log again.
+        return (
+            len(chosen) == 1
+            and applied == chosen
+            and all(
+                m.epoch_of.get(value) == epoch
+                for value, epoch in self.acknowledged.items()
+                for m in members
+            )
+        )
 
     # -------------------------------------------------------------- a run
 
@@ -595,6 +610,7 @@ class PaxosCluster:
             self.coverage.leader_changes += stats.leader_changes
             self.coverage.reproposed_values += stats.reproposed_values
             self.coverage.noop_fills += stats.noop_fills
+            self.coverage.leader_votes_needed += stats.own_votes_needed
         self.coverage.duplicated_messages = self.world.counters.duplicated
         self.coverage.dropped_messages = self.world.counters.dropped
 

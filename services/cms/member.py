@@ -193,6 +193,7 @@ class CMSMemberLoop:
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             election_timeout_ms=settings.election_timeout_ms,
             retransmit_interval_ms=settings.retransmit_interval_ms,
+            leader_vote_delay_ms=settings.leader_vote_delay_ms,
         )
         self.node: PaxosNode
         self.sm: MetadataStateMachine

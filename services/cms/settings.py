@@ -36,6 +36,9 @@ class CMSSettings:
     heartbeat_interval_ms: int = 50
     election_timeout_ms: int = 500
     retransmit_interval_ms: int = 100
+    # The leader lets the followers choose a slot and casts its own vote (an fsync) only for a
+    # slot still not chosen after this long, then at once until they answer again (0: always).
+    leader_vote_delay_ms: int = 10
     max_batch_values: int = 512
     max_batch_bytes: int = 4 << 20
     # Group commit: while the log is busy (the last slot carried at least batch_linger_commits
@@ -91,7 +94,7 @@ class CMSSettings:
         return {m: a for m, a in self.members.items() if m != self.member_id}
 
 
-_ZERO_MEANS_OFF = frozenset({"batch_linger_ms"})
+_ZERO_MEANS_OFF = frozenset({"batch_linger_ms", "leader_vote_delay_ms"})
 
 _FLAGS: dict[str, tuple[type, str]] = {
     "member_id": (str, "this member's id (must appear in --members)"),
@@ -104,6 +107,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "heartbeat_interval_ms": (int, "leader heartbeat interval"),
     "election_timeout_ms": (int, "silence before a member runs for leader (plus jitter)"),
     "retransmit_interval_ms": (int, "resend unanswered Paxos messages after this long"),
+    "leader_vote_delay_ms": (
+        int,
+        "the leader votes for its own slot (an fsync) only if the followers have not chosen it "
+        "after this long, then at once until they answer again (0: always votes)",
+    ),
     "max_batch_values": (int, "most transformations in one Paxos slot"),
     "max_batch_bytes": (int, "most bytes in one Paxos slot"),
     "batch_linger_ms": (

@@ -217,3 +217,53 @@ def test_settings_are_checked_when_built() -> None:
         PaxosSettings(heartbeat_interval_ms=100, election_timeout_ms=150)
     with pytest.raises(ValueError, match="unknown planted bugs"):
         PaxosSettings(planted_bugs=frozenset({"nope"}))
+
+
+LAZY = PaxosSettings(
+    max_in_flight_slots=2,
+    max_batch_values=3,
+    max_pending_values=8,
+    heartbeat_interval_ms=10,
+    election_timeout_ms=100,
+    retransmit_interval_ms=20,
+    leader_vote_delay_ms=5,
+)
+
+
+def test_a_lazy_leader_lets_its_followers_choose_and_never_writes_its_own_vote() -> None:
+    net = Net(settings=LAZY)
+    net.elect("a")
+    net.nodes["a"].propose([b"x"], net.now)
+    accepts = [m for m in net.nodes["a"].take_ready().messages if isinstance(m, Accept)]
+    assert sorted(m.dst for m in accepts) == ["b", "c"]  # not to itself
+    net.queue.extend(accepts)
+    net.run()
+    assert net.applied["a"] == [(1, (b"x",))]
+    assert net.nodes["a"].stats.own_votes_needed == 0
+
+
+def test_a_lazy_leader_votes_itself_when_a_follower_is_down_then_at_once() -> None:
+    net = Net(settings=LAZY)
+    net.elect("a")
+    net.down = {"c"}
+    net.nodes["a"].propose([b"x"], net.now)
+    net.run()
+    assert net.applied["a"] == []  # b alone is no quorum, and the leader has not voted yet
+    net.now += 5
+    net.nodes["a"].tick(net.now)  # the delay passed: the leader votes
+    net.run()
+    assert net.applied["a"] == [(1, (b"x",))]
+    assert net.nodes["a"].stats.own_votes_needed == 1
+    net.nodes["a"].propose([b"y"], net.now)  # from now on it votes at once
+    net.run()
+    assert net.applied["a"][-1] == (2, (b"y",))
+    assert net.nodes["a"].stats.own_votes_needed == 1
+
+
+def test_a_learner_hears_the_votes_and_learns_before_the_leader_tells_it() -> None:
+    net = Net()
+    net.elect("a")
+    net.nodes["a"].propose([b"x"], net.now, learners=["c"])
+    net.run()  # no heartbeat tick: c can only have learned from the votes
+    assert net.applied["c"] == [(1, (b"x",))]
+    assert net.applied["b"] == []  # not a learner: it waits for the leader's chosen prefix
