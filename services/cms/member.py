@@ -8,9 +8,10 @@ storage thread and back costs two thread wake-ups per vote, more than the fsync 
 machines. Reads (catch-up pages, the state at start) run on one reader thread with connections
 of their own. Each pass of ``_process`` drains the core's Readies: it sends the proposer's
 messages at once and queues the acceptor's writes for the next loop step — after the peer
-streams have handed the leader's Accepts to gRPC, so its own fsync overlaps the followers' — as
-one transaction, in the order the Readies were taken; the replies that depended on them go once
-it is durable. Chosen slots are applied at once, except that a follower applies them only after
+streams have handed the leader's Accepts to gRPC, so that when the leader votes itself (see
+``leader_vote_delay_ms`` in epochal.paxos) its fsync overlaps the followers' — as one
+transaction, in the order the Readies were taken; the replies that depended on them go once it
+is durable. Chosen slots are applied at once, except that a follower applies them only after
 its queued vote has gone out (the vote is on the commit path, applying is not). The applied log
 is written lazily, several slots per transaction.
 

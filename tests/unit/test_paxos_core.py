@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -219,15 +220,7 @@ def test_settings_are_checked_when_built() -> None:
         PaxosSettings(planted_bugs=frozenset({"nope"}))
 
 
-LAZY = PaxosSettings(
-    max_in_flight_slots=2,
-    max_batch_values=3,
-    max_pending_values=8,
-    heartbeat_interval_ms=10,
-    election_timeout_ms=100,
-    retransmit_interval_ms=20,
-    leader_vote_delay_ms=5,
-)
+LAZY = dataclasses.replace(SETTINGS, leader_vote_delay_ms=5)
 
 
 def test_a_lazy_leader_lets_its_followers_choose_and_never_writes_its_own_vote() -> None:
