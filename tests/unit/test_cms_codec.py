@@ -1,0 +1,85 @@
+"""A commit is parsed once, by the member a client called; what travels after is checked again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from epochal.cms.codec import (
+    decode_item,
+    encode_item,
+    item_from_proto,
+    item_to_proto,
+    outcome_to_proto,
+    parse_commit,
+    settle_from_outcome,
+)
+from epochal.cms.errors import InvalidCommit, NotLeaderError, RejectedCommit
+from epochal.cms.state_machine import CommitResult
+from epochal.tcm import Column, ColumnType, CreateTable
+from epochal.wire.metadata import transformation_to_proto
+from epochal.wire.v1 import cms_pb2
+
+TABLE = CreateTable(
+    keyspace="ks",
+    name="t",
+    columns=(Column("id", ColumnType.TEXT), Column("v", ColumnType.BLOB)),
+    partition_key=("id",),
+)
+
+
+def request(entry_id: str = "e1") -> cms_pb2.CommitRequest:
+    return cms_pb2.CommitRequest(transformation=transformation_to_proto(TABLE), entry_id=entry_id)
+
+
+def test_a_parsed_commit_travels_as_an_item_and_back_unchanged() -> None:
+    item = parse_commit(request(), 1 << 20)
+    assert item.transformation == TABLE
+    assert item_from_proto(item_to_proto(item)) == item
+    assert decode_item(encode_item(item)) == item
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "limit", "message"),
+    [
+        ("", 1 << 20, "entry_id is required"),
+        ("x" * 129, 1 << 20, "the limit is 128"),
+        ("e1", 10, "--max-transformation-bytes"),
+    ],
+)
+def test_bad_commits_are_refused_with_a_message(entry_id: str, limit: int, message: str) -> None:
+    with pytest.raises(InvalidCommit, match=message):
+        parse_commit(request(entry_id), limit)
+
+
+def test_a_forwarded_item_whose_digest_does_not_match_its_bytes_is_refused() -> None:
+    proto = item_to_proto(parse_commit(request(), 1 << 20))
+    proto.digest ^= 1
+    with pytest.raises(InvalidCommit, match="digest does not match"):
+        item_from_proto(proto)
+
+
+def test_the_leaders_answers_reach_the_follower_as_they_were() -> None:
+    asyncio.run(_answers_round_trip())
+
+
+async def _answers_round_trip() -> None:
+    loop = asyncio.get_running_loop()
+    answers = [
+        CommitResult(7, duplicate=True, batch_size=3),
+        RejectedCommit("table ks.t already exists", rule="table_exists"),
+        NotLeaderError("cms2"),
+    ]
+    for index, answer in enumerate(answers):
+        outcome = outcome_to_proto(answer, index)
+        assert outcome.index == index
+        future: asyncio.Future[CommitResult] = loop.create_future()
+        settle_from_outcome(future, outcome)
+        if isinstance(answer, CommitResult):
+            assert future.result() == answer
+        else:
+            error = future.exception()
+            assert type(error) is type(answer) and error.message == answer.message
+    assert isinstance(future.exception(), NotLeaderError)
+    assert future.exception().leader_id == "cms2"
