@@ -704,8 +704,8 @@ class PaxosNode:
         self._send_accepts(slot, {self.node_id})
 
     def _tick_leader(self) -> None:
-        # Voters learn chosen slots from each other's votes; heartbeats carry the chosen prefix
-        # to the rest (learners, and voters that missed votes).
+        # A slot's learners learn it from its votes; everyone else from the chosen prefix that
+        # the next Accept or these heartbeats carry.
         if self._now_ms >= self._next_heartbeat_ms:
             self._broadcast_commit()
         if self._catch_up_peer is not None and self._chosen_up_to < self._catch_up_target:
