@@ -66,9 +66,14 @@ class CMSSettings:
             )
         for f in fields(self):
             value = getattr(self, f.name)
-            numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            if numeric and (value < 0 or (value == 0 and f.name not in _ZERO_MEANS_OFF)):
-                raise ValueError(f"--{f.name.replace('_', '-')} must be > 0, got {value}")
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if f.name in _ZERO_MEANS_OFF:
+                if value < 0:
+                    raise ValueError(f"{flag} must be >= 0 (0 turns it off), got {value}")
+            elif value <= 0:
+                raise ValueError(f"{flag} must be > 0, got {value}")
         if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
             raise ValueError("--election-timeout-ms must be at least twice --heartbeat-interval-ms")
 
