@@ -3,6 +3,8 @@
 from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, Epoch
+from epochal.tcm.placement import Placement, RangeDelta
+from epochal.tcm.replication import TokenMap, natural_groups
 from epochal.tcm.schema import (
     Column,
     ColumnType,
@@ -12,8 +14,19 @@ from epochal.tcm.schema import (
     Strategy,
     Table,
 )
+from epochal.tcm.sequences import InProgressSequence, RangeLocked, SequenceKind, Step
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange, token_of
+from epochal.tcm.topology import (
+    TOPOLOGY_KINDS,
+    AdvanceSequence,
+    CancelSequence,
+    PrepareJoin,
+    PrepareLeave,
+    PrepareMove,
+    PrepareReplace,
+)
 from epochal.tcm.transformations import (
-    ALL_KINDS,
+    BASE_KINDS,
     AlterKeyspace,
     AlterTable,
     CreateKeyspace,
@@ -28,12 +41,18 @@ from epochal.tcm.transformations import (
     apply_transformation,
 )
 
+ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS
+
 __all__ = [
     "ALL_KINDS",
     "EMPTY_EPOCH",
+    "MAX_TOKEN",
+    "MIN_TOKEN",
+    "AdvanceSequence",
     "AlterKeyspace",
     "AlterTable",
     "CMSMember",
+    "CancelSequence",
     "ClusterMetadata",
     "Column",
     "ColumnType",
@@ -42,18 +61,32 @@ __all__ = [
     "DropKeyspace",
     "DropTable",
     "Epoch",
+    "InProgressSequence",
     "InitializeCMS",
     "Keyspace",
     "NodeInfo",
     "NodeState",
+    "Placement",
+    "PrepareJoin",
+    "PrepareLeave",
+    "PrepareMove",
+    "PrepareReplace",
+    "RangeDelta",
+    "RangeLocked",
     "Register",
     "Rejected",
     "ReplicationParams",
     "ReplicationType",
+    "SequenceKind",
+    "Step",
     "Strategy",
     "Table",
+    "TokenMap",
+    "TokenRange",
     "Transformation",
     "TriggerSnapshot",
     "Unregister",
     "apply_transformation",
+    "natural_groups",
+    "token_of",
 ]

@@ -14,6 +14,7 @@ class NodeState(enum.Enum):
     LEFT = "left"
     MOVING = "moving"
     REPLACING = "replacing"
+    REMOVING = "removing"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from epochal.tcm.directory import NodeInfo
-from epochal.tcm.schema import Keyspace, frozen_map
+from epochal.tcm.placement import Placement
+from epochal.tcm.replication import Location, TokenMap
+from epochal.tcm.schema import Keyspace, ReplicationParams, frozen_map
+from epochal.tcm.sequences import InProgressSequence
 
 Epoch = int
 EMPTY_EPOCH: Epoch = 0
@@ -29,6 +32,9 @@ class ClusterMetadata:
     nodes: Mapping[str, NodeInfo] = field(default_factory=frozen_map)
     cms_members: tuple[CMSMember, ...] = ()
     next_node_number: int = 1
+    tokens: TokenMap = field(default_factory=TokenMap)
+    placements: Mapping[ReplicationParams, Placement] = field(default_factory=frozen_map)
+    sequences: Mapping[str, InProgressSequence] = field(default_factory=frozen_map)  # by node id
 
     @classmethod
     def empty(cls) -> ClusterMetadata:
@@ -40,3 +46,6 @@ class ClusterMetadata:
 
     def keyspace(self, name: str) -> Keyspace | None:
         return self.keyspaces.get(name)
+
+    def locations(self) -> dict[str, Location]:
+        return {n.node_id: (n.datacenter, n.rack) for n in self.nodes.values()}

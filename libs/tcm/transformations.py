@@ -23,6 +23,7 @@ from typing import ClassVar
 from epochal.tcm.directory import NodeInfo, NodeState, parse_version
 from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import ClusterMetadata, CMSMember
+from epochal.tcm.placement import Placement
 from epochal.tcm.schema import (
     Column,
     Keyspace,
@@ -171,8 +172,19 @@ class CreateKeyspace(Transformation):
             )
         self.replication.check()
         _check_options(_options(self.options))
+        if self.replication not in metadata.placements and metadata.sequences:
+            busy = next(iter(metadata.sequences.values()))
+            raise Rejected(
+                "sequence_in_progress",
+                f"a keyspace with new replication params ({self.replication}) needs placements "
+                f"computed while no topology operation runs; wait for the {busy.describe()}",
+            )
 
     def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        if self.replication not in metadata.placements:
+            placement = Placement.natural(self.replication, metadata.tokens, metadata.locations())
+            placements = frozen_map({**metadata.placements, self.replication: placement})
+            metadata = replace(metadata, placements=placements)
         keyspace = Keyspace(
             name=self.name,
             replication=self.replication,
@@ -231,7 +243,9 @@ class DropKeyspace(Transformation):
 
     def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
         keyspaces = {k: v for k, v in metadata.keyspaces.items() if k != self.name}
-        return replace(metadata, keyspaces=frozen_map(keyspaces))
+        in_use = {k.replication for k in keyspaces.values()}
+        placements = {p: v for p, v in metadata.placements.items() if p in in_use}
+        return replace(metadata, keyspaces=frozen_map(keyspaces), placements=frozen_map(placements))
 
     def __str__(self) -> str:
         return f"DropKeyspace({self.name})"
@@ -462,7 +476,7 @@ class Unregister(Transformation):
         return f"Unregister({self.node_id})"
 
 
-ALL_KINDS: tuple[type[Transformation], ...] = (
+BASE_KINDS: tuple[type[Transformation], ...] = (
     InitializeCMS,
     CreateKeyspace,
     AlterKeyspace,

@@ -28,27 +28,30 @@ from epochal.tcm import (
     NodeInfo,
     NodeState,
     Register,
-    ReplicationParams,
     ReplicationType,
-    Strategy,
     Table,
+    TokenMap,
     Transformation,
     TriggerSnapshot,
     Unregister,
 )
 from epochal.tcm.schema import frozen_map
+from epochal.wire.fields import (
+    MalformedInput,
+    enum_from,
+    replication_from_proto,
+    replication_to_proto,
+    required,
+)
+from epochal.wire.topology import (
+    NODE_STATE_NUMBERS,
+    NODE_STATES,
+    TOPOLOGY_CODECS,
+    placements_from_proto,
+    sequences_from_proto,
+    topology_to_proto,
+)
 from epochal.wire.v1 import metadata_pb2 as pb
-
-
-class MalformedInput(ValueError):
-    """A message that does not describe a valid value; the text names the field."""
-
-
-def _enum_from(kind: type, values: dict[Any, Any], number: int, field: str) -> Any:
-    if number not in values:
-        raise MalformedInput(f"{field}: unknown or unset {kind.__name__} value {number}")
-    return values[number]
-
 
 _COLUMN_TYPES = {
     pb.TEXT: ColumnType.TEXT,
@@ -63,44 +66,9 @@ _COLUMN_TYPES = {
 _COLUMN_TYPE_NUMBERS = {v: k for k, v in _COLUMN_TYPES.items()}
 _REPLICATION_TYPES = {pb.UNTRACKED: ReplicationType.UNTRACKED, pb.TRACKED: ReplicationType.TRACKED}
 _REPLICATION_TYPE_NUMBERS = {v: k for k, v in _REPLICATION_TYPES.items()}
-_NODE_STATES = {
-    pb.REGISTERED: NodeState.REGISTERED,
-    pb.JOINING: NodeState.JOINING,
-    pb.JOINED: NodeState.JOINED,
-    pb.LEAVING: NodeState.LEAVING,
-    pb.LEFT: NodeState.LEFT,
-    pb.MOVING: NodeState.MOVING,
-    pb.REPLACING: NodeState.REPLACING,
-}
-_NODE_STATE_NUMBERS = {v: k for k, v in _NODE_STATES.items()}
-
-
-def _required(value: str, field: str) -> str:
-    if not value:
-        raise MalformedInput(f"{field} is required")
-    return value
 
 
 # --------------------------------------------------------------------------- pieces
-
-
-def replication_to_proto(params: ReplicationParams) -> pb.ReplicationParams:
-    if params.strategy is Strategy.SIMPLE:
-        return pb.ReplicationParams(
-            simple=pb.SimpleStrategy(replication_factor=params.factors[0][1])
-        )
-    return pb.ReplicationParams(
-        network_topology=pb.NetworkTopologyStrategy(datacenters=dict(params.factors))
-    )
-
-
-def replication_from_proto(message: pb.ReplicationParams, field: str) -> ReplicationParams:
-    kind = message.WhichOneof("strategy")
-    if kind == "simple":
-        return ReplicationParams.simple(message.simple.replication_factor)
-    if kind == "network_topology":
-        return ReplicationParams.network_topology(dict(message.network_topology.datacenters))
-    raise MalformedInput(f"{field}: no replication strategy set (simple or network_topology)")
 
 
 def _add_columns(repeated: Any, columns: tuple[Column, ...]) -> None:
@@ -124,8 +92,8 @@ def _columns_from_proto(columns: Any, field: str) -> tuple[Column, ...]:
 def _raise_for_columns(columns: Any, field: str) -> None:
     """The precise error for the first bad column (kept off the common path)."""
     for index, column in enumerate(columns):
-        _required(column.name, f"{field}[{index}].name")
-        _enum_from(ColumnType, _COLUMN_TYPES, column.type, f"{field}[{index}].type")
+        required(column.name, f"{field}[{index}].name")
+        enum_from(ColumnType, _COLUMN_TYPES, column.type, f"{field}[{index}].type")
 
 
 def _options(mapping: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -145,8 +113,8 @@ def _from_initialize(m: pb.InitializeCMS) -> Transformation:
     return InitializeCMS(
         members=tuple(
             CMSMember(
-                _required(x.member_id, f"initialize_cms.members[{i}].member_id"),
-                _required(x.address, f"initialize_cms.members[{i}].address"),
+                required(x.member_id, f"initialize_cms.members[{i}].member_id"),
+                required(x.address, f"initialize_cms.members[{i}].address"),
             )
             for i, x in enumerate(m.members)
         )
@@ -166,9 +134,9 @@ def _from_create_keyspace(m: pb.CreateKeyspace) -> Transformation:
     if not m.HasField("replication"):
         raise MalformedInput("create_keyspace.replication is required")
     return CreateKeyspace(
-        name=_required(m.name, "create_keyspace.name"),
+        name=required(m.name, "create_keyspace.name"),
         replication=replication_from_proto(m.replication, "create_keyspace.replication"),
-        replication_type=_enum_from(
+        replication_type=enum_from(
             ReplicationType,
             _REPLICATION_TYPES,
             m.replication_type,
@@ -189,12 +157,12 @@ def _to_alter_keyspace(t: AlterKeyspace) -> pb.AlterKeyspace:
 
 def _from_alter_keyspace(m: pb.AlterKeyspace) -> Transformation:
     return AlterKeyspace(
-        name=_required(m.name, "alter_keyspace.name"),
+        name=required(m.name, "alter_keyspace.name"),
         options=_options(m.options),
         replication=replication_from_proto(m.replication, "alter_keyspace.replication")
         if m.HasField("replication")
         else None,
-        replication_type=_enum_from(
+        replication_type=enum_from(
             ReplicationType,
             _REPLICATION_TYPES,
             m.replication_type,
@@ -210,7 +178,7 @@ def _to_drop_keyspace(t: DropKeyspace) -> pb.DropKeyspace:
 
 
 def _from_drop_keyspace(m: pb.DropKeyspace) -> Transformation:
-    return DropKeyspace(name=_required(m.name, "drop_keyspace.name"))
+    return DropKeyspace(name=required(m.name, "drop_keyspace.name"))
 
 
 def _to_create_table(t: CreateTable) -> pb.CreateTable:
@@ -231,8 +199,8 @@ def _from_create_table(m: pb.CreateTable) -> Transformation:
     if not m.partition_key:
         raise MalformedInput("create_table.partition_key is required")
     return CreateTable(
-        keyspace=_required(m.keyspace, "create_table.keyspace"),
-        name=_required(m.name, "create_table.name"),
+        keyspace=required(m.keyspace, "create_table.keyspace"),
+        name=required(m.name, "create_table.name"),
         columns=_columns_from_proto(m.columns, "create_table.columns"),
         partition_key=tuple(m.partition_key),
         clustering_key=tuple(m.clustering_key),
@@ -253,8 +221,8 @@ def _to_alter_table(t: AlterTable) -> pb.AlterTable:
 
 def _from_alter_table(m: pb.AlterTable) -> Transformation:
     return AlterTable(
-        keyspace=_required(m.keyspace, "alter_table.keyspace"),
-        name=_required(m.name, "alter_table.name"),
+        keyspace=required(m.keyspace, "alter_table.keyspace"),
+        name=required(m.name, "alter_table.name"),
         add_columns=_columns_from_proto(m.add_columns, "alter_table.add_columns"),
         drop_columns=tuple(m.drop_columns),
         options=_options(m.options),
@@ -267,8 +235,8 @@ def _to_drop_table(t: DropTable) -> pb.DropTable:
 
 def _from_drop_table(m: pb.DropTable) -> Transformation:
     return DropTable(
-        keyspace=_required(m.keyspace, "drop_table.keyspace"),
-        name=_required(m.name, "drop_table.name"),
+        keyspace=required(m.keyspace, "drop_table.keyspace"),
+        name=required(m.name, "drop_table.name"),
     )
 
 
@@ -278,10 +246,10 @@ def _to_register(t: Register) -> pb.Register:
 
 def _from_register(m: pb.Register) -> Transformation:
     return Register(
-        address=_required(m.address, "register.address"),
-        datacenter=_required(m.datacenter, "register.datacenter"),
-        rack=_required(m.rack, "register.rack"),
-        version=_required(m.version, "register.version"),
+        address=required(m.address, "register.address"),
+        datacenter=required(m.datacenter, "register.datacenter"),
+        rack=required(m.rack, "register.rack"),
+        version=required(m.version, "register.version"),
     )
 
 
@@ -290,7 +258,7 @@ def _to_unregister(t: Unregister) -> pb.Unregister:
 
 
 def _from_unregister(m: pb.Unregister) -> Transformation:
-    return Unregister(node_id=_required(m.node_id, "unregister.node_id"))
+    return Unregister(node_id=required(m.node_id, "unregister.node_id"))
 
 
 def _to_trigger_snapshot(t: TriggerSnapshot) -> pb.TriggerSnapshot:
@@ -313,6 +281,7 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]]
     Register.kind: (_to_register, _from_register),
     Unregister.kind: (_to_unregister, _from_unregister),
     TriggerSnapshot.kind: (_to_trigger_snapshot, _from_trigger_snapshot),
+    **TOPOLOGY_CODECS,
 }
 
 
@@ -398,7 +367,7 @@ def metadata_to_proto(
                 address=n.address,
                 datacenter=n.datacenter,
                 rack=n.rack,
-                state=_NODE_STATE_NUMBERS[n.state],
+                state=NODE_STATE_NUMBERS[n.state],
                 version=n.version,
                 registered_epoch=n.registered_epoch,
             )
@@ -408,6 +377,7 @@ def metadata_to_proto(
             pb.CMSMember(member_id=m.member_id, address=m.address) for m in metadata.cms_members
         ],
         next_node_number=metadata.next_node_number,
+        **topology_to_proto(metadata),
     )
 
 
@@ -441,7 +411,7 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         k.name: Keyspace(
             name=k.name,
             replication=replication_from_proto(k.replication, f"keyspace {k.name}.replication"),
-            replication_type=_enum_from(
+            replication_type=enum_from(
                 ReplicationType, _REPLICATION_TYPES, k.replication_type, f"keyspace {k.name}"
             ),
             options=frozen_map(dict(k.options)),
@@ -456,7 +426,7 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
             address=n.address,
             datacenter=n.datacenter,
             rack=n.rack,
-            state=_enum_from(NodeState, _NODE_STATES, n.state, f"node {n.node_id}.state"),
+            state=enum_from(NodeState, NODE_STATES, n.state, f"node {n.node_id}.state"),
             version=n.version,
             registered_epoch=n.registered_epoch,
         )
@@ -468,6 +438,9 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         nodes=frozen_map(nodes),
         cms_members=tuple(CMSMember(x.member_id, x.address) for x in m.cms_members),
         next_node_number=m.next_node_number or 1,
+        tokens=TokenMap({t.node_id: tuple(t.tokens) for t in m.tokens}),
+        placements=placements_from_proto(m.placements, sorted(nodes)),
+        sequences=sequences_from_proto(m.sequences),
     )
 
 

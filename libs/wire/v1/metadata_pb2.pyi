@@ -35,6 +35,24 @@ class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEFT: _ClassVar[NodeState]
     MOVING: _ClassVar[NodeState]
     REPLACING: _ClassVar[NodeState]
+    REMOVING: _ClassVar[NodeState]
+
+class SequenceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEQUENCE_KIND_UNSPECIFIED: _ClassVar[SequenceKind]
+    SEQUENCE_KIND_JOIN: _ClassVar[SequenceKind]
+    SEQUENCE_KIND_LEAVE: _ClassVar[SequenceKind]
+    SEQUENCE_KIND_REMOVE: _ClassVar[SequenceKind]
+    SEQUENCE_KIND_REPLACE: _ClassVar[SequenceKind]
+    SEQUENCE_KIND_MOVE: _ClassVar[SequenceKind]
+
+class SequenceStep(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEQUENCE_STEP_UNSPECIFIED: _ClassVar[SequenceStep]
+    SEQUENCE_STEP_PREPARE: _ClassVar[SequenceStep]
+    SEQUENCE_STEP_START: _ClassVar[SequenceStep]
+    SEQUENCE_STEP_MID: _ClassVar[SequenceStep]
+    SEQUENCE_STEP_FINISH: _ClassVar[SequenceStep]
 COLUMN_TYPE_UNSPECIFIED: ColumnType
 TEXT: ColumnType
 INT: ColumnType
@@ -55,6 +73,18 @@ LEAVING: NodeState
 LEFT: NodeState
 MOVING: NodeState
 REPLACING: NodeState
+REMOVING: NodeState
+SEQUENCE_KIND_UNSPECIFIED: SequenceKind
+SEQUENCE_KIND_JOIN: SequenceKind
+SEQUENCE_KIND_LEAVE: SequenceKind
+SEQUENCE_KIND_REMOVE: SequenceKind
+SEQUENCE_KIND_REPLACE: SequenceKind
+SEQUENCE_KIND_MOVE: SequenceKind
+SEQUENCE_STEP_UNSPECIFIED: SequenceStep
+SEQUENCE_STEP_PREPARE: SequenceStep
+SEQUENCE_STEP_START: SequenceStep
+SEQUENCE_STEP_MID: SequenceStep
+SEQUENCE_STEP_FINISH: SequenceStep
 
 class SimpleStrategy(_message.Message):
     __slots__ = ("replication_factor",)
@@ -168,18 +198,100 @@ class CMSMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number")
+    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     CMS_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     NEXT_NODE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspaces: _containers.RepeatedCompositeFieldContainer[Keyspace]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     cms_members: _containers.RepeatedCompositeFieldContainer[CMSMember]
     next_node_number: int
-    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ...) -> None: ...
+    tokens: _containers.RepeatedCompositeFieldContainer[NodeTokens]
+    placements: _containers.RepeatedCompositeFieldContainer[Placement]
+    sequences: _containers.RepeatedCompositeFieldContainer[InProgressSequence]
+    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[NodeTokens, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., sequences: _Optional[_Iterable[_Union[InProgressSequence, _Mapping]]] = ...) -> None: ...
+
+class NodeTokens(_message.Message):
+    __slots__ = ("node_id", "tokens")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node_id: _Optional[str] = ..., tokens: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PlacementRange(_message.Message):
+    __slots__ = ("right", "reads", "extra_writes")
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_WRITES_FIELD_NUMBER: _ClassVar[int]
+    right: int
+    reads: _containers.RepeatedScalarFieldContainer[int]
+    extra_writes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, right: _Optional[int] = ..., reads: _Optional[_Iterable[int]] = ..., extra_writes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Placement(_message.Message):
+    __slots__ = ("params", "ranges")
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    params: ReplicationParams
+    ranges: _containers.RepeatedCompositeFieldContainer[PlacementRange]
+    def __init__(self, params: _Optional[_Union[ReplicationParams, _Mapping]] = ..., ranges: _Optional[_Iterable[_Union[PlacementRange, _Mapping]]] = ...) -> None: ...
+
+class TokenRange(_message.Message):
+    __slots__ = ("left", "right")
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    left: int
+    right: int
+    def __init__(self, left: _Optional[int] = ..., right: _Optional[int] = ...) -> None: ...
+
+class RangeDelta(_message.Message):
+    __slots__ = ("point", "added", "removed")
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    point: int
+    added: _containers.RepeatedScalarFieldContainer[str]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, point: _Optional[int] = ..., added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PlacementDeltas(_message.Message):
+    __slots__ = ("params", "deltas")
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
+    params: ReplicationParams
+    deltas: _containers.RepeatedCompositeFieldContainer[RangeDelta]
+    def __init__(self, params: _Optional[_Union[ReplicationParams, _Mapping]] = ..., deltas: _Optional[_Iterable[_Union[RangeDelta, _Mapping]]] = ...) -> None: ...
+
+class InProgressSequence(_message.Message):
+    __slots__ = ("kind", "node_id", "replaced", "tokens_before", "tokens_after", "done", "cancelling", "prepared_epoch", "locked", "deltas")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLING_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
+    kind: SequenceKind
+    node_id: str
+    replaced: str
+    tokens_before: _containers.RepeatedScalarFieldContainer[int]
+    tokens_after: _containers.RepeatedScalarFieldContainer[int]
+    done: SequenceStep
+    cancelling: bool
+    prepared_epoch: int
+    locked: _containers.RepeatedCompositeFieldContainer[TokenRange]
+    deltas: _containers.RepeatedCompositeFieldContainer[PlacementDeltas]
+    def __init__(self, kind: _Optional[_Union[SequenceKind, str]] = ..., node_id: _Optional[str] = ..., replaced: _Optional[str] = ..., tokens_before: _Optional[_Iterable[int]] = ..., tokens_after: _Optional[_Iterable[int]] = ..., done: _Optional[_Union[SequenceStep, str]] = ..., cancelling: _Optional[bool] = ..., prepared_epoch: _Optional[int] = ..., locked: _Optional[_Iterable[_Union[TokenRange, _Mapping]]] = ..., deltas: _Optional[_Iterable[_Union[PlacementDeltas, _Mapping]]] = ...) -> None: ...
 
 class InitializeCMS(_message.Message):
     __slots__ = ("members",)
@@ -305,8 +417,56 @@ class TriggerSnapshot(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PrepareJoin(_message.Message):
+    __slots__ = ("node_id", "tokens", "num_tokens")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[int]
+    num_tokens: int
+    def __init__(self, node_id: _Optional[str] = ..., tokens: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ...) -> None: ...
+
+class PrepareLeave(_message.Message):
+    __slots__ = ("node_id", "remove")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    remove: bool
+    def __init__(self, node_id: _Optional[str] = ..., remove: _Optional[bool] = ...) -> None: ...
+
+class PrepareReplace(_message.Message):
+    __slots__ = ("node_id", "replaced")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    replaced: str
+    def __init__(self, node_id: _Optional[str] = ..., replaced: _Optional[str] = ...) -> None: ...
+
+class PrepareMove(_message.Message):
+    __slots__ = ("node_id", "tokens")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node_id: _Optional[str] = ..., tokens: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AdvanceSequence(_message.Message):
+    __slots__ = ("node_id", "step")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    step: SequenceStep
+    def __init__(self, node_id: _Optional[str] = ..., step: _Optional[_Union[SequenceStep, str]] = ...) -> None: ...
+
+class CancelSequence(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
 class Transformation(_message.Message):
-    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot")
+    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence")
     INITIALIZE_CMS_FIELD_NUMBER: _ClassVar[int]
     CREATE_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     ALTER_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +477,12 @@ class Transformation(_message.Message):
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     UNREGISTER_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_JOIN_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_LEAVE_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_REPLACE_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_MOVE_FIELD_NUMBER: _ClassVar[int]
+    ADVANCE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     initialize_cms: InitializeCMS
     create_keyspace: CreateKeyspace
     alter_keyspace: AlterKeyspace
@@ -327,4 +493,10 @@ class Transformation(_message.Message):
     register: Register
     unregister: Unregister
     trigger_snapshot: TriggerSnapshot
-    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ...) -> None: ...
+    prepare_join: PrepareJoin
+    prepare_leave: PrepareLeave
+    prepare_replace: PrepareReplace
+    prepare_move: PrepareMove
+    advance_sequence: AdvanceSequence
+    cancel_sequence: CancelSequence
+    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,445 @@
+"""Topology transformations: prepare a sequence, advance it one step, cancel it step by step. Pure.
+
+Theory of operation
+-------------------
+``Prepare*`` validates the operation, plans it (``_plan``: the target token map, the split
+placements, the deltas to the natural replicas of the target, the ranges they touch) and rejects
+it when those ranges intersect another sequence's lock. ``AdvanceSequence`` takes the next step
+of a sequence and ``CancelSequence`` undoes its last one; what a step does to placements and the
+token map is the table in ``epochal.tcm.sequences``. Planning is deterministic, so the CMS's
+validation and every member's execution compute the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS, allocate_tokens
+from epochal.tcm.directory import NodeInfo, NodeState
+from epochal.tcm.errors import Rejected
+from epochal.tcm.metadata import ClusterMetadata
+from epochal.tcm.placement import Placement, RangeDelta, deltas_between
+from epochal.tcm.replication import natural_groups
+from epochal.tcm.schema import ReplicationParams, Strategy, frozen_map
+from epochal.tcm.sequences import (
+    NODE_STATES,
+    PREVIOUS_STEP,
+    InProgressSequence,
+    SequenceKind,
+    Step,
+    check_unlocked,
+)
+from epochal.tcm.tokens import TokenRange, check_token
+from epochal.tcm.transformations import Transformation
+
+
+def _node(metadata: ClusterMetadata, node_id: str) -> NodeInfo:
+    node = metadata.nodes.get(node_id)
+    if node is None:
+        raise Rejected("node_not_found", f"no node {node_id!r} is registered")
+    return node
+
+
+def _with_node_state(
+    nodes: Mapping[str, NodeInfo], node_id: str, state: NodeState
+) -> Mapping[str, NodeInfo]:
+    return frozen_map({**nodes, node_id: replace(nodes[node_id], state=state)})
+
+
+def _sequence(metadata: ClusterMetadata, node_id: str) -> InProgressSequence:
+    sequence = metadata.sequences.get(node_id)
+    if sequence is None:
+        raise Rejected("no_sequence", f"{node_id} has no topology operation in progress")
+    return sequence
+
+
+def _locked_ranges(
+    placements: Mapping[ReplicationParams, Placement],
+    deltas: Mapping[ReplicationParams, tuple[RangeDelta, ...]],
+) -> tuple[TokenRange, ...]:
+    """The ranges the deltas touch, contiguous ones coalesced, in token order."""
+    touched: set[tuple[int, int]] = set()
+    for params, changes in deltas.items():
+        points = placements[params].points
+        index = {p: i for i, p in enumerate(points)}
+        for delta in changes:
+            i = index[delta.point]
+            touched.add((points[i - 1], delta.point))
+    ranges: list[TokenRange] = []
+    for left, right in sorted(touched, key=lambda r: r[1]):
+        if ranges and ranges[-1].right == left and ranges[-1].left != right:
+            ranges[-1] = TokenRange(ranges[-1].left, right)
+        else:
+            ranges.append(TokenRange(left, right))
+    return tuple(ranges)
+
+
+def _plan(
+    metadata: ClusterMetadata, draft: InProgressSequence
+) -> tuple[InProgressSequence, Mapping[ReplicationParams, Placement]]:
+    """Split placements at the draft's new tokens, diff them against the natural replicas of the
+    target token map, lock what changes. Raises ``RangeLocked`` on a clash."""
+    target = draft.after_mid(metadata.tokens)
+    locations = metadata.locations()
+    placements: dict[ReplicationParams, Placement] = {}
+    deltas: dict[ReplicationParams, tuple[RangeDelta, ...]] = {}
+    for params, placement in metadata.placements.items():
+        split = placement.split(draft.split_tokens)
+        placements[params] = split
+        groups = natural_groups(params, target, locations, split.points)
+        deltas[params] = tuple(deltas_between(split, groups))
+    locked = _locked_ranges(placements, deltas)
+    check_unlocked(metadata.sequences, locked)
+    return replace(draft, locked=locked, deltas=frozen_map(deltas)), frozen_map(placements)
+
+
+def _prepared(metadata: ClusterMetadata, epoch: int, draft: InProgressSequence) -> ClusterMetadata:
+    sequence, placements = _plan(metadata, replace(draft, prepared_epoch=epoch))
+    nodes = _with_node_state(metadata.nodes, draft.node_id, NODE_STATES[draft.kind].during)
+    return replace(
+        metadata,
+        nodes=nodes,
+        placements=placements,
+        sequences=frozen_map({**metadata.sequences, draft.node_id: sequence}),
+    )
+
+
+def _check_free_to_operate(metadata: ClusterMetadata, kind: SequenceKind, node_id: str) -> NodeInfo:
+    node = _node(metadata, node_id)
+    existing = metadata.sequences.get(node_id)
+    if existing is not None:
+        raise Rejected(
+            "sequence_in_progress", f"{node_id} is already in a sequence: {existing.describe()}"
+        )
+    required = NODE_STATES[kind].required
+    if node.state not in required:
+        raise Rejected(
+            "wrong_node_state",
+            f"{kind.value} needs {node_id} to be {' or '.join(s.value for s in required)}, "
+            f"but it is {node.state.value}",
+        )
+    return node
+
+
+def _check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
+    tokens = tuple(tokens)
+    if len(set(tokens)) != len(tokens):
+        raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(tokens)}")
+    if not 1 <= len(tokens) <= MAX_NUM_TOKENS:
+        raise Rejected("bad_tokens", f"a node owns 1..{MAX_NUM_TOKENS} tokens, not {len(tokens)}")
+    planned = {t: s.node_id for s in metadata.sequences.values() for t in s.tokens_after}
+    for token in tokens:
+        try:
+            check_token(token)
+        except ValueError as error:
+            raise Rejected("bad_tokens", str(error)) from None
+        owner = metadata.tokens.owner_of_token(token) or planned.get(token)
+        if owner is not None:
+            raise Rejected("token_taken", f"token {token} is already owned by {owner}")
+
+
+def _check_enough_left(metadata: ClusterMetadata, node: NodeInfo, verb: str) -> None:
+    """Refuse to take a node out when a keyspace's replication factor could no longer be met."""
+    locations = metadata.locations()
+    owners = set(metadata.tokens.owners) - {node.node_id}
+    for params in metadata.placements:
+        for datacenter, factor in params.factors:
+            if params.strategy is Strategy.NETWORK_TOPOLOGY and datacenter != node.datacenter:
+                continue
+            remaining = sum(
+                1
+                for n in owners
+                if params.strategy is Strategy.SIMPLE or locations[n][0] == datacenter
+            )
+            if remaining < factor:
+                where = f" in {datacenter}" if datacenter else ""
+                raise Rejected(
+                    "too_few_nodes",
+                    f"{verb} {node.node_id} would leave {remaining} nodes{where}, fewer than "
+                    f"the replication factor {factor} of {params}",
+                )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrepareJoin(Transformation):
+    """Bootstrap: explicit ``tokens``, or ``num_tokens`` allocated for balance."""
+
+    node_id: str
+    tokens: tuple[int, ...] = ()
+    num_tokens: int = DEFAULT_NUM_TOKENS
+    kind: ClassVar[str] = "prepare_join"
+
+    def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
+        node = _check_free_to_operate(metadata, SequenceKind.JOIN, self.node_id)
+        tokens = self.tokens
+        if not tokens:
+            try:
+                tokens = allocate_tokens(
+                    metadata.tokens, metadata.locations(), node.datacenter, self.num_tokens
+                )
+            except ValueError as error:
+                raise Rejected("bad_tokens", str(error)) from None
+        _check_tokens(metadata, tokens)
+        return InProgressSequence(
+            kind=SequenceKind.JOIN,
+            node_id=self.node_id,
+            tokens_before=(),
+            tokens_after=tuple(sorted(tokens)),
+            prepared_epoch=metadata.epoch + 1,
+            locked=(),
+        )
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _plan(metadata, self._draft(metadata))
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        return _prepared(metadata, epoch, self._draft(metadata))
+
+    def __str__(self) -> str:
+        shown = f"tokens={list(self.tokens)}" if self.tokens else f"num_tokens={self.num_tokens}"
+        return f"PrepareJoin({self.node_id}, {shown})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrepareLeave(Transformation):
+    """Decommission (the node streams its data away) or, with ``remove``, removal of a dead node
+    (the data comes from the surviving replicas)."""
+
+    node_id: str
+    remove: bool = False
+    kind: ClassVar[str] = "prepare_leave"
+
+    def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
+        kind = SequenceKind.REMOVE if self.remove else SequenceKind.LEAVE
+        node = _check_free_to_operate(metadata, kind, self.node_id)
+        _check_enough_left(metadata, node, "removing" if self.remove else "decommissioning")
+        return InProgressSequence(
+            kind=kind,
+            node_id=self.node_id,
+            tokens_before=metadata.tokens.owners.get(self.node_id, ()),
+            tokens_after=(),
+            prepared_epoch=metadata.epoch + 1,
+            locked=(),
+        )
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _plan(metadata, self._draft(metadata))
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        return _prepared(metadata, epoch, self._draft(metadata))
+
+    def __str__(self) -> str:
+        return f"PrepareLeave({self.node_id}{', remove' if self.remove else ''})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrepareReplace(Transformation):
+    """A registered node takes over the tokens of a dead one in the same datacenter."""
+
+    node_id: str
+    replaced: str
+    kind: ClassVar[str] = "prepare_replace"
+
+    def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
+        node = _check_free_to_operate(metadata, SequenceKind.REPLACE, self.node_id)
+        dead = _node(metadata, self.replaced)
+        if dead.state is not NodeState.JOINED:
+            raise Rejected(
+                "wrong_node_state",
+                f"only a joined node can be replaced; {dead.node_id} is {dead.state.value}",
+            )
+        if self.replaced in metadata.sequences:
+            raise Rejected(
+                "sequence_in_progress",
+                f"{self.replaced} is in a sequence: {metadata.sequences[self.replaced].describe()}",
+            )
+        if dead.datacenter != node.datacenter:
+            raise Rejected(
+                "wrong_datacenter",
+                f"{self.node_id} is in {node.datacenter} but {self.replaced} was in "
+                f"{dead.datacenter}; a replacement must be in the same datacenter",
+            )
+        tokens = metadata.tokens.owners.get(self.replaced, ())
+        return InProgressSequence(
+            kind=SequenceKind.REPLACE,
+            node_id=self.node_id,
+            replaced=self.replaced,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            prepared_epoch=metadata.epoch + 1,
+            locked=(),
+        )
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _plan(metadata, self._draft(metadata))
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        return _prepared(metadata, epoch, self._draft(metadata))
+
+    def __str__(self) -> str:
+        return f"PrepareReplace({self.node_id} replaces {self.replaced})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrepareMove(Transformation):
+    node_id: str
+    tokens: tuple[int, ...]
+    kind: ClassVar[str] = "prepare_move"
+
+    def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
+        _check_free_to_operate(metadata, SequenceKind.MOVE, self.node_id)
+        before = metadata.tokens.owners.get(self.node_id, ())
+        _check_tokens(metadata, [t for t in self.tokens if t not in before])
+        if set(self.tokens) == set(before):
+            raise Rejected("bad_tokens", f"{self.node_id} already owns {sorted(self.tokens)}")
+        return InProgressSequence(
+            kind=SequenceKind.MOVE,
+            node_id=self.node_id,
+            tokens_before=before,
+            tokens_after=tuple(sorted(self.tokens)),
+            prepared_epoch=metadata.epoch + 1,
+            locked=(),
+        )
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _plan(metadata, self._draft(metadata))
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        return _prepared(metadata, epoch, self._draft(metadata))
+
+    def __str__(self) -> str:
+        return f"PrepareMove({self.node_id}, tokens={list(self.tokens)})"
+
+
+def _apply_step(
+    placements: Mapping[ReplicationParams, Placement],
+    sequence: InProgressSequence,
+    step: Step,
+    *,
+    undo: bool,
+) -> Mapping[ReplicationParams, Placement]:
+    arguments = {
+        Step.START: {"reads": False, "writes": "add"},
+        Step.MID: {"reads": True, "writes": ""},
+        Step.FINISH: {"reads": False, "writes": "remove"},
+    }[step]
+    result = dict(placements)
+    for params, deltas in sequence.deltas.items():
+        if params in result:  # its last keyspace may have been dropped since
+            placement = result[params]
+            result[params] = (
+                placement.unapply(deltas, **arguments)
+                if undo
+                else placement.apply(deltas, **arguments)
+            )
+    return frozen_map(result)
+
+
+def _merged(
+    metadata: ClusterMetadata,
+    sequence: InProgressSequence,
+    tokens: frozenset[int],
+    placements: Mapping[ReplicationParams, Placement],
+) -> Mapping[ReplicationParams, Placement]:
+    """Merge ranges at ``tokens`` that no owned token, nor another sequence, still needs."""
+    needed = set(metadata.tokens.ring_tokens)
+    for other in metadata.sequences.values():
+        if other.node_id != sequence.node_id:
+            needed |= other.split_tokens
+            needed |= {d.point for deltas in other.deltas.values() for d in deltas}
+    candidates = tokens - needed
+    return frozen_map({p: placement.merge(candidates) for p, placement in placements.items()})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdvanceSequence(Transformation):
+    """Take the next step (START, MID or FINISH) of ``node_id``'s sequence."""
+
+    node_id: str
+    step: Step
+    kind: ClassVar[str] = "advance_sequence"
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        if self.step is Step.PREPARE:
+            raise Rejected("wrong_step", "PREPARE is its own transformation (Prepare*)")
+        _sequence(metadata, self.node_id).advanced(self.step)
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        sequence = metadata.sequences[self.node_id].advanced(self.step)
+        placements = _apply_step(metadata.placements, sequence, self.step, undo=False)
+        sequences = dict(metadata.sequences)
+        tokens = metadata.tokens
+        nodes = metadata.nodes
+        if self.step is Step.MID:
+            tokens = sequence.after_mid(tokens)
+        if self.step is Step.FINISH:
+            del sequences[self.node_id]
+            nodes = _with_node_state(nodes, self.node_id, NODE_STATES[sequence.kind].finished)
+            if sequence.replaced:
+                nodes = _with_node_state(nodes, sequence.replaced, NodeState.LEFT)
+            with_tokens = replace(metadata, tokens=tokens, sequences=frozen_map(sequences))
+            placements = _merged(with_tokens, sequence, sequence.merge_tokens, placements)
+        else:
+            sequences[self.node_id] = sequence
+        return replace(
+            metadata,
+            nodes=nodes,
+            tokens=tokens,
+            placements=placements,
+            sequences=frozen_map(sequences),
+        )
+
+    def __str__(self) -> str:
+        return f"AdvanceSequence({self.node_id}, {self.step.value})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelSequence(Transformation):
+    """Operator-initiated: undo the last step taken of ``node_id``'s sequence (one per epoch;
+    commit it again until the sequence is gone)."""
+
+    node_id: str
+    kind: ClassVar[str] = "cancel_sequence"
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _sequence(metadata, self.node_id)
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        sequence = metadata.sequences[self.node_id]
+        sequences = dict(metadata.sequences)
+        nodes = metadata.nodes
+        tokens = metadata.tokens
+        if sequence.done is Step.PREPARE:
+            del sequences[self.node_id]
+            nodes = _with_node_state(nodes, self.node_id, NODE_STATES[sequence.kind].cancelled)
+            released = replace(metadata, sequences=frozen_map(sequences))
+            placements = _merged(released, sequence, sequence.split_tokens, metadata.placements)
+        else:
+            placements = _apply_step(metadata.placements, sequence, sequence.done, undo=True)
+            if sequence.done is Step.MID:
+                tokens = sequence.before_mid(tokens)
+            sequences[self.node_id] = replace(
+                sequence, done=PREVIOUS_STEP[sequence.done], cancelling=True
+            )
+        return replace(
+            metadata,
+            nodes=nodes,
+            tokens=tokens,
+            placements=placements,
+            sequences=frozen_map(sequences),
+        )
+
+    def __str__(self) -> str:
+        return f"CancelSequence({self.node_id})"
+
+
+TOPOLOGY_KINDS: tuple[type[Transformation], ...] = (
+    PrepareJoin,
+    PrepareLeave,
+    PrepareReplace,
+    PrepareMove,
+    AdvanceSequence,
+    CancelSequence,
+)

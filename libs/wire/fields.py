@@ -1,0 +1,44 @@
+"""Decoding helpers shared by the metadata and topology conversions: required fields, known
+enum values, replication params. Errors are ``MalformedInput`` naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epochal.tcm import ReplicationParams, Strategy
+from epochal.wire.v1 import metadata_pb2 as pb
+
+
+class MalformedInput(ValueError):
+    """A message that does not describe a valid value; the text names the field."""
+
+
+def enum_from(kind: type, values: dict[Any, Any], number: int, field: str) -> Any:
+    if number not in values:
+        raise MalformedInput(f"{field}: unknown or unset {kind.__name__} value {number}")
+    return values[number]
+
+
+def required(value: str, field: str) -> str:
+    if not value:
+        raise MalformedInput(f"{field} is required")
+    return value
+
+
+def replication_to_proto(params: ReplicationParams) -> pb.ReplicationParams:
+    if params.strategy is Strategy.SIMPLE:
+        return pb.ReplicationParams(
+            simple=pb.SimpleStrategy(replication_factor=params.factors[0][1])
+        )
+    return pb.ReplicationParams(
+        network_topology=pb.NetworkTopologyStrategy(datacenters=dict(params.factors))
+    )
+
+
+def replication_from_proto(message: pb.ReplicationParams, field: str) -> ReplicationParams:
+    kind = message.WhichOneof("strategy")
+    if kind == "simple":
+        return ReplicationParams.simple(message.simple.replication_factor)
+    if kind == "network_topology":
+        return ReplicationParams.network_topology(dict(message.network_topology.datacenters))
+    raise MalformedInput(f"{field}: no replication strategy set (simple or network_topology)")
