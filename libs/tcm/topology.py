@@ -21,12 +21,13 @@ from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import ClusterMetadata
 from epochal.tcm.placement import Placement, RangeDelta, deltas_between
-from epochal.tcm.replication import natural_groups
+from epochal.tcm.replication import TokenMap, natural_groups
 from epochal.tcm.schema import ReplicationParams, Strategy, frozen_map
 from epochal.tcm.sequences import (
     NODE_STATES,
     PREVIOUS_STEP,
     InProgressSequence,
+    RangeLocked,
     SequenceKind,
     Step,
     check_unlocked,
@@ -92,17 +93,85 @@ def _plan(
         deltas[params] = tuple(deltas_between(split, groups))
     locked = _locked_ranges(placements, deltas)
     check_unlocked(metadata.sequences, locked)
+    _check_independent(metadata, draft, placements, locations)
     return replace(draft, locked=locked, deltas=frozen_map(deltas)), frozen_map(placements)
+
+
+def _check_independent(
+    metadata: ClusterMetadata,
+    draft: InProgressSequence,
+    placements: Mapping[ReplicationParams, Placement],
+    locations: Mapping[str, tuple[str, str]],
+) -> None:
+    """The plan must not depend on how the sequences in flight end. For every way some of them
+    could end (their MID applied, or undone), the draft must change exactly the same replicas
+    of exactly the same ranges; where it would not, the two operations touch each other's
+    ranges (a join next to a leaving node inherits the leaver's ranges) and the draft waits."""
+    expected = _deltas_under(placements, metadata.tokens, draft, locations)
+    for others in _in_flight_outcomes(metadata):
+        base = metadata.tokens
+        for other in others:
+            base = _toggled(other, base)
+        for params, changes in _deltas_under(placements, base, draft, locations).items():
+            if changes != expected[params]:
+                differing = sorted(set(changes.items()) ^ set(expected[params].items()))
+                placement = placements[params]
+                ranges = tuple(
+                    TokenRange(placement.points[placement.index_of(p) - 1], p) for p, _ in differing
+                )
+                raise RangeLocked(others[0], ranges)
+
+
+def _deltas_under(
+    placements: Mapping[ReplicationParams, Placement],
+    base: TokenMap,
+    draft: InProgressSequence,
+    locations: Mapping[str, tuple[str, str]],
+) -> dict[ReplicationParams, dict[int, tuple[frozenset[str], frozenset[str]]]]:
+    """point -> (added, removed) where the draft changes the natural replicas of ``base``."""
+    target = draft.after_mid(base)
+    result = {}
+    for params, placement in placements.items():
+        old = natural_groups(params, base, locations, placement.points)
+        new = natural_groups(params, target, locations, placement.points)
+        result[params] = {
+            p: (frozenset(b) - frozenset(a), frozenset(a) - frozenset(b))
+            for p, a, b in zip(placement.points, old, new, strict=True)
+            if set(a) != set(b)
+        }
+    return result
+
+
+MAX_OUTCOME_SEQUENCES = 3  # all 2^k endings of up to this many sequences; beyond, one at a time
+
+
+def _in_flight_outcomes(metadata: ClusterMetadata) -> list[tuple[InProgressSequence, ...]]:
+    in_flight = sorted(metadata.sequences.values(), key=lambda s: s.prepared_epoch)
+    if len(in_flight) > MAX_OUTCOME_SEQUENCES:
+        return [(s,) for s in in_flight]
+    combinations = [
+        tuple(s for bit, s in enumerate(in_flight) if mask >> bit & 1)
+        for mask in range(1, 1 << len(in_flight))
+    ]
+    return sorted(combinations, key=len)  # single sequences first: they name the culprit
+
+
+def _toggled(sequence: InProgressSequence, token_map: TokenMap) -> TokenMap:
+    """The token map with the sequence's MID flipped: applied if not yet taken, else undone."""
+    if sequence.done is Step.MID:
+        return sequence.before_mid(token_map)
+    return sequence.after_mid(token_map)
 
 
 def _prepared(metadata: ClusterMetadata, epoch: int, draft: InProgressSequence) -> ClusterMetadata:
     sequence, placements = _plan(metadata, replace(draft, prepared_epoch=epoch))
     nodes = _with_node_state(metadata.nodes, draft.node_id, NODE_STATES[draft.kind].during)
+    others = _split_others(metadata.sequences, placements, draft.split_tokens)
     return replace(
         metadata,
         nodes=nodes,
         placements=placements,
-        sequences=frozen_map({**metadata.sequences, draft.node_id: sequence}),
+        sequences=frozen_map({**others, draft.node_id: sequence}),
     )
 
 
@@ -337,20 +406,80 @@ def _apply_step(
     return frozen_map(result)
 
 
-def _merged(
-    metadata: ClusterMetadata,
-    sequence: InProgressSequence,
-    tokens: frozenset[int],
+def _deltas_by_point(
+    sequence: InProgressSequence, params: ReplicationParams
+) -> dict[int, RangeDelta]:
+    return {d.point: d for d in sequence.deltas.get(params, ())}
+
+
+def _with_deltas(
+    sequence: InProgressSequence, params: ReplicationParams, by_point: Mapping[int, RangeDelta]
+) -> InProgressSequence:
+    deltas = {**sequence.deltas, params: tuple(by_point[p] for p in sorted(by_point))}
+    return replace(sequence, deltas=frozen_map(deltas))
+
+
+def _split_others(
+    sequences: Mapping[str, InProgressSequence],
     placements: Mapping[ReplicationParams, Placement],
-) -> Mapping[ReplicationParams, Placement]:
-    """Merge ranges at ``tokens`` that no owned token, nor another sequence, still needs."""
+    tokens: frozenset[int],
+) -> dict[str, InProgressSequence]:
+    """A range cut at a new split point keeps the deltas other sequences planned for it: the
+    new left part gets a copy of the delta of the range it was cut from."""
+    result = dict(sequences)
+    for params, placement in placements.items():
+        for node_id, sequence in result.items():
+            by_point = _deltas_by_point(sequence, params)
+            copies = {}
+            for token in tokens:
+                index = placement.index_of(token)
+                if placement.points[index] != token or token in by_point:
+                    continue
+                parent = token  # the first point after it that is not new: the range cut
+                while parent in tokens:
+                    index = (index + 1) % len(placement.points)
+                    parent = placement.points[index]
+                if parent in by_point:
+                    copies[token] = replace(by_point[parent], point=token)
+            if copies:
+                result[node_id] = _with_deltas(sequence, params, {**by_point, **copies})
+    return result
+
+
+def _merged(
+    metadata: ClusterMetadata, tokens: frozenset[int]
+) -> tuple[Mapping[ReplicationParams, Placement], Mapping[str, InProgressSequence]]:
+    """Merge ranges at ``tokens`` that no owned token nor sequence in flight still needs, where
+    the ranges on both sides have equal groups and equal planned deltas (which merge too)."""
     needed = set(metadata.tokens.ring_tokens)
     for other in metadata.sequences.values():
-        if other.node_id != sequence.node_id:
-            needed |= other.split_tokens
-            needed |= {d.point for deltas in other.deltas.values() for d in deltas}
+        needed |= other.split_tokens | other.merge_tokens
     candidates = tokens - needed
-    return frozen_map({p: placement.merge(candidates) for p, placement in placements.items()})
+    placements = dict(metadata.placements)
+    sequences = dict(metadata.sequences)
+    for params, placement in metadata.placements.items():
+        planned = {n: _deltas_by_point(s, params) for n, s in sequences.items()}
+        mergeable = []
+        for token in candidates:
+            index = placement.index_of(token)
+            if placement.points and placement.points[index] == token:
+                after = placement.points[(index + 1) % len(placement.points)]
+                if all(
+                    (by_point.get(token) is None) == (by_point.get(after) is None)
+                    and (
+                        token not in by_point
+                        or replace(by_point[token], point=after) == by_point[after]
+                    )
+                    for by_point in planned.values()
+                ):
+                    mergeable.append(token)
+        placements[params] = placement.merge(mergeable)
+        merged = set(placement.points) - set(placements[params].points)
+        for node_id, by_point in planned.items():
+            if merged & by_point.keys():
+                kept = {p: d for p, d in by_point.items() if p not in merged}
+                sequences[node_id] = _with_deltas(sequences[node_id], params, kept)
+    return frozen_map(placements), frozen_map(sequences)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -379,8 +508,11 @@ class AdvanceSequence(Transformation):
             nodes = _with_node_state(nodes, self.node_id, NODE_STATES[sequence.kind].finished)
             if sequence.replaced:
                 nodes = _with_node_state(nodes, sequence.replaced, NodeState.LEFT)
-            with_tokens = replace(metadata, tokens=tokens, sequences=frozen_map(sequences))
-            placements = _merged(with_tokens, sequence, sequence.merge_tokens, placements)
+            finished = replace(
+                metadata, tokens=tokens, placements=placements, sequences=frozen_map(sequences)
+            )
+            placements, merged_sequences = _merged(finished, sequence.merge_tokens)
+            sequences = dict(merged_sequences)
         else:
             sequences[self.node_id] = sequence
         return replace(
@@ -415,7 +547,8 @@ class CancelSequence(Transformation):
             del sequences[self.node_id]
             nodes = _with_node_state(nodes, self.node_id, NODE_STATES[sequence.kind].cancelled)
             released = replace(metadata, sequences=frozen_map(sequences))
-            placements = _merged(released, sequence, sequence.split_tokens, metadata.placements)
+            placements, merged_sequences = _merged(released, sequence.split_tokens)
+            sequences = dict(merged_sequences)
         else:
             placements = _apply_step(metadata.placements, sequence, sequence.done, undo=True)
             if sequence.done is Step.MID:

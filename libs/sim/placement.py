@@ -1,0 +1,257 @@
+"""The placement simulator: random topology operations, invariants checked after every epoch.
+
+One seed picks a cluster (3 to 50 nodes, 1 to 3 datacenters, 1 to 3 racks each), keyspaces
+(SimpleStrategy or NetworkTopologyStrategy, RF 1 to 5) and a run of random joins, leaves,
+removes, replaces, moves, steps and cancels, several sequences in flight where their locks allow.
+After every applied transformation ``check`` compares the placements with a naive reference that
+recomputes them from scratch:
+
+- the ranges' right ends are exactly the owned tokens plus the tokens of sequences in flight
+  (so the ranges cover the ring exactly once, split where a sequence needs and merged after);
+- read group = the natural replicas of the token map; per datacenter that is RF replicas when
+  the datacenter has RF nodes;
+- write group = read group, plus — for a range a sequence in its dual-write steps (START or MID
+  done) has locked — the natural replicas of the token map with that sequence's MID toggled; so
+  write groups contain read groups and over-replication exists only inside a sequence.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from epochal.tcm import (
+    AdvanceSequence,
+    CancelSequence,
+    ClusterMetadata,
+    CMSMember,
+    CreateKeyspace,
+    InitializeCMS,
+    InProgressSequence,
+    NodeState,
+    PrepareJoin,
+    PrepareLeave,
+    PrepareMove,
+    PrepareReplace,
+    Register,
+    Rejected,
+    ReplicationParams,
+    Step,
+    Transformation,
+    natural_groups,
+)
+from epochal.tcm.schema import Strategy
+from epochal.tcm.sequences import NEXT_STEP
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN
+
+
+@dataclass
+class PlacementRun:
+    seed: int
+    nodes: int = 0
+    datacenters: int = 0
+    epochs: int = 0
+    failure: str | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class PlacementViolation(AssertionError):
+    pass
+
+
+def reference_check(md: ClusterMetadata) -> None:
+    """Raise ``PlacementViolation`` where the placements differ from the naive reference."""
+    locations = md.locations()
+    expected_points = set(md.tokens.ring_tokens)
+    for sequence in md.sequences.values():
+        expected_points |= sequence.split_tokens | sequence.merge_tokens
+    dual = [s for s in md.sequences.values() if s.done in (Step.START, Step.MID)]
+    for params, placement in md.placements.items():
+        if set(placement.points) != expected_points:
+            extra = sorted(set(placement.points) - expected_points)[:3]
+            missing = sorted(expected_points - set(placement.points))[:3]
+            raise PlacementViolation(f"{params}: split points extra {extra} missing {missing}")
+        if list(placement.points) != sorted(placement.points):
+            raise PlacementViolation(f"{params}: split points out of order")
+        reads = natural_groups(params, md.tokens, locations, placement.points)
+        toggled = {
+            s.node_id: natural_groups(params, _toggled(md, s), locations, placement.points)
+            for s in dual
+        }
+        for i, token_range in enumerate(r for r, _, _ in placement.ranges()):
+            read, write = placement.reads[i], placement.writes[i]
+            if read != frozenset(reads[i]):
+                raise PlacementViolation(
+                    f"{params} {token_range}: read group {sorted(read)} != natural "
+                    f"{sorted(reads[i])}"
+                )
+            _check_factor(md, params, token_range, read)
+            expected = set(read)
+            for s in dual:
+                if any(token_range.intersects(lock) for lock in s.locked):
+                    expected |= set(toggled[s.node_id][i])
+            if write != expected:
+                raise PlacementViolation(
+                    f"{params} {token_range}: write group {sorted(write)} != expected "
+                    f"{sorted(expected)} (sequences {[s.describe() for s in dual]})"
+                )
+
+
+def _toggled(md: ClusterMetadata, sequence: InProgressSequence):  # type: ignore[no-untyped-def]
+    if sequence.done is Step.MID:
+        return sequence.before_mid(md.tokens)
+    return sequence.after_mid(md.tokens)
+
+
+def _check_factor(md, params, token_range, read) -> None:  # type: ignore[no-untyped-def]
+    owners = set(md.tokens.owners)
+    for datacenter, factor in params.factors:
+        if params.strategy is Strategy.SIMPLE:
+            available, members = len(owners), len(read)
+        else:
+            available = sum(1 for n in owners if md.nodes[n].datacenter == datacenter)
+            members = sum(1 for n in read if md.nodes[n].datacenter == datacenter)
+        if members != min(factor, available):
+            raise PlacementViolation(
+                f"{params} {token_range}: {members} replicas in {datacenter or 'the ring'}, "
+                f"expected {min(factor, available)}"
+            )
+
+
+class _Driver:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.run = PlacementRun(seed)
+        self.md = ClusterMetadata.empty()
+        self.address = 0
+
+    def apply(self, transformation: Transformation, what: str) -> bool:
+        rejection = transformation.validate(self.md)
+        if rejection is not None:
+            self.run.counts[f"rejected {rejection.rule}"] += 1
+            return False
+        self.md = transformation.execute(self.md)
+        self.run.epochs += 1
+        self.run.counts[what] += 1
+        reference_check(self.md)
+        return True
+
+    def register(self, datacenter: str, rack: str) -> str:
+        self.address += 1
+        self.apply(
+            Register(
+                address=f"10.0.0.{self.address}:7000",
+                datacenter=datacenter,
+                rack=rack,
+                version="1.0.0",
+            ),
+            "register",
+        )
+        return f"node-{self.md.next_node_number - 1}"
+
+    def random_tokens(self, count: int) -> tuple[int, ...]:
+        return tuple(self.rng.randint(MIN_TOKEN + 1, MAX_TOKEN) for _ in range(count))
+
+    def location(self) -> tuple[str, str]:
+        dc = self.rng.randrange(self.run.datacenters)
+        return f"dc{dc + 1}", f"rack{self.rng.randrange(self.racks[dc]) + 1}"
+
+    def setup(self) -> None:
+        rng = self.rng
+        self.run.nodes = rng.choice([3, 4, 5, 6, 8, 12] * 3 + [20, 50])
+        self.run.datacenters = rng.randint(1, 3)
+        self.racks = [rng.randint(1, 3) for _ in range(self.run.datacenters)]
+        self.num_tokens = rng.choice([1, 1, 2, 4])
+        self.apply(InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)), "initialize")
+        for k in range(rng.randint(1, 3)):
+            if rng.random() < 0.5:
+                params = ReplicationParams.simple(rng.randint(1, 5))
+            else:
+                factors = {f"dc{d + 1}": rng.randint(1, 3) for d in range(self.run.datacenters)}
+                params = ReplicationParams.network_topology(factors)
+            self.apply(CreateKeyspace(name=f"ks{k}", replication=params), "create_keyspace")
+        for _ in range(self.run.nodes):
+            node = self.register(*self.location())
+            tokens = () if rng.random() < 0.5 else self.random_tokens(self.num_tokens)
+            if self.apply(
+                PrepareJoin(node_id=node, tokens=tokens, num_tokens=self.num_tokens), "join"
+            ):
+                for step in (Step.START, Step.MID, Step.FINISH):
+                    self.apply(AdvanceSequence(node_id=node, step=step), "step")
+
+    def nodes_in(self, state: NodeState) -> list[str]:
+        return sorted(
+            n
+            for n, info in self.md.nodes.items()
+            if info.state is state and n not in self.md.sequences
+        )
+
+    def act(self) -> None:
+        rng = self.rng
+        roll = rng.random()
+        sequences = sorted(self.md.sequences)
+        if sequences and roll < 0.55:
+            node = rng.choice(sequences)
+            sequence = self.md.sequences[node]
+            if sequence.cancelling or rng.random() < 0.12:
+                self.apply(CancelSequence(node_id=node), "cancel_step")
+            else:
+                step = NEXT_STEP[sequence.done]
+                self.apply(AdvanceSequence(node_id=node, step=step), f"step {step.value}")
+            return
+        joined = self.nodes_in(NodeState.JOINED)
+        choice = rng.choice(["join", "join", "leave", "remove", "replace", "move"])
+        if choice == "join":
+            node = self.register(*self.location())
+            tokens = () if rng.random() < 0.5 else self.random_tokens(self.num_tokens)
+            self.apply(
+                PrepareJoin(node_id=node, tokens=tokens, num_tokens=self.num_tokens), "prepare join"
+            )
+        elif joined and choice in ("leave", "remove"):
+            self.apply(
+                PrepareLeave(node_id=rng.choice(joined), remove=choice == "remove"),
+                f"prepare {choice}",
+            )
+        elif joined and choice == "replace":
+            dead = rng.choice(joined)
+            info = self.md.nodes[dead]
+            node = self.register(info.datacenter, info.rack)
+            self.apply(PrepareReplace(node_id=node, replaced=dead), "prepare replace")
+        elif joined and choice == "move":
+            node = rng.choice(joined)
+            count = len(self.md.tokens.owners.get(node, ())) or 1
+            self.apply(PrepareMove(node_id=node, tokens=self.random_tokens(count)), "prepare move")
+
+
+def run_placement_seed(seed: int, actions: int = 60) -> PlacementRun:
+    driver = _Driver(seed)
+    try:
+        driver.setup()
+        for _ in range(actions):
+            driver.act()
+        # Drain: finish or cancel whatever is in flight, then the ring must be merged exactly.
+        for _ in range(4 * len(driver.md.sequences) + 4):
+            if not driver.md.sequences:
+                break
+            node = sorted(driver.md.sequences)[0]
+            sequence = driver.md.sequences[node]
+            if sequence.cancelling:
+                driver.apply(CancelSequence(node_id=node), "cancel_step")
+            else:
+                driver.apply(
+                    AdvanceSequence(node_id=node, step=NEXT_STEP[sequence.done]), "drain step"
+                )
+        if driver.md.sequences:
+            raise PlacementViolation(
+                f"sequences left after draining: {sorted(driver.md.sequences)}"
+            )
+    except (PlacementViolation, AssertionError) as error:
+        driver.run.failure = f"epoch {driver.md.epoch}: {error}"
+    except Rejected as error:  # a transformation that validated and then failed to execute
+        driver.run.failure = f"epoch {driver.md.epoch}: execute raised {error}"
+    return driver.run
