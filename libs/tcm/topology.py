@@ -231,8 +231,21 @@ def _check_enough_left(metadata: ClusterMetadata, node: NodeInfo, verb: str) -> 
                 )
 
 
+class _Prepare(Transformation):
+    """A PREPARE step: subclasses build the draft sequence (validating as they go)."""
+
+    def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
+        raise NotImplementedError
+
+    def check(self, metadata: ClusterMetadata) -> None:
+        _plan(metadata, self._draft(metadata))
+
+    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
+        return _prepared(metadata, epoch, self._draft(metadata))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PrepareJoin(Transformation):
+class PrepareJoin(_Prepare):
     """Bootstrap: explicit ``tokens``, or ``num_tokens`` allocated for balance."""
 
     node_id: str
@@ -260,19 +273,13 @@ class PrepareJoin(Transformation):
             locked=(),
         )
 
-    def check(self, metadata: ClusterMetadata) -> None:
-        _plan(metadata, self._draft(metadata))
-
-    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
-        return _prepared(metadata, epoch, self._draft(metadata))
-
     def __str__(self) -> str:
         shown = f"tokens={list(self.tokens)}" if self.tokens else f"num_tokens={self.num_tokens}"
         return f"PrepareJoin({self.node_id}, {shown})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PrepareLeave(Transformation):
+class PrepareLeave(_Prepare):
     """Decommission (the node streams its data away) or, with ``remove``, removal of a dead node
     (the data comes from the surviving replicas)."""
 
@@ -293,18 +300,12 @@ class PrepareLeave(Transformation):
             locked=(),
         )
 
-    def check(self, metadata: ClusterMetadata) -> None:
-        _plan(metadata, self._draft(metadata))
-
-    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
-        return _prepared(metadata, epoch, self._draft(metadata))
-
     def __str__(self) -> str:
         return f"PrepareLeave({self.node_id}{', remove' if self.remove else ''})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PrepareReplace(Transformation):
+class PrepareReplace(_Prepare):
     """A registered node takes over the tokens of a dead one in the same datacenter."""
 
     node_id: str
@@ -341,18 +342,12 @@ class PrepareReplace(Transformation):
             locked=(),
         )
 
-    def check(self, metadata: ClusterMetadata) -> None:
-        _plan(metadata, self._draft(metadata))
-
-    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
-        return _prepared(metadata, epoch, self._draft(metadata))
-
     def __str__(self) -> str:
         return f"PrepareReplace({self.node_id} replaces {self.replaced})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PrepareMove(Transformation):
+class PrepareMove(_Prepare):
     node_id: str
     tokens: tuple[int, ...]
     kind: ClassVar[str] = "prepare_move"
@@ -371,12 +366,6 @@ class PrepareMove(Transformation):
             prepared_epoch=metadata.epoch + 1,
             locked=(),
         )
-
-    def check(self, metadata: ClusterMetadata) -> None:
-        _plan(metadata, self._draft(metadata))
-
-    def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
-        return _prepared(metadata, epoch, self._draft(metadata))
 
     def __str__(self) -> str:
         return f"PrepareMove({self.node_id}, tokens={list(self.tokens)})"
