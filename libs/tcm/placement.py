@@ -71,12 +71,6 @@ class Placement:
     def index_of(self, token: int) -> int:
         return index_owning(self.points, token)
 
-    def read_group(self, token: int) -> Group:
-        return self.reads[self.index_of(token)] if self.points else frozenset()
-
-    def write_group(self, token: int) -> Group:
-        return self.writes[self.index_of(token)] if self.points else frozenset()
-
     def split(self, tokens: Iterable[int]) -> Placement:
         """Add split points; each new range keeps the groups of the range it was cut from."""
         points, reads, writes = list(self.points), list(self.reads), list(self.writes)

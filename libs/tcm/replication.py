@@ -65,9 +65,6 @@ class TokenMap:
             owners[node_id] = tokens
         return TokenMap(owners)
 
-    def without(self, node_id: str) -> TokenMap:
-        return self.with_tokens(node_id, ())
-
     def renamed(self, old: str, new: str) -> TokenMap:
         owners = {(new if n == old else n): t for n, t in self.owners.items()}
         return TokenMap(owners)

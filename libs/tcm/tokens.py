@@ -10,13 +10,13 @@ no key may have: it is the ring's origin) to ``MAX_TOKEN``.
 A range is half-open ``(left, right]``. A set of *split points* cuts the ring into ranges: with
 points p0 < p1 < … < pn the ranges are (p0, p1], …, (pn-1, pn] and the wrapping range (pn, p0].
 A range wraps when ``left >= right``; ``(p, p]`` is the whole ring. Wrap-around is handled here
-and nowhere else: everything else asks ``contains``, ``ranges_of`` or ``range_ending_at``.
+and nowhere else: everything else asks ``contains``, ``intersects`` or ``index_owning``.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MIN_TOKEN = -(1 << 63)
@@ -133,24 +133,8 @@ class TokenRange:
         return f"({self.left}, {self.right}]"
 
 
-def ranges_of(points: Sequence[int]) -> list[TokenRange]:
-    """The ranges a sorted, duplicate-free sequence of split points cuts the ring into, in the
-    order of their right ends: the wrapping range (last, first] comes first."""
-    if not points:
-        return []
-    return [TokenRange(points[i - 1], points[i]) for i in range(len(points))]
-
-
-def range_ending_at(points: Sequence[int], index: int) -> TokenRange:
-    return TokenRange(points[index - 1], points[index])
-
-
 def index_owning(points: Sequence[int], token: int) -> int:
     """Index of the split point that ends the range containing ``token`` (the first point at or
     after it, wrapping to 0)."""
     index = bisect.bisect_left(points, token)
     return 0 if index == len(points) else index
-
-
-def sorted_points(tokens: Iterable[int]) -> tuple[int, ...]:
-    return tuple(sorted(set(tokens)))
