@@ -21,6 +21,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
+from epochal.sim.quorums import Gate, Outage, check_history
 from epochal.tcm import (
     AdvanceSequence,
     CancelSequence,
@@ -41,8 +42,9 @@ from epochal.tcm import (
     Transformation,
     natural_groups,
 )
+from epochal.tcm.barrier import BarrierLevel, at_least, barrier_for_step
 from epochal.tcm.schema import Strategy
-from epochal.tcm.sequences import NEXT_STEP
+from epochal.tcm.sequences import NEXT_STEP, SequenceKind
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN
 
 
@@ -52,6 +54,7 @@ class PlacementRun:
     nodes: int = 0
     datacenters: int = 0
     epochs: int = 0
+    barrier_minimum: BarrierLevel = BarrierLevel.EACH_QUORUM
     failure: str | None = None
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -123,23 +126,116 @@ def _check_factor(md, params, token_range, read) -> None:  # type: ignore[no-unt
             )
 
 
+# A barrier's minimum level, drawn per seed: the default, or the weaker one that is still safe.
+_MINIMUMS = (BarrierLevel.EACH_QUORUM,) * 3 + (BarrierLevel.QUORUM,)
+_SLOW_NODE_CHANCE = 0.25  # how often a replica has not acknowledged an epoch in time
+
+
 class _Driver:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, barriers: bool) -> None:
         self.rng = random.Random(seed)
         self.run = PlacementRun(seed)
         self.md = ClusterMetadata.empty()
         self.address = 0
+        self.barriers = barriers
+        self.run.barrier_minimum = self.rng.choice(_MINIMUMS)
+        self.history: list[ClusterMetadata] = [self.md]
+        self.gates: list[Gate] = []
+        self.outages: dict[str, Outage] = {}  # the node a remove or replace declares down
+        self.history_outages: list[Outage] = []  # outages that ended
+        # node -> (epoch, metadata before, metadata after) of its sequence's last step
+        self.last_step: dict[str, tuple[int, ClusterMetadata, ClusterMetadata]] = {}
 
     def apply(self, transformation: Transformation, what: str) -> bool:
         rejection = transformation.validate(self.md)
         if rejection is not None:
             self.run.counts[f"rejected {rejection.rule}"] += 1
             return False
-        self.md = transformation.execute(self.md)
+        node = getattr(transformation, "node_id", None)
+        gate = self.pass_barrier(node) if node in self.last_step else None
+        before, self.md = self.md, transformation.execute(self.md)
+        self.history.append(self.md)
+        if gate is not None:
+            self.gates.append(gate)
+        if node in self.md.sequences:
+            self.last_step[node] = (self.md.epoch, before, self.md)
+            self.note_outage(self.md.sequences[node])
+        else:
+            self.last_step.pop(node, None)
+            self.end_outage(before.sequences.get(node))
         self.run.epochs += 1
         self.run.counts[what] += 1
         reference_check(self.md)
         return True
+
+    @staticmethod
+    def dead_node(sequence: InProgressSequence) -> str | None:
+        if sequence.kind is SequenceKind.REMOVE:
+            return sequence.node_id
+        return sequence.replaced if sequence.kind is SequenceKind.REPLACE else None
+
+    def note_outage(self, sequence: InProgressSequence) -> None:
+        dead = self.dead_node(sequence)
+        if dead is not None and dead not in self.outages:
+            self.outages[dead] = Outage(dead, since=self.md.epoch)
+
+    def end_outage(self, sequence: InProgressSequence | None) -> None:
+        """A cancelled remove or replace: the operator brought the node back."""
+        dead = self.dead_node(sequence) if sequence is not None else None
+        if dead is not None and sequence is not None and sequence.cancelling:
+            outage = self.outages.pop(dead)
+            self.history_outages.append(Outage(dead, outage.since, until=self.md.epoch))
+
+    def pass_barrier(self, node: str) -> Gate | None:
+        """Wait for the barrier on ``node``'s last step, as the sequence's driver would: some
+        replicas are slow; the strongest level the others meet counts, down to the minimum;
+        when not even that is met, the driver keeps retrying until everyone has caught up."""
+        if not self.barriers:
+            return None
+        epoch, before, after = self.last_step[node]
+        sequence = after.sequences[node]
+        driver = self.driving_node(after, sequence.node_id, sequence.kind)
+        dead = self.dead_node(sequence)
+        barrier = barrier_for_step(
+            before.placements,
+            after.placements,
+            sequence.locked,
+            epoch=epoch,
+            locations=after.locations(),
+            local_node=driver,
+            minimum=self.run.barrier_minimum,
+            dead=frozenset({dead} if dead else ()),
+        )
+        acked = frozenset(
+            n for n in sorted(barrier.nodes) if n == driver or self.rng.random() > _SLOW_NODE_CHANCE
+        )
+        outcome = barrier.outcome(acked)
+        if outcome is None:  # below the minimum: the driver retries until the slow ones catch up
+            acked = barrier.nodes
+            outcome = barrier.outcome(acked)
+        assert outcome is not None, f"the barrier of epoch {epoch} cannot be met"
+        self.run.counts[f"barrier {outcome.level.value}"] += 1
+        return Gate(
+            committed=self.md.epoch + 1,
+            epoch=epoch,
+            acked=acked,
+            level=outcome.level,
+            locked=sequence.locked,
+        )
+
+    @staticmethod
+    def driving_node(md: ClusterMetadata, node: str, kind: SequenceKind) -> str:
+        """The node under operation drives it, except a removed one: it is dead, so the
+        operator's node does (here: the first other joined node of its datacenter)."""
+        if kind is not SequenceKind.REMOVE:
+            return node
+        datacenter = md.nodes[node].datacenter
+        others = sorted(
+            n
+            for n, info in md.nodes.items()
+            if n != node and info.state is NodeState.JOINED and info.datacenter == datacenter
+        )
+        return others[0] if others else node
 
     def register(self, datacenter: str, rack: str) -> str:
         self.address += 1
@@ -228,8 +324,10 @@ class _Driver:
             self.apply(PrepareMove(node_id=node, tokens=self.random_tokens(count)), "prepare move")
 
 
-def run_placement_seed(seed: int, actions: int = 60) -> PlacementRun:
-    driver = _Driver(seed)
+def run_placement_seed(seed: int, actions: int = 60, *, barriers: bool = True) -> PlacementRun:
+    """One seeded history, checked after every epoch against the reference and, at the end, by
+    the quorum-intersection checker; ``barriers=False`` commits steps without any barrier."""
+    driver = _Driver(seed, barriers)
     try:
         driver.setup()
         for _ in range(actions):
@@ -250,6 +348,16 @@ def run_placement_seed(seed: int, actions: int = 60) -> PlacementRun:
             raise PlacementViolation(
                 f"sequences left after draining: {sorted(driver.md.sequences)}"
             )
+        outages = driver.history_outages + list(driver.outages.values())
+        violations = check_history(
+            driver.history,
+            driver.gates,
+            outages,
+            local_quorum=at_least(driver.run.barrier_minimum, BarrierLevel.EACH_QUORUM),
+            limit=1,
+        )
+        if violations:
+            raise PlacementViolation(f"quorum intersection: {violations[0]}")
     except (PlacementViolation, AssertionError) as error:
         driver.run.failure = f"epoch {driver.md.epoch}: {error}"
     except Rejected as error:  # a transformation that validated and then failed to execute
