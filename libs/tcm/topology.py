@@ -107,6 +107,8 @@ def _check_independent(
     could end (their MID applied, or undone), the draft must change exactly the same replicas
     of exactly the same ranges; where it would not, the two operations touch each other's
     ranges (a join next to a leaving node inherits the leaver's ranges) and the draft waits."""
+    if not metadata.sequences:
+        return  # nothing in flight: one way to end, and _plan computed it
     expected = _deltas_under(placements, metadata.tokens, draft, locations)
     for others in _in_flight_outcomes(metadata):
         base = metadata.tokens
@@ -198,7 +200,11 @@ def _check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
         raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(tokens)}")
     if not 1 <= len(tokens) <= MAX_NUM_TOKENS:
         raise Rejected("bad_tokens", f"a node owns 1..{MAX_NUM_TOKENS} tokens, not {len(tokens)}")
-    planned = {t: s.node_id for s in metadata.sequences.values() for t in s.tokens_after}
+    # Tokens a sequence in flight may own at its end (tokens_after) or after a cancel
+    # (tokens_before, which a moving node gave up at MID) are taken as well.
+    planned = {
+        t: s.node_id for s in metadata.sequences.values() for t in s.tokens_before + s.tokens_after
+    }
     for token in tokens:
         try:
             check_token(token)
