@@ -324,6 +324,15 @@ class _Driver:
             self.apply(PrepareMove(node_id=node, tokens=self.random_tokens(count)), "prepare move")
 
 
+def placement_history(seed: int, actions: int = 60) -> list[ClusterMetadata]:
+    """The metadata after every epoch of one seeded history (for tests of other layers)."""
+    driver = _Driver(seed, barriers=False)
+    driver.setup()
+    for _ in range(actions):
+        driver.act()
+    return driver.history
+
+
 def run_placement_seed(seed: int, actions: int = 60, *, barriers: bool = True) -> PlacementRun:
     """One seeded history, checked after every epoch against the reference and, at the end, by
     the quorum-intersection checker; ``barriers=False`` commits steps without any barrier."""

@@ -1,8 +1,17 @@
 """Cluster metadata: epochs, the immutable ClusterMetadata, and its transformations. Pure."""
 
+from epochal.tcm.cms import (
+    CMS_KINDS,
+    AddCMSCandidate,
+    FinishAddToCMS,
+    RemoveFromCMS,
+    StartAddToCMS,
+    next_reconfiguration,
+    target_voters,
+)
 from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.errors import Rejected
-from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, Epoch
+from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, CMSRole, Epoch
 from epochal.tcm.placement import Placement, RangeDelta
 from epochal.tcm.replication import TokenMap, natural_groups
 from epochal.tcm.schema import (
@@ -41,17 +50,19 @@ from epochal.tcm.transformations import (
     apply_transformation,
 )
 
-ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS
+ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS + CMS_KINDS
 
 __all__ = [
     "ALL_KINDS",
     "EMPTY_EPOCH",
     "MAX_TOKEN",
     "MIN_TOKEN",
+    "AddCMSCandidate",
     "AdvanceSequence",
     "AlterKeyspace",
     "AlterTable",
     "CMSMember",
+    "CMSRole",
     "CancelSequence",
     "ClusterMetadata",
     "Column",
@@ -61,6 +72,7 @@ __all__ = [
     "DropKeyspace",
     "DropTable",
     "Epoch",
+    "FinishAddToCMS",
     "InProgressSequence",
     "InitializeCMS",
     "Keyspace",
@@ -75,9 +87,11 @@ __all__ = [
     "RangeLocked",
     "Register",
     "Rejected",
+    "RemoveFromCMS",
     "ReplicationParams",
     "ReplicationType",
     "SequenceKind",
+    "StartAddToCMS",
     "Step",
     "Strategy",
     "Table",
@@ -88,5 +102,7 @@ __all__ = [
     "Unregister",
     "apply_transformation",
     "natural_groups",
+    "next_reconfiguration",
+    "target_voters",
     "token_of",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -28,6 +29,7 @@ class NodeInfo:
     registered_epoch: int
 
 
+@functools.lru_cache(maxsize=256)
 def parse_version(version: str) -> tuple[int, ...]:
     """'1.2.10' -> (1, 2, 10); raises ValueError for anything else."""
     parts = version.split(".")

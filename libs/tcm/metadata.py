@@ -6,6 +6,7 @@ changes in place: transformations build a new object with ``dataclasses.replace`
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -19,10 +20,24 @@ Epoch = int
 EMPTY_EPOCH: Epoch = 0
 
 
+class CMSRole(enum.Enum):
+    """A CMS instance's part in the metadata log's Paxos (DESIGN.md "Membership").
+
+    LEARNER: a registered candidate; follows the log, counts in no quorum.
+    JOINING: being added, first step done (the write set): the log is sent to it and it catches
+             up; it still counts in no quorum.
+    VOTER:   second step done (the read set as well): a voter in both Paxos phases."""
+
+    VOTER = "voter"
+    JOINING = "joining"
+    LEARNER = "learner"
+
+
 @dataclass(frozen=True, slots=True)
 class CMSMember:
     member_id: str
     address: str
+    role: CMSRole = CMSRole.VOTER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +58,16 @@ class ClusterMetadata:
     @property
     def initialized(self) -> bool:
         return bool(self.cms_members)
+
+    def cms_member(self, member_id: str) -> CMSMember | None:
+        return next((m for m in self.cms_members if m.member_id == member_id), None)
+
+    def cms_with_role(self, *roles: CMSRole) -> frozenset[str]:
+        return frozenset(m.member_id for m in self.cms_members if m.role in roles)
+
+    @property
+    def cms_voters(self) -> frozenset[str]:
+        return self.cms_with_role(CMSRole.VOTER)
 
     def keyspace(self, name: str) -> Keyspace | None:
         return self.keyspaces.get(name)

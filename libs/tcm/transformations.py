@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from epochal.tcm.directory import NodeInfo, NodeState, parse_version
 from epochal.tcm.errors import Rejected
-from epochal.tcm.metadata import ClusterMetadata, CMSMember
+from epochal.tcm.metadata import ClusterMetadata, CMSMember, CMSRole
 from epochal.tcm.placement import Placement
 from epochal.tcm.schema import (
     Column,
@@ -119,7 +119,8 @@ class InitializeCMS(Transformation):
             raise Rejected("bad_members", f"member ids must be unique and non-empty: {ids}")
 
     def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
-        return replace(metadata, cms_members=tuple(sorted(self.members, key=lambda m: m.member_id)))
+        voters = (replace(m, role=CMSRole.VOTER) for m in self.members)
+        return replace(metadata, cms_members=tuple(sorted(voters, key=lambda m: m.member_id)))
 
     def __str__(self) -> str:
         return "InitializeCMS(" + ", ".join(m.member_id for m in self.members) + ")"

@@ -16,7 +16,6 @@ from epochal.tcm import (
     AlterKeyspace,
     AlterTable,
     ClusterMetadata,
-    CMSMember,
     Column,
     ColumnType,
     CreateKeyspace,
@@ -36,6 +35,7 @@ from epochal.tcm import (
     Unregister,
 )
 from epochal.tcm.schema import frozen_map
+from epochal.wire.cms_members import CMS_CODECS, members_from_proto, members_to_proto
 from epochal.wire.fields import (
     MalformedInput,
     enum_from,
@@ -104,21 +104,11 @@ def _options(mapping: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def _to_initialize(t: InitializeCMS) -> pb.InitializeCMS:
-    return pb.InitializeCMS(
-        members=[pb.CMSMember(member_id=m.member_id, address=m.address) for m in t.members]
-    )
+    return pb.InitializeCMS(members=members_to_proto(t.members))
 
 
 def _from_initialize(m: pb.InitializeCMS) -> Transformation:
-    return InitializeCMS(
-        members=tuple(
-            CMSMember(
-                required(x.member_id, f"initialize_cms.members[{i}].member_id"),
-                required(x.address, f"initialize_cms.members[{i}].address"),
-            )
-            for i, x in enumerate(m.members)
-        )
-    )
+    return InitializeCMS(members=members_from_proto(m.members, "initialize_cms.members"))
 
 
 def _to_create_keyspace(t: CreateKeyspace) -> pb.CreateKeyspace:
@@ -282,6 +272,7 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]]
     Unregister.kind: (_to_unregister, _from_unregister),
     TriggerSnapshot.kind: (_to_trigger_snapshot, _from_trigger_snapshot),
     **TOPOLOGY_CODECS,
+    **CMS_CODECS,
 }
 
 
@@ -373,9 +364,7 @@ def metadata_to_proto(
             )
             for n in (metadata.nodes[node_id] for node_id in sorted(metadata.nodes))
         ],
-        cms_members=[
-            pb.CMSMember(member_id=m.member_id, address=m.address) for m in metadata.cms_members
-        ],
+        cms_members=members_to_proto(metadata.cms_members),
         next_node_number=metadata.next_node_number,
         **topology_to_proto(metadata),
     )
@@ -436,7 +425,7 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         epoch=m.epoch,
         keyspaces=frozen_map(keyspaces),
         nodes=frozen_map(nodes),
-        cms_members=tuple(CMSMember(x.member_id, x.address) for x in m.cms_members),
+        cms_members=members_from_proto(m.cms_members, "cms_members"),
         next_node_number=m.next_node_number or 1,
         tokens=TokenMap({t.node_id: tuple(t.tokens) for t in m.tokens}),
         placements=placements_from_proto(m.placements, sorted(nodes)),

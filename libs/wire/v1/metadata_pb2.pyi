@@ -37,6 +37,13 @@ class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLACING: _ClassVar[NodeState]
     REMOVING: _ClassVar[NodeState]
 
+class CMSRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CMS_ROLE_UNSPECIFIED: _ClassVar[CMSRole]
+    CMS_ROLE_VOTER: _ClassVar[CMSRole]
+    CMS_ROLE_JOINING: _ClassVar[CMSRole]
+    CMS_ROLE_LEARNER: _ClassVar[CMSRole]
+
 class SequenceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SEQUENCE_KIND_UNSPECIFIED: _ClassVar[SequenceKind]
@@ -74,6 +81,10 @@ LEFT: NodeState
 MOVING: NodeState
 REPLACING: NodeState
 REMOVING: NodeState
+CMS_ROLE_UNSPECIFIED: CMSRole
+CMS_ROLE_VOTER: CMSRole
+CMS_ROLE_JOINING: CMSRole
+CMS_ROLE_LEARNER: CMSRole
 SEQUENCE_KIND_UNSPECIFIED: SequenceKind
 SEQUENCE_KIND_JOIN: SequenceKind
 SEQUENCE_KIND_LEAVE: SequenceKind
@@ -190,12 +201,14 @@ class NodeInfo(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., version: _Optional[str] = ..., registered_epoch: _Optional[int] = ...) -> None: ...
 
 class CMSMember(_message.Message):
-    __slots__ = ("member_id", "address")
+    __slots__ = ("member_id", "address", "role")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     address: str
-    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    role: CMSRole
+    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., role: _Optional[_Union[CMSRole, str]] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
     __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences")
@@ -465,8 +478,34 @@ class CancelSequence(_message.Message):
     node_id: str
     def __init__(self, node_id: _Optional[str] = ...) -> None: ...
 
+class AddCMSCandidate(_message.Message):
+    __slots__ = ("member_id", "address")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    address: str
+    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class StartAddToCMS(_message.Message):
+    __slots__ = ("member_id",)
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    def __init__(self, member_id: _Optional[str] = ...) -> None: ...
+
+class FinishAddToCMS(_message.Message):
+    __slots__ = ("member_id",)
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    def __init__(self, member_id: _Optional[str] = ...) -> None: ...
+
+class RemoveFromCMS(_message.Message):
+    __slots__ = ("member_id",)
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    def __init__(self, member_id: _Optional[str] = ...) -> None: ...
+
 class Transformation(_message.Message):
-    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence")
+    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence", "add_cms_candidate", "start_add_to_cms", "finish_add_to_cms", "remove_from_cms")
     INITIALIZE_CMS_FIELD_NUMBER: _ClassVar[int]
     CREATE_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     ALTER_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
@@ -483,6 +522,10 @@ class Transformation(_message.Message):
     PREPARE_MOVE_FIELD_NUMBER: _ClassVar[int]
     ADVANCE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ADD_CMS_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    START_ADD_TO_CMS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_ADD_TO_CMS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FROM_CMS_FIELD_NUMBER: _ClassVar[int]
     initialize_cms: InitializeCMS
     create_keyspace: CreateKeyspace
     alter_keyspace: AlterKeyspace
@@ -499,4 +542,8 @@ class Transformation(_message.Message):
     prepare_move: PrepareMove
     advance_sequence: AdvanceSequence
     cancel_sequence: CancelSequence
-    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ...) -> None: ...
+    add_cms_candidate: AddCMSCandidate
+    start_add_to_cms: StartAddToCMS
+    finish_add_to_cms: FinishAddToCMS
+    remove_from_cms: RemoveFromCMS
+    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ..., add_cms_candidate: _Optional[_Union[AddCMSCandidate, _Mapping]] = ..., start_add_to_cms: _Optional[_Union[StartAddToCMS, _Mapping]] = ..., finish_add_to_cms: _Optional[_Union[FinishAddToCMS, _Mapping]] = ..., remove_from_cms: _Optional[_Union[RemoveFromCMS, _Mapping]] = ...) -> None: ...
