@@ -97,11 +97,23 @@ class CMSClient:
                 backoff_s = min(backoff_s * 2, 0.5)
 
     async def describe(self, member: int | None = None) -> cms_pb2.DescribeResponse:
-        stub = self._stubs[self._next if member is None else member]
-        try:
-            return await stub.Describe(cms_pb2.DescribeRequest(), timeout=self.attempt_timeout_s)
-        except grpc.aio.AioRpcError as error:
-            raise from_rpc_error(error) from None
+        """Describe ``member``, or (None) the first member that answers, in rotation."""
+        candidates = (
+            [member]
+            if member is not None
+            else [(self._next + k) % len(self._stubs) for k in range(len(self._stubs))]
+        )
+        for attempt, index in enumerate(candidates, start=1):
+            try:
+                return await self._stubs[index].Describe(
+                    cms_pb2.DescribeRequest(), timeout=self.attempt_timeout_s
+                )
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in RETRYABLE or attempt == len(candidates):
+                    raise from_rpc_error(error) from None
+                if member is None:
+                    self._rotate()
+        raise AssertionError("unreachable: candidates is never empty")
 
     async def fetch_log(
         self, since_epoch: int = 0, member: int | None = None, max_entries: int = 0

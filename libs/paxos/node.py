@@ -285,7 +285,10 @@ class PaxosNode:
         if self._role is Role.LEADER:
             self._tick_leader()
         elif self._now_ms >= self._election_deadline_ms:
-            self._start_election()
+            if self.is_voter:
+                self._start_election()
+            else:  # a learner follows the log; only voters run for leader
+                self._reset_election_deadline()
         elif self._role is Role.CANDIDATE:
             self._retransmit_prepare()
 
@@ -330,6 +333,11 @@ class PaxosNode:
 
     def set_membership(self, membership: Membership) -> None:
         self.membership = membership
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this member votes on the next slot to be chosen."""
+        return self.node_id in self.membership.governing(self._chosen_up_to + 1).voters
 
     # ------------------------------------------------------------------ acceptor
 

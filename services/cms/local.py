@@ -58,6 +58,9 @@ class LocalCMS:
     db_schemas: Mapping[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    # How many of the members are initial voters (named by --members); the others join the
+    # running CMS as candidates. 0: all of them.
+    initial: int = 0
     members: dict[str, LocalMember] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,7 +78,8 @@ class LocalCMS:
 
     @property
     def members_flag(self) -> str:
-        return ",".join(f"{m.member_id}={m.address}" for m in self.members.values())
+        voters = list(self.members.values())[: self.initial or None]
+        return ",".join(f"{m.member_id}={m.address}" for m in voters)
 
     def command(self, member_id: str) -> list[str]:
         args = [
@@ -86,6 +90,8 @@ class LocalCMS:
             member_id,
             "--members",
             self.members_flag,
+            "--listen",
+            self.members[member_id].address,
             "--data-dir",
             str(self.data_dir),
             *self.extra_args,

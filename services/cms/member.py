@@ -23,6 +23,13 @@ fails at the tail outright, and proposes the rest as one slot. A value validated
 never rest on a slot that is later lost, because there is no later slot in flight. Followers
 forward commits to the leader in batches. Entry ids are checked before proposing and again at
 apply, on every member, so a re-proposal and a retry of one transformation commit it once.
+
+Membership (DESIGN.md "Membership"; epochal.tcm.cms): who votes is in the metadata. When an
+applied slot s changes the CMS members, the core gets a configuration governing slots from
+s + α (α = 1 slot in flight), and the peer channels follow the members' addresses. Before the
+first InitializeCMS the voters are --members. A member not in --members starts as a joiner: it
+registers itself as a candidate (AddCMSCandidate) through them and then follows the log as a
+learner; it neither campaigns nor votes until FinishAddToCMS makes it a voter.
 """
 
 from __future__ import annotations
@@ -70,10 +77,13 @@ from epochal.cms.storage import (
     SnapshotRow,
     StoredState,
 )
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError, Rejected
 from epochal.paxos import (
     AcceptedSlot,
     Ballot,
     ChosenSlot,
+    Configuration,
     Membership,
     Message,
     PaxosNode,
@@ -83,8 +93,10 @@ from epochal.paxos import (
 from epochal.paxos import NotLeader as CoreNotLeader
 from epochal.paxos import Overloaded as CoreOverloaded
 from epochal.tcm import (
+    AddCMSCandidate,
     ClusterMetadata,
     CMSMember,
+    CMSRole,
     InitializeCMS,
     TriggerSnapshot,
 )
@@ -232,10 +244,9 @@ class CMSMemberLoop:
         stored = await self._read(self.storage.load)
         self.sm = self._rebuild(stored)
         self._snapshot_epochs = await self._read(self.storage.snapshot_epochs)
-        membership = Membership.initial(frozenset(self.settings.members))
         self.node = PaxosNode(
             self.member_id,
-            membership,
+            self._membership_of(self.sm.metadata),
             self._paxos_settings,
             random.Random().random,
             now_ms(),
@@ -257,7 +268,10 @@ class CMSMemberLoop:
             self.sm.applied_slot,
             len(stored.accepted),
         )
+        self.peers.update(self._peer_addresses(self.sm.metadata))
         self.started = True
+        if self.settings.joining and self.sm.metadata.cms_member(self.member_id) is None:
+            self._spawn(self._register_as_candidate())
         # Far behind: copy a snapshot before taking part in Paxos, whose slot-by-slot
         # catch-up would otherwise race it (Paxos messages are dropped until then; the
         # protocol retransmits them).
@@ -409,6 +423,7 @@ class CMSMemberLoop:
             if record.slot <= self.sm.applied_slot:
                 continue  # installed by a state transfer
             snapshots: list[tuple[int, ClusterMetadata]] = []
+            members_before = self.sm.metadata.cms_members
             proposal, self._proposal = self._proposal, None
             if (
                 proposal is not None
@@ -424,6 +439,8 @@ class CMSMemberLoop:
                 # the state at the snapshot's epoch.
                 assert result.snapshot_epochs[-1] == self.sm.epoch, result.snapshot_epochs
                 snapshots.append((self.sm.epoch, self.sm.metadata))
+            if self.sm.metadata.cms_members != members_before:
+                self._reconfigure(record.slot)
             self._answer(result)  # first: the waiting clients need nothing else
             self._record_applied(result, snapshots)
             if self._round_span is not None and self.node.is_leader:
@@ -861,6 +878,9 @@ class CMSMemberLoop:
         self._flush_applied()
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
+        # Every slot up to the installed one is chosen: the installed members govern the rest.
+        self.node.set_membership(self._membership_of(metadata))
+        self.peers.update(self._peer_addresses(metadata))
         self._answer_installed()
         if snapshot_row is not None:
             self._snapshot_epochs.append(snapshot_row.epoch)
@@ -929,6 +949,67 @@ class CMSMemberLoop:
             return True
         return False
 
+    # ------------------------------------------------------------------ membership
+
+    def _membership_of(self, metadata: ClusterMetadata) -> Membership:
+        """The Paxos membership for the slots after ``metadata``'s (all earlier ones are
+        chosen); before InitializeCMS, --members vote."""
+        if not metadata.initialized:
+            return Membership.initial(frozenset(self.settings.members))
+        voters = metadata.cms_voters
+        return Membership.initial(voters, metadata.cms_with_role(CMSRole.JOINING, CMSRole.LEARNER))
+
+    def _peer_addresses(self, metadata: ClusterMetadata) -> dict[str, str]:
+        addresses = dict(self.settings.peers)
+        addresses.update((m.member_id, m.address) for m in metadata.cms_members)
+        addresses.pop(self.member_id, None)
+        return addresses
+
+    def _reconfigure(self, slot: int) -> None:
+        """Slot ``slot`` changed the members: they govern from slot + α on."""
+        metadata = self.sm.metadata
+        alpha = self._paxos_settings.max_in_flight_slots
+        configuration = Configuration(
+            from_slot=slot + alpha,
+            voters=metadata.cms_voters,
+            learners=metadata.cms_with_role(CMSRole.JOINING, CMSRole.LEARNER),
+        )
+        self.node.set_membership(self.node.membership.with_configuration(configuration))
+        self.peers.update(self._peer_addresses(metadata))
+        log.info(
+            "member %s: CMS members at epoch %d govern from slot %d: voters %s, learners %s",
+            self.member_id,
+            metadata.epoch,
+            configuration.from_slot,
+            ",".join(sorted(configuration.voters)),
+            ",".join(sorted(configuration.learners)) or "-",
+        )
+
+    async def _register_as_candidate(self) -> None:
+        """A joiner asks the running CMS (--members) to add it as a candidate, until it is."""
+        transformation = AddCMSCandidate(self.member_id, self.settings.listen_address)
+        entry_id = f"cms-candidate:{self.member_id}:{self.settings.listen_address}"
+        backoff_s = 0.1
+        while not self._stopped and self.sm.metadata.cms_member(self.member_id) is None:
+            try:
+                async with CMSClient(list(self.settings.members.values())) as client:
+                    committed = await client.commit(transformation, entry_id=entry_id)
+                log.info(
+                    "member %s registered as a CMS candidate at epoch %d",
+                    self.member_id,
+                    committed.epoch,
+                )
+                return
+            except Rejected as error:
+                if error.rule == "cms_member_exists":
+                    return
+                log.error("member %s cannot register as a candidate: %s", self.member_id, error)
+                raise
+            except EpochalError as error:
+                log.warning("member %s: registering as a candidate: %s", self.member_id, error)
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 2.0)
+
     # ------------------------------------------------------------------ describe
 
     def describe(self) -> cms_pb2.DescribeResponse:
@@ -939,7 +1020,12 @@ class CMSMemberLoop:
         return cms_pb2.DescribeResponse(
             member_id=self.member_id,
             members=[
-                cms_pb2.MemberInfo(member_id=m.member_id, address=m.address, voter=True)
+                cms_pb2.MemberInfo(
+                    member_id=m.member_id,
+                    address=m.address,
+                    voter=m.role is CMSRole.VOTER,
+                    role=m.role.value,
+                )
                 for m in members
             ],
             leader_id=status.leader_id or "",

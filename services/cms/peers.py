@@ -34,11 +34,30 @@ MAX_FORWARD_BATCH = 512
 class PeerTransport:
     def __init__(self, member_id: str, peers: dict[str, str]) -> None:
         self.member_id = member_id
-        self._channels = {p: insecure_channel(a) for p, a in peers.items()}
-        self._stubs = {p: cms_pb2_grpc.CMSPeerStub(c) for p, c in self._channels.items()}
-        self.cms_stubs = {p: cms_pb2_grpc.CMSStub(c) for p, c in self._channels.items()}
+        self._addresses: dict[str, str] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, cms_pb2_grpc.CMSPeerStub] = {}
+        self.cms_stubs: dict[str, cms_pb2_grpc.CMSStub] = {}
         self._streams: dict[str, _PeerStream] = {}
         self._forwarders: dict[str, _Forwarder] = {}
+        self.update(peers)
+
+    def update(self, peers: dict[str, str]) -> None:
+        """Open channels to members not known yet (the CMS members in the log grew). A member
+        that left the voters keeps its channel: it still follows the log as a learner."""
+        for peer, address in sorted(peers.items()):
+            known = self._addresses.get(peer)
+            if known == address:
+                continue
+            if known is not None:
+                log.warning(
+                    "member %s moved from %s to %s; keeping %s", peer, known, address, known
+                )
+                continue
+            self._addresses[peer] = address
+            channel = self._channels[peer] = insecure_channel(address)
+            self._stubs[peer] = cms_pb2_grpc.CMSPeerStub(channel)
+            self.cms_stubs[peer] = cms_pb2_grpc.CMSStub(channel)
 
     def send(self, messages: Iterable[Message]) -> None:
         by_peer: dict[str, list[Message]] = defaultdict(list)

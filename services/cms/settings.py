@@ -27,7 +27,10 @@ def parse_members(text: str) -> dict[str, str]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CMSSettings:
     member_id: str
-    members: Mapping[str, str]  # the initial voters: id -> host:port (InitializeCMS names them)
+    # The initial voters: id -> host:port (InitializeCMS names them). A member not among them
+    # joins a running CMS: it registers as a candidate through them and follows the log as a
+    # learner until it is added (epochal.tcm.cms); it needs --listen.
+    members: Mapping[str, str]
     listen: str = ""  # default: this member's address in `members`
     db: str = ""  # SQLAlchemy URL; default SQLite in data_dir
     db_schema: str = ""  # PostgreSQL schema; default cms_<member_id>
@@ -60,9 +63,12 @@ class CMSSettings:
     def __post_init__(self) -> None:
         if not self.member_id:
             raise ValueError("--member-id (EPOCHAL_CMS_MEMBER_ID) is required")
-        if self.member_id not in self.members:
+        if not self.members:
+            raise ValueError("--members (EPOCHAL_CMS_MEMBERS) is required: id=host:port,...")
+        if self.member_id not in self.members and not self.listen:
             raise ValueError(
-                f"member {self.member_id!r} is not in --members {sorted(self.members)}"
+                f"member {self.member_id!r} is not in --members {sorted(self.members)}: to join "
+                "a running CMS it needs --listen host:port (its own address)"
             )
         for f in fields(self):
             value = getattr(self, f.name)
@@ -95,6 +101,11 @@ class CMSSettings:
         return self.db_schema or f"cms_{self.member_id}".replace("-", "_")
 
     @property
+    def joining(self) -> bool:
+        """Not an initial voter: registers as a candidate through ``members``."""
+        return self.member_id not in self.members
+
+    @property
     def peers(self) -> dict[str, str]:
         return {m: a for m, a in self.members.items() if m != self.member_id}
 
@@ -102,9 +113,16 @@ class CMSSettings:
 _ZERO_MEANS_OFF = frozenset({"batch_linger_ms", "leader_vote_delay_ms"})
 
 _FLAGS: dict[str, tuple[type, str]] = {
-    "member_id": (str, "this member's id (must appear in --members)"),
-    "members": (str, "initial members: id=host:port,... (the same list on every member)"),
-    "listen": (str, "host:port to listen on (default: this member's address in --members)"),
+    "member_id": (str, "this member's id (not in --members: join a running CMS as a candidate)"),
+    "members": (
+        str,
+        "initial voters: id=host:port,... (the same list on every initial member; a joining "
+        "member lists members of the running CMS)",
+    ),
+    "listen": (
+        str,
+        "host:port to listen on and advertise (default: this member's address in --members)",
+    ),
     "db": (str, "SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db"),
     "db_schema": (str, "PostgreSQL schema for this member (default cms_<member-id>)"),
     "data_dir": (str, "where the default SQLite database lives"),

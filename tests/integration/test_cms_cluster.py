@@ -231,11 +231,13 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
     }
 
 
-async def converge(cluster: LocalCMS, timeout_s: float = 30.0) -> int:
-    """Until every member is at one epoch and holds the whole log up to it."""
+async def converge(
+    cluster: LocalCMS, timeout_s: float = 30.0, members: tuple[str, ...] = ()
+) -> int:
+    """Until every member (or those named) is at one epoch and holds the whole log up to it."""
     deadline = time.monotonic() + timeout_s
     while True:
-        described = [await cluster.describe(m) for m in cluster.members]
+        described = [await cluster.describe(m) for m in members or tuple(cluster.members)]
         epochs = {d.epoch for d in described}
         if len(epochs) == 1 and all(d.log_complete for d in described):
             return epochs.pop()

@@ -260,3 +260,27 @@ def test_a_learner_hears_the_votes_and_learns_before_the_leader_tells_it() -> No
     net.run()  # no heartbeat tick: c can only have learned from the votes
     assert net.applied["c"] == [(1, (b"x",))]
     assert net.applied["b"] == []  # not a learner: it waits for the leader's chosen prefix
+
+
+def test_a_non_voting_learner_follows_the_log_but_never_runs_for_leader_or_votes() -> None:
+    net = Net(ids=("a", "b", "c", "d"))
+    learner_view = Membership.initial(frozenset({"a", "b", "c"}), learners=frozenset({"d"}))
+    for node in net.nodes.values():
+        node.set_membership(learner_view)
+    net.elect("a")
+    net.nodes["a"].propose([b"x"], net.now)
+    ready = net.nodes["a"].take_ready()
+    sent = (*ready.messages, *ready.messages_after_persist)
+    accepts_to = {m.dst for m in sent if isinstance(m, Accept)}
+    assert {"b", "c"} <= accepts_to and "d" not in accepts_to  # the learner casts no vote
+    net.queue.extend(sent)
+    net.run()
+    net.now += 20
+    net.nodes["a"].tick(net.now)  # the heartbeat carries the chosen prefix to the learner
+    net.run()
+    assert net.applied["d"] == [(1, (b"x",))]
+    net.now += 10_000
+    net.nodes["d"].tick(net.now)  # far past its election timeout
+    assert not net.nodes["d"].is_voter
+    assert net.nodes["d"].take_ready().is_empty()  # no Prepare went out
+    assert net.nodes["d"].status().leader_id == "a"

@@ -26,7 +26,7 @@ from epochal.wire.v1 import metadata_pb2 as epochal_dot_wire_dot_v1_dot_metadata
 from epochal.wire.v1 import paxos_pb2 as epochal_dot_wire_dot_v1_dot_paxos__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pochal/wire/v1/cms.proto\x12\nepochal.v1\x1a\x1e\x65pochal/wire/v1/metadata.proto\x1a\x1b\x65pochal/wire/v1/paxos.proto\"U\n\rCommitRequest\x12\x32\n\x0etransformation\x18\x01 \x01(\x0b\x32\x1a.epochal.v1.Transformation\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\t\"2\n\x0e\x43ommitResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"m\n\x08LogEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x32\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1a.epochal.v1.Transformation\x12\x10\n\x08\x65ntry_id\x18\x03 \x01(\t\x12\x0c\n\x04slot\x18\x04 \x01(\x04\"@\n\rEntryIdRecord\x12\x10\n\x08\x65ntry_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x06\"u\n\x08Snapshot\x12-\n\x08metadata\x18\x01 \x01(\x0b\x32\x1b.epochal.v1.ClusterMetadata\x12\x0c\n\x04slot\x18\x02 \x01(\x04\x12,\n\tentry_ids\x18\x03 \x03(\x0b\x32\x19.epochal.v1.EntryIdRecord\"l\n\x0f\x46\x65tchLogRequest\x12\x13\n\x0bsince_epoch\x18\x01 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x02 \x01(\r\x12\x19\n\x11include_entry_ids\x18\x03 \x01(\x08\x12\x14\n\x0c\x65ntries_only\x18\x04 \x01(\x08\"\x9f\x01\n\x10\x46\x65tchLogResponse\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.epochal.v1.Snapshot\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.epochal.v1.LogEntry\x12\x14\n\x0clatest_epoch\x18\x03 \x01(\x04\x12\x14\n\x0c\x61pplied_slot\x18\x04 \x01(\x04\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"#\n\x0cWatchRequest\x12\x13\n\x0bsince_epoch\x18\x01 \x01(\x04\"q\n\nWatchEvent\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.epochal.v1.Snapshot\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.epochal.v1.LogEntry\x12\x14\n\x0clatest_epoch\x18\x03 \x01(\x04\"\x11\n\x0f\x44\x65scribeRequest\"?\n\nMemberInfo\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05voter\x18\x03 \x01(\x08\"\x85\x02\n\x10\x44\x65scribeResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\'\n\x07members\x18\x02 \x03(\x0b\x32\x16.epochal.v1.MemberInfo\x12\x11\n\tleader_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x17\n\x0fsnapshot_epochs\x18\x05 \x03(\x04\x12\"\n\x06\x62\x61llot\x18\x06 \x01(\x0b\x32\x12.epochal.v1.Ballot\x12\x14\n\x0c\x61pplied_slot\x18\x07 \x01(\x04\x12\r\n\x05ready\x18\x08 \x01(\x08\x12\x1b\n\x13snapshots_installed\x18\t \x01(\x04\x12\x14\n\x0clog_complete\x18\n \x01(\x08\"9\n\x0bStepRequest\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.epochal.v1.PaxosMessage\"\x1e\n\x0cStepResponseJ\x04\x08\x01\x10\x02R\x08messages\"m\n\x0e\x46orwardRequest\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\x04\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\'\n\x05items\x18\x04 \x03(\x0b\x32\x18.epochal.v1.ProposalItemJ\x04\x08\x01\x10\x02R\x07\x63ommits\"\x98\x01\n\rCommitOutcome\x12/\n\tcommitted\x18\x01 \x01(\x0b\x32\x1a.epochal.v1.CommitResponseH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.epochal.v1.CommitErrorH\x00\x12\x12\n\nbatch_size\x18\x03 \x01(\r\x12\r\n\x05index\x18\x04 \x01(\rB\t\n\x07outcome\":\n\x0b\x43ommitError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\"P\n\x0f\x46orwardResponse\x12+\n\x08outcomes\x18\x01 \x03(\x0b\x32\x19.epochal.v1.CommitOutcome\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\x04\"H\n\x0cProposalItem\x12\x16\n\x0etransformation\x18\x01 \x01(\x0c\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x06\x32\x91\x02\n\x03\x43MS\x12?\n\x06\x43ommit\x12\x19.epochal.v1.CommitRequest\x1a\x1a.epochal.v1.CommitResponse\x12\x45\n\x08\x46\x65tchLog\x12\x1b.epochal.v1.FetchLogRequest\x1a\x1c.epochal.v1.FetchLogResponse\x12;\n\x05Watch\x12\x18.epochal.v1.WatchRequest\x1a\x16.epochal.v1.WatchEvent0\x01\x12\x45\n\x08\x44\x65scribe\x12\x1b.epochal.v1.DescribeRequest\x1a\x1c.epochal.v1.DescribeResponse2\x8e\x01\n\x07\x43MSPeer\x12;\n\x04Step\x12\x17.epochal.v1.StepRequest\x1a\x18.epochal.v1.StepResponse(\x01\x12\x46\n\x07\x46orward\x12\x1a.epochal.v1.ForwardRequest\x1a\x1b.epochal.v1.ForwardResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pochal/wire/v1/cms.proto\x12\nepochal.v1\x1a\x1e\x65pochal/wire/v1/metadata.proto\x1a\x1b\x65pochal/wire/v1/paxos.proto\"U\n\rCommitRequest\x12\x32\n\x0etransformation\x18\x01 \x01(\x0b\x32\x1a.epochal.v1.Transformation\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\t\"2\n\x0e\x43ommitResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"m\n\x08LogEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x32\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1a.epochal.v1.Transformation\x12\x10\n\x08\x65ntry_id\x18\x03 \x01(\t\x12\x0c\n\x04slot\x18\x04 \x01(\x04\"@\n\rEntryIdRecord\x12\x10\n\x08\x65ntry_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x06\"u\n\x08Snapshot\x12-\n\x08metadata\x18\x01 \x01(\x0b\x32\x1b.epochal.v1.ClusterMetadata\x12\x0c\n\x04slot\x18\x02 \x01(\x04\x12,\n\tentry_ids\x18\x03 \x03(\x0b\x32\x19.epochal.v1.EntryIdRecord\"l\n\x0f\x46\x65tchLogRequest\x12\x13\n\x0bsince_epoch\x18\x01 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x02 \x01(\r\x12\x19\n\x11include_entry_ids\x18\x03 \x01(\x08\x12\x14\n\x0c\x65ntries_only\x18\x04 \x01(\x08\"\x9f\x01\n\x10\x46\x65tchLogResponse\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.epochal.v1.Snapshot\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.epochal.v1.LogEntry\x12\x14\n\x0clatest_epoch\x18\x03 \x01(\x04\x12\x14\n\x0c\x61pplied_slot\x18\x04 \x01(\x04\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"#\n\x0cWatchRequest\x12\x13\n\x0bsince_epoch\x18\x01 \x01(\x04\"q\n\nWatchEvent\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.epochal.v1.Snapshot\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.epochal.v1.LogEntry\x12\x14\n\x0clatest_epoch\x18\x03 \x01(\x04\"\x11\n\x0f\x44\x65scribeRequest\"M\n\nMemberInfo\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05voter\x18\x03 \x01(\x08\x12\x0c\n\x04role\x18\x04 \x01(\t\"\x85\x02\n\x10\x44\x65scribeResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\'\n\x07members\x18\x02 \x03(\x0b\x32\x16.epochal.v1.MemberInfo\x12\x11\n\tleader_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x17\n\x0fsnapshot_epochs\x18\x05 \x03(\x04\x12\"\n\x06\x62\x61llot\x18\x06 \x01(\x0b\x32\x12.epochal.v1.Ballot\x12\x14\n\x0c\x61pplied_slot\x18\x07 \x01(\x04\x12\r\n\x05ready\x18\x08 \x01(\x08\x12\x1b\n\x13snapshots_installed\x18\t \x01(\x04\x12\x14\n\x0clog_complete\x18\n \x01(\x08\"9\n\x0bStepRequest\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.epochal.v1.PaxosMessage\"\x1e\n\x0cStepResponseJ\x04\x08\x01\x10\x02R\x08messages\"m\n\x0e\x46orwardRequest\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\x04\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\'\n\x05items\x18\x04 \x03(\x0b\x32\x18.epochal.v1.ProposalItemJ\x04\x08\x01\x10\x02R\x07\x63ommits\"\x98\x01\n\rCommitOutcome\x12/\n\tcommitted\x18\x01 \x01(\x0b\x32\x1a.epochal.v1.CommitResponseH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.epochal.v1.CommitErrorH\x00\x12\x12\n\nbatch_size\x18\x03 \x01(\r\x12\r\n\x05index\x18\x04 \x01(\rB\t\n\x07outcome\":\n\x0b\x43ommitError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\"P\n\x0f\x46orwardResponse\x12+\n\x08outcomes\x18\x01 \x03(\x0b\x32\x19.epochal.v1.CommitOutcome\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\x04\"H\n\x0cProposalItem\x12\x16\n\x0etransformation\x18\x01 \x01(\x0c\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x06\x32\x91\x02\n\x03\x43MS\x12?\n\x06\x43ommit\x12\x19.epochal.v1.CommitRequest\x1a\x1a.epochal.v1.CommitResponse\x12\x45\n\x08\x46\x65tchLog\x12\x1b.epochal.v1.FetchLogRequest\x1a\x1c.epochal.v1.FetchLogResponse\x12;\n\x05Watch\x12\x18.epochal.v1.WatchRequest\x1a\x16.epochal.v1.WatchEvent0\x01\x12\x45\n\x08\x44\x65scribe\x12\x1b.epochal.v1.DescribeRequest\x1a\x1c.epochal.v1.DescribeResponse2\x8e\x01\n\x07\x43MSPeer\x12;\n\x04Step\x12\x17.epochal.v1.StepRequest\x1a\x18.epochal.v1.StepResponse(\x01\x12\x46\n\x07\x46orward\x12\x1a.epochal.v1.ForwardRequest\x1a\x1b.epochal.v1.ForwardResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -54,25 +54,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBEREQUEST']._serialized_start=961
   _globals['_DESCRIBEREQUEST']._serialized_end=978
   _globals['_MEMBERINFO']._serialized_start=980
-  _globals['_MEMBERINFO']._serialized_end=1043
-  _globals['_DESCRIBERESPONSE']._serialized_start=1046
-  _globals['_DESCRIBERESPONSE']._serialized_end=1307
-  _globals['_STEPREQUEST']._serialized_start=1309
-  _globals['_STEPREQUEST']._serialized_end=1366
-  _globals['_STEPRESPONSE']._serialized_start=1368
-  _globals['_STEPRESPONSE']._serialized_end=1398
-  _globals['_FORWARDREQUEST']._serialized_start=1400
-  _globals['_FORWARDREQUEST']._serialized_end=1509
-  _globals['_COMMITOUTCOME']._serialized_start=1512
-  _globals['_COMMITOUTCOME']._serialized_end=1664
-  _globals['_COMMITERROR']._serialized_start=1666
-  _globals['_COMMITERROR']._serialized_end=1724
-  _globals['_FORWARDRESPONSE']._serialized_start=1726
-  _globals['_FORWARDRESPONSE']._serialized_end=1806
-  _globals['_PROPOSALITEM']._serialized_start=1808
-  _globals['_PROPOSALITEM']._serialized_end=1880
-  _globals['_CMS']._serialized_start=1883
-  _globals['_CMS']._serialized_end=2156
-  _globals['_CMSPEER']._serialized_start=2159
-  _globals['_CMSPEER']._serialized_end=2301
+  _globals['_MEMBERINFO']._serialized_end=1057
+  _globals['_DESCRIBERESPONSE']._serialized_start=1060
+  _globals['_DESCRIBERESPONSE']._serialized_end=1321
+  _globals['_STEPREQUEST']._serialized_start=1323
+  _globals['_STEPREQUEST']._serialized_end=1380
+  _globals['_STEPRESPONSE']._serialized_start=1382
+  _globals['_STEPRESPONSE']._serialized_end=1412
+  _globals['_FORWARDREQUEST']._serialized_start=1414
+  _globals['_FORWARDREQUEST']._serialized_end=1523
+  _globals['_COMMITOUTCOME']._serialized_start=1526
+  _globals['_COMMITOUTCOME']._serialized_end=1678
+  _globals['_COMMITERROR']._serialized_start=1680
+  _globals['_COMMITERROR']._serialized_end=1738
+  _globals['_FORWARDRESPONSE']._serialized_start=1740
+  _globals['_FORWARDRESPONSE']._serialized_end=1820
+  _globals['_PROPOSALITEM']._serialized_start=1822
+  _globals['_PROPOSALITEM']._serialized_end=1894
+  _globals['_CMS']._serialized_start=1897
+  _globals['_CMS']._serialized_end=2170
+  _globals['_CMSPEER']._serialized_start=2173
+  _globals['_CMSPEER']._serialized_end=2315
 # @@protoc_insertion_point(module_scope)

@@ -103,14 +103,16 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MemberInfo(_message.Message):
-    __slots__ = ("member_id", "address", "voter")
+    __slots__ = ("member_id", "address", "voter", "role")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     VOTER_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     address: str
     voter: bool
-    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
+    role: str
+    def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., voter: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
     __slots__ = ("member_id", "members", "leader_id", "epoch", "snapshot_epochs", "ballot", "applied_slot", "ready", "snapshots_installed", "log_complete")

@@ -1,0 +1,67 @@
+"""CMS reconfiguration for operators: add a voter (two steps, the log first), remove a voter.
+
+``add_voter`` commits StartAddToCMS, waits until the new member has applied the log up to that
+epoch (a new voter has the log before it votes), then commits FinishAddToCMS. A reconfiguration
+interrupted between the two is metadata (the member stays JOINING): calling ``add_voter`` again
+resumes it, and ``remove_voter`` cancels it. Entry ids are derived from the member and the step,
+and the epoch the call started from, so a step retried inside one call commits at most once, and
+a second call finds the member already JOINING (a rejection it treats as "resume").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError, Rejected, Unavailable
+from epochal.tcm import FinishAddToCMS, RemoveFromCMS, StartAddToCMS
+
+
+async def member_epoch(address: str, timeout_s: float = 2.0) -> int:
+    async with CMSClient([address], attempt_timeout_s=timeout_s) as client:
+        return (await client.describe()).epoch
+
+
+async def add_voter(
+    client: CMSClient, member_id: str, member_address: str, *, catch_up_timeout_s: float = 60.0
+) -> int:
+    """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH."""
+    try:
+        started = await client.commit(StartAddToCMS(member_id), entry_id=_entry(member_id, "start"))
+        start_epoch = started.epoch
+    except Rejected as error:
+        if error.rule != "cms_wrong_role":
+            raise
+        start_epoch = (await client.describe()).epoch  # already JOINING: resume
+    deadline = time.monotonic() + catch_up_timeout_s
+    while True:
+        try:
+            if await member_epoch(member_address) >= start_epoch:
+                break
+        except EpochalError:
+            pass  # not answering yet: keep waiting until the deadline
+        if time.monotonic() > deadline:
+            raise Unavailable(
+                f"{member_id} did not apply the log up to epoch {start_epoch} within "
+                f"{catch_up_timeout_s} s; it stays JOINING (retry add_voter to resume, or "
+                "remove_voter to cancel)"
+            )
+        await asyncio.sleep(0.05)
+    finished = await client.commit(
+        FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
+    )
+    return finished.epoch
+
+
+async def remove_voter(client: CMSClient, member_id: str) -> int:
+    """Take ``member_id`` out of the voters (or cancel its add); it stays a learner."""
+    epoch = (await client.describe()).epoch
+    removed = await client.commit(
+        RemoveFromCMS(member_id), entry_id=_entry(member_id, "remove", epoch)
+    )
+    return removed.epoch
+
+
+def _entry(member_id: str, step: str, epoch: int = 0) -> str:
+    return f"cms-reconfigure:{member_id}:{step}:{epoch}"
