@@ -119,13 +119,3 @@ class Placement:
         inverse = [RangeDelta(d.point, d.removed, d.added) for d in deltas]
         flipped = {"add": "remove", "remove": "add", "": ""}[writes]
         return self.apply(inverse, reads=reads, writes=flipped)
-
-
-def deltas_between(before: Placement, after_groups: Sequence[tuple[str, ...]]) -> list[RangeDelta]:
-    """Deltas taking ``before``'s read groups to ``after_groups`` (aligned with its points)."""
-    deltas = []
-    for point, read, after in zip(before.points, before.reads, after_groups, strict=True):
-        target = frozenset(after)
-        if target != read:
-            deltas.append(RangeDelta(point, target - read, read - target))
-    return deltas

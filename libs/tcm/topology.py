@@ -20,8 +20,8 @@ from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS, allocate_
 from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import ClusterMetadata
-from epochal.tcm.placement import Placement, RangeDelta, deltas_between
-from epochal.tcm.replication import TokenMap, natural_groups
+from epochal.tcm.placement import Placement, RangeDelta
+from epochal.tcm.replication import TokenMap, natural_changes
 from epochal.tcm.schema import ReplicationParams, Strategy, frozen_map
 from epochal.tcm.sequences import (
     NODE_STATES,
@@ -63,11 +63,10 @@ def _locked_ranges(
     """The ranges the deltas touch, contiguous ones coalesced, in token order."""
     touched: set[tuple[int, int]] = set()
     for params, changes in deltas.items():
-        points = placements[params].points
-        index = {p: i for i, p in enumerate(points)}
+        placement = placements[params]
         for delta in changes:
-            i = index[delta.point]
-            touched.add((points[i - 1], delta.point))
+            i = placement.index_of(delta.point)
+            touched.add((placement.points[i - 1], delta.point))
     ranges: list[TokenRange] = []
     for left, right in sorted(touched, key=lambda r: r[1]):
         if ranges and ranges[-1].right == left and ranges[-1].left != right:
@@ -89,12 +88,24 @@ def _plan(
     for params, placement in metadata.placements.items():
         split = placement.split(draft.split_tokens)
         placements[params] = split
-        groups = natural_groups(params, target, locations, split.points)
-        deltas[params] = tuple(deltas_between(split, groups))
+        # Read groups are the natural replicas of the token map (in a sequence too: MID moves
+        # both together), so the deltas are where the target's natural replicas differ.
+        changes = natural_changes(params, metadata.tokens, target, locations, split.points)
+        deltas[params] = tuple(
+            _delta(split, index, old, new) for index, (old, new) in sorted(changes.items())
+        )
     locked = _locked_ranges(placements, deltas)
     check_unlocked(metadata.sequences, locked)
     _check_independent(metadata, draft, placements, locations)
     return replace(draft, locked=locked, deltas=frozen_map(deltas)), frozen_map(placements)
+
+
+def _delta(
+    placement: Placement, index: int, old: tuple[str, ...], new: tuple[str, ...]
+) -> RangeDelta:
+    before, after = frozenset(old), frozenset(new)
+    assert placement.reads[index] == before, (placement.points[index], placement.reads[index], old)
+    return RangeDelta(placement.points[index], after - before, before - after)
 
 
 def _check_independent(
@@ -134,12 +145,10 @@ def _deltas_under(
     target = draft.after_mid(base)
     result = {}
     for params, placement in placements.items():
-        old = natural_groups(params, base, locations, placement.points)
-        new = natural_groups(params, target, locations, placement.points)
+        changes = natural_changes(params, base, target, locations, placement.points)
         result[params] = {
-            p: (frozenset(b) - frozenset(a), frozenset(a) - frozenset(b))
-            for p, a, b in zip(placement.points, old, new, strict=True)
-            if set(a) != set(b)
+            placement.points[i]: (frozenset(b) - frozenset(a), frozenset(a) - frozenset(b))
+            for i, (a, b) in changes.items()
         }
     return result
 
