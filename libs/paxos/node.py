@@ -41,6 +41,15 @@ delay; from then on it votes at once, and every ``OWN_VOTE_PROBE_SLOTS`` slots i
 the followers decide again. Safety does not depend on it: a vote, the leader's or not, counts
 only once it is durable, and an acceptor that never votes is allowed by Paxos.
 
+Membership: the shell applies chosen slots and tells the core with ``applied(up_to,
+membership)``; a configuration a slot s makes governs from s + α. A leader therefore knows the
+voters of every slot up to applied + α and proposes nothing beyond that — a re-proposal found in
+phase 1 past it waits (parked) until the slots before it are applied, and new values wait too.
+When a newly known configuration is not covered by the leader's promises it runs phase 1 again;
+when it no longer votes it steps down; a member that does not vote never campaigns. So a leader
+that was elected on a stale view (its promises show chosen slots it has not applied) learns them
+before it proposes under configurations it does not know.
+
 Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
 by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
 value or was compacted; chosen slots are delivered exactly once, in order.
@@ -204,6 +213,10 @@ class PaxosNode:
         self._chosen_up_to = chosen_up_to
         self._compacted_up_to = chosen_up_to
         self._delivered_up_to = chosen_up_to
+        # Every slot up to here is applied by the shell and ``membership`` holds the
+        # configurations those slots made: voters are known through _applied_through + α.
+        self._applied_through = chosen_up_to
+        self._parked: dict[int, SlotValue] = {}  # re-proposals beyond the known configurations
         self._catch_up_retry_ms = 0
         # The highest chosen prefix a peer reported and who reported it (leader catch-up).
         self._catch_up_target = 0
@@ -329,15 +342,35 @@ class PaxosNode:
             del self._log[slot]
         self._chosen_up_to = self._compacted_up_to = self._delivered_up_to = up_to
         self._catch_up_retry_ms = 0
-        self._advance_chosen()
+        self._advance_chosen()  # the shell follows with ``applied`` for the installed state
 
-    def set_membership(self, membership: Membership) -> None:
+    def applied(self, up_to: int, membership: Membership) -> None:
+        """The shell applied every slot up to ``up_to``; ``membership`` has the configurations
+        they made (see "Membership" above)."""
         self.membership = membership
+        if up_to > self._applied_through:
+            self._applied_through = up_to
+        if self._role is not Role.LEADER:
+            return
+        if not self.is_voter:
+            self._become_follower()  # removed: another voter takes over after its timeout
+            return
+        promised = set(self._promises)
+        if not all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
+            self._start_election()  # a configuration the promises do not cover: phase 1 again
+            return
+        self._send_parked()
+        self._fill_slots()
 
     @property
     def is_voter(self) -> bool:
-        """Whether this member votes on the next slot to be chosen."""
-        return self.node_id in self.membership.governing(self._chosen_up_to + 1).voters
+        """Whether this member votes on the next slot to be applied."""
+        return self.node_id in self.membership.governing(self._applied_through + 1).voters
+
+    @property
+    def _proposable_through(self) -> int:
+        """The last slot whose voters this member knows."""
+        return self._applied_through + self.settings.max_in_flight_slots
 
     # ------------------------------------------------------------------ acceptor
 
@@ -580,7 +613,8 @@ class PaxosNode:
         best, max_chosen, most_advanced = self._merge_promises()
         last_slot = max([max_chosen, *best])
         for s in range(max_chosen + 1, last_slot + 1):
-            self._send_proposal(s, self._reproposal_value(best.get(s)))
+            self._parked[s] = self._reproposal_value(best.get(s))
+        self._send_parked()
         self._next_slot = last_slot + 1
         self._catch_up_target, self._catch_up_peer = max_chosen, most_advanced
         if self._chosen_up_to < max_chosen:
@@ -615,12 +649,19 @@ class PaxosNode:
             self.stats.noop_fills += 1
         return record.value
 
+    def _send_parked(self) -> None:
+        for slot in sorted(self._parked):
+            if slot > self._proposable_through:
+                break
+            self._send_proposal(slot, self._parked.pop(slot))
+
     def _fill_slots(self) -> None:
         alpha = self.settings.max_in_flight_slots
         while (
             self._queue
+            and not self._parked
             and len(self._proposals) < alpha
-            and self._next_slot <= self._chosen_up_to + alpha
+            and self._next_slot <= self._proposable_through
         ):
             batch, learners = self._take_batch()
             self.stats.values_proposed += len(batch)
@@ -754,6 +795,7 @@ class PaxosNode:
         self._out.dropped.extend(value for value, _ in self._queue)
         self._queue.clear()
         self._proposals.clear()
+        self._parked.clear()
         self._promises = {}
 
     def _observe(self, ballot: Ballot) -> None:

@@ -12,6 +12,13 @@ drops everything not yet on disk; a restart rebuilds the core from the disk alon
 Clients submit unique values to any member, follow "not leader" hints, and retry the *same*
 value after a timeout, so duplicates reach the log and must be answered with the first epoch.
 
+Reconfiguration (a third of the seeds): two more members start as learners, and a client
+submits membership changes ("cfg/<n>/+m4", "cfg/<n>/-m1") among the values. Every member's
+state machine applies a change that is valid against its voters (one member in or out, at least
+three voters left) as the CMS does: the voters a slot s makes govern from s + α, and the shell
+tells the core with ``applied``. The membership is durable with the applied state, so a
+restarted member rebuilds it; a state transfer copies it.
+
 A run has a fault phase (drops, duplicates, delays, partitions, crashes, restarts) and then a
 healed phase that must reach convergence: every client done, every member at the same chosen
 prefix with the same applied log. Invariants checked after every event:
@@ -31,6 +38,7 @@ from epochal.paxos import (
     AcceptedSlot,
     Ballot,
     ChosenSlot,
+    Configuration,
     Membership,
     Message,
     NotLeader,
@@ -47,6 +55,11 @@ class InvariantViolation(AssertionError):
     pass
 
 
+MIN_VOTERS = 3
+EXTRA_MEMBERS = 2  # learners at the start of a reconfiguring run
+RECONFIGURATION_CLIENT = "cfg"
+
+
 @dataclass(slots=True)
 class Coverage:
     leader_changes: int = 0
@@ -58,6 +71,7 @@ class Coverage:
     dropped_messages: int = 0
     state_transfers: int = 0
     duplicate_commits_answered: int = 0
+    reconfigurations: int = 0  # membership changes applied (counted once, by the first member)
     leader_votes_needed: int = 0  # lazy own votes cast because the followers lagged
 
     def add(self, other: Coverage) -> None:
@@ -76,12 +90,14 @@ class Disk:
     accepted: dict[int, AcceptedSlot] = field(default_factory=dict)
     applied_slot: int = 0
     applied: list[tuple[int, bytes]] = field(default_factory=list)  # (epoch, value)
+    membership: Membership | None = None  # as of applied_slot; None: the initial one
 
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
     seed: int
-    members: int
+    members: int  # voters at the start
+    reconfiguring: bool
     alpha: int
     ok: bool
     failure: str
@@ -122,9 +138,10 @@ class SimMember:
         self.waiters = {}
         self.pending_disk_writes = 0
         self.transferring = False
+        self.membership = self.disk.membership or self.cluster.membership
         self.node = PaxosNode(
             self.id,
-            self.cluster.membership,
+            self.membership,
             self.cluster.settings,
             self.rng.random,
             world.now_ms,
@@ -203,23 +220,50 @@ class SimMember:
             assert record.slot == self.applied_slot + 1, (self.id, record.slot, self.applied_slot)
             self.applied_slot = record.slot
             for value in record.value:
-                self._apply_value(value)
+                self._apply_value(value, record.slot)
+            self.node.applied(record.slot, self.membership)
             self._write_applied_lazily(record.slot)
 
-    def _apply_value(self, value: bytes) -> None:
+    def _apply_value(self, value: bytes, slot: int) -> None:
         first_epoch = self.epoch_of.get(value)
         if first_epoch is None:
             self.epoch += 1
             first_epoch = self.epoch_of[value] = self.epoch
             self.applied.append((self.epoch, value))
             self.cluster.check_applied(self.id, self.epoch, value)
+            if value.startswith(b"cfg/"):
+                self._reconfigure(value, slot)
         client = self.waiters.pop(value, None)
         if client is not None:
             self.cluster.acknowledge(self.id, client, value, first_epoch)
 
+    def _reconfigure(self, value: bytes, slot: int) -> None:
+        """Apply a membership change if it is valid against the current voters."""
+        change = value.decode().rsplit("/", 1)[1]
+        op, member = change[0], change[1:]
+        latest = self.membership.configurations[-1]
+        voters = set(latest.voters)
+        if op == "+" and member not in voters:
+            voters.add(member)
+        elif op == "-" and member in voters and len(voters) > MIN_VOTERS:
+            voters.discard(member)
+        else:
+            return  # not a change: the entry still takes its epoch, as a rejection would not
+        configuration = Configuration(
+            from_slot=slot + self.cluster.alpha,
+            voters=frozenset(voters),
+            learners=frozenset(self.cluster.members) - voters,
+        )
+        kept = tuple(
+            c for c in self.membership.configurations if c.from_slot < configuration.from_slot
+        )
+        self.membership = Membership((*kept, configuration))
+        self.cluster.note_reconfiguration(value)
+
     def _write_applied_lazily(self, slot: int) -> None:
         incarnation = self.incarnation
         applied = list(self.applied)
+        membership = self.membership
         self.pending_disk_writes += 1
 
         def complete() -> None:
@@ -230,6 +274,7 @@ class SimMember:
                 return
             self.disk.applied_slot = slot
             self.disk.applied = applied
+            self.disk.membership = membership
             for s in [s for s in self.disk.accepted if s <= slot]:
                 del self.disk.accepted[s]
             # Keep a few applied slots for catch-up, forget the rest.
@@ -258,11 +303,14 @@ class SimMember:
                 self.applied.append((epoch, value))
                 self.cluster.check_applied(self.id, epoch, value)
             self.applied_slot = slot
+            self.membership = peer.disk.membership or self.cluster.membership
             self.disk.applied_slot = slot
             self.disk.applied = list(self.applied)
+            self.disk.membership = self.membership
             for s in [s for s in self.disk.accepted if s <= slot]:
                 del self.disk.accepted[s]
             self.node.install_state(slot)
+            self.node.applied(slot, self.membership)
             self.cluster.coverage.state_transfers += 1
             self.process()
 
@@ -316,8 +364,10 @@ class PaxosCluster:
         members: int,
         planted_bugs: frozenset[str] = frozenset(),
         trace: bool = False,
+        reconfigure: bool = False,
     ) -> None:
         self.world = World(seed, trace=trace)
+        self.voters = members
         rng = self.world.rng
         self.alpha = rng.choice([1, 2, 3, 4])
         self.settings = PaxosSettings(
@@ -335,9 +385,11 @@ class PaxosCluster:
         self.tick_ms = 5
         self.retain_slots = rng.choice([2, 8, 1000])
         self.max_disk_delay_ms = rng.choice([1, 3, 8, 30])
-        ids = [f"m{i}" for i in range(1, members + 1)]
-        self.membership = Membership.initial(frozenset(ids))
-        self.members = {member_id: SimMember(self, member_id) for member_id in ids}
+        voters = [f"m{i}" for i in range(1, members + 1)]
+        extras = [f"m{members + i}" for i in range(1, EXTRA_MEMBERS + 1)] if reconfigure else []
+        self.membership = Membership.initial(frozenset(voters), learners=frozenset(extras))
+        self.members = {member_id: SimMember(self, member_id) for member_id in voters + extras}
+        self.reconfigured: set[bytes] = set()
         self.coverage = Coverage()
         self.chosen: dict[int, SlotValue] = {}
         self.log: dict[int, bytes] = {}  # epoch -> value, the one applied log
@@ -346,7 +398,14 @@ class PaxosCluster:
         self.clients = [
             SimClient(f"c{i}", remaining=rng.randint(4, 10)) for i in range(rng.choice([3, 6]))
         ]
+        if reconfigure:
+            self.clients.append(SimClient(RECONFIGURATION_CLIENT, remaining=rng.randint(6, 12)))
         self._next_request = 0
+
+    def note_reconfiguration(self, value: bytes) -> None:
+        if value not in self.reconfigured:
+            self.reconfigured.add(value)
+            self.coverage.reconfigurations += 1
 
     # -------------------------------------------------------------- invariants
 
@@ -416,6 +475,10 @@ class PaxosCluster:
             return
         self._next_request += 1
         client.value = f"{client.id}/{self._next_request}".encode()
+        if client.id == RECONFIGURATION_CLIENT:
+            op = self.world.rng.choice("+-")
+            member = self.world.rng.choice(sorted(self.members))
+            client.value += f"/{op}{member}".encode()
         client.attempt = 0
         self._attempt(client)
 
@@ -590,7 +653,8 @@ class PaxosCluster:
         self._collect_coverage()
         return RunResult(
             seed=self.world.seed,
-            members=len(self.members),
+            members=self.voters,
+            reconfiguring=len(self.members) > self.voters,
             alpha=self.alpha,
             ok=not failure,
             failure=failure,
@@ -633,6 +697,13 @@ def run_seed(
     planted_bugs: frozenset[str] = frozenset(),
     trace: bool = False,
 ) -> RunResult:
-    """One simulation; the member count alternates 3/5 with the seed unless given."""
+    """One simulation; the member count alternates 3/5 with the seed unless given, and every
+    third seed changes the membership as it runs."""
     count = members if members is not None else (3 if seed % 2 == 0 else 5)
-    return PaxosCluster(seed, members=count, planted_bugs=planted_bugs, trace=trace).run()
+    return PaxosCluster(
+        seed,
+        members=count,
+        planted_bugs=planted_bugs,
+        trace=trace,
+        reconfigure=seed % 3 == 0,
+    ).run()

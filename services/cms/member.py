@@ -439,8 +439,10 @@ class CMSMemberLoop:
                 # the state at the snapshot's epoch.
                 assert result.snapshot_epochs[-1] == self.sm.epoch, result.snapshot_epochs
                 snapshots.append((self.sm.epoch, self.sm.metadata))
+            membership = self.node.membership
             if self.sm.metadata.cms_members != members_before:
-                self._reconfigure(record.slot)
+                membership = self._reconfigure(record.slot)
+            self.node.applied(record.slot, membership)
             self._answer(result)  # first: the waiting clients need nothing else
             self._record_applied(result, snapshots)
             if self._round_span is not None and self.node.is_leader:
@@ -879,7 +881,7 @@ class CMSMemberLoop:
         self.sm.install(metadata, applied_slot, ids)
         self.node.install_state(applied_slot)
         # Every slot up to the installed one is chosen: the installed members govern the rest.
-        self.node.set_membership(self._membership_of(metadata))
+        self.node.applied(applied_slot, self._membership_of(metadata))
         self.peers.update(self._peer_addresses(metadata))
         self._answer_installed()
         if snapshot_row is not None:
@@ -965,7 +967,7 @@ class CMSMemberLoop:
         addresses.pop(self.member_id, None)
         return addresses
 
-    def _reconfigure(self, slot: int) -> None:
+    def _reconfigure(self, slot: int) -> Membership:
         """Slot ``slot`` changed the members: they govern from slot + α on."""
         metadata = self.sm.metadata
         alpha = self._paxos_settings.max_in_flight_slots
@@ -974,7 +976,7 @@ class CMSMemberLoop:
             voters=metadata.cms_voters,
             learners=metadata.cms_with_role(CMSRole.JOINING, CMSRole.LEARNER),
         )
-        self.node.set_membership(self.node.membership.with_configuration(configuration))
+        membership = self.node.membership.with_configuration(configuration)
         self.peers.update(self._peer_addresses(metadata))
         log.info(
             "member %s: CMS members at epoch %d govern from slot %d: voters %s, learners %s",
@@ -984,6 +986,7 @@ class CMSMemberLoop:
             ",".join(sorted(configuration.voters)),
             ",".join(sorted(configuration.learners)) or "-",
         )
+        return membership
 
     async def _register_as_candidate(self) -> None:
         """A joiner asks the running CMS (--members) to add it as a candidate, until it is."""

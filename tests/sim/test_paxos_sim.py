@@ -1,4 +1,5 @@
-"""The Paxos core under the deterministic simulator: invariants, coverage, replay, planted bugs.
+"""The Paxos core under the deterministic simulator: invariants, coverage, replay, planted bugs;
+every third seed changes the voters while it runs (membership by slot, s + α).
 
 CI runs the seeds 0..N-1 (N = EPOCHAL_SIM_SEEDS, default 1000); a failure names its seed and
 ``make sim SEED=S`` replays it exactly.
@@ -26,6 +27,7 @@ def test_ci_seeds_keep_every_invariant_and_exercise_every_fault() -> None:
     assert not failures, "\n".join(failures)
     assert sum(r.acknowledged for r in results) > 0
     assert {r.members for r in results} == {3, 5}
+    assert {r.reconfiguring for r in results} == {False, True}
     zero = [name for name, count in coverage.as_dict().items() if count == 0]
     assert not zero, f"these faults never happened over the CI seeds: {zero}"
 

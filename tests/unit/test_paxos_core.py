@@ -13,6 +13,7 @@ from epochal.paxos import (
     Accept,
     AcceptedSlot,
     Ballot,
+    Configuration,
     Membership,
     Message,
     NotLeader,
@@ -46,6 +47,7 @@ class Net:
     applied: dict[str, list[tuple[int, tuple[bytes, ...]]]] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)
     transfers: dict[str, StateTransfer] = field(default_factory=dict)
+    auto_apply: bool = True  # the shell applies what is chosen at once and tells the core
 
     def __post_init__(self) -> None:
         membership = Membership.initial(frozenset(self.ids))
@@ -58,6 +60,9 @@ class Net:
         self.queue.extend(ready.messages)
         self.queue.extend(ready.messages_after_persist)
         self.applied[node_id].extend((c.slot, c.value) for c in ready.chosen)
+        if ready.chosen and self.auto_apply:  # applied: the core knows the voters past them
+            node = self.nodes[node_id]
+            node.applied(ready.chosen[-1].slot, node.membership)
         if ready.state_transfer is not None:
             self.transfers[node_id] = ready.state_transfer
 
@@ -266,7 +271,7 @@ def test_a_non_voting_learner_follows_the_log_but_never_runs_for_leader_or_votes
     net = Net(ids=("a", "b", "c", "d"))
     learner_view = Membership.initial(frozenset({"a", "b", "c"}), learners=frozenset({"d"}))
     for node in net.nodes.values():
-        node.set_membership(learner_view)
+        node.applied(0, learner_view)
     net.elect("a")
     net.nodes["a"].propose([b"x"], net.now)
     ready = net.nodes["a"].take_ready()
@@ -284,3 +289,48 @@ def test_a_non_voting_learner_follows_the_log_but_never_runs_for_leader_or_votes
     assert not net.nodes["d"].is_voter
     assert net.nodes["d"].take_ready().is_empty()  # no Prepare went out
     assert net.nodes["d"].status().leader_id == "a"
+
+
+def test_a_leader_proposes_no_slot_whose_voters_it_does_not_know_yet() -> None:
+    # alpha = 2: slot s is governed by the configuration slot s - 2 made, so the leader may run
+    # slots 1 and 2 at once, but slot 3 only after its shell applied slot 1.
+    net = Net(auto_apply=False)
+    net.elect("a")
+    net.nodes["a"].propose([b"1", b"2", b"3", b"4", b"5", b"6", b"7"], net.now)
+    net.run()
+    leader = net.nodes["a"]
+    assert leader.chosen_up_to == 2  # chosen, but the shell has not applied them
+    assert leader.status().in_flight_slots == 0 and leader.status().pending_values == 1
+    leader.applied(1, leader.membership)
+    net.run()
+    assert leader.chosen_up_to == 3  # slot 3 went out once slot 1 was applied
+
+
+def test_a_leader_runs_phase_1_again_for_a_configuration_its_promises_do_not_cover() -> None:
+    net = Net(ids=("a", "b", "c", "d"))
+    three = Membership.initial(frozenset({"a", "b", "c"}), learners=frozenset({"d"}))
+    for node in net.nodes.values():
+        node.applied(0, three)
+    net.down = {"c"}
+    net.elect("a")  # promises from a and b: a quorum of {a, b, c}
+    leader = net.nodes["a"]
+    # Slot 1 adds d: {a, b, c, d} governs from slot 3 (alpha 2); {a, b} is not a quorum of it.
+    four = three.with_configuration(Configuration(from_slot=3, voters=frozenset("abcd")))
+    leader.applied(1, four)
+    ready = leader.take_ready()
+    prepares = {m.dst for m in ready.messages if isinstance(m, Prepare)}
+    assert not leader.is_leader and prepares == {"a", "b", "c", "d"}
+    net.queue.extend(ready.messages)
+    net.run()
+    assert leader.is_leader  # with d's promise too
+
+
+def test_a_leader_removed_from_the_voters_steps_down() -> None:
+    net = Net()
+    net.elect("a")
+    leader = net.nodes["a"]
+    without_a = leader.membership.with_configuration(
+        Configuration(from_slot=2, voters=frozenset({"b", "c"}), learners=frozenset({"a"}))
+    )
+    leader.applied(1, without_a)
+    assert not leader.is_leader and not leader.is_voter
