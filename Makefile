@@ -44,7 +44,7 @@ else
 endif
 
 bench: install
-	for b in bench/*.py; do $(PY) $$b || exit 1; done
+	for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done
 
 bench-%: install
 	$(PY) bench/$*.py $(ARGS)

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,9 +25,9 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 
+import _report
 import grpc
 
 from epochal.cms.local import LocalCMS, free_ports
@@ -46,7 +43,6 @@ from epochal.tcm import (
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = (1, 8, 32, 64, 128)
 POOL = 100
 
@@ -224,15 +220,6 @@ async def measure_cms(
 # ---------------------------------------------------------------- the run
 
 
-def git_sha() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 async def main_async(quick: bool) -> dict[str, object]:
     seconds = 2.0 if quick else 8.0
     sequential_calls = 300 if quick else 2000
@@ -257,41 +244,34 @@ async def main_async(quick: bool) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="a short run that still gives every key"
-    )
+    parser = _report.parser(__doc__)
     parser.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
         asyncio.run(serve_echo(args.echo_server))
         return 0
     figures = asyncio.run(main_async(args.quick))
-    result = {
-        **figures,
-        "workload": "3 members, SQLite WAL synchronous=FULL, snapshot every 100 epochs; "
+    out = _report.write_result(
+        "cms_commit",
+        figures,
+        workload="3 members, SQLite WAL synchronous=FULL, snapshot every 100 epochs; "
         "create/drop tables from a pool of 100 names per client keyspace, ~300-byte "
         "CreateTable; N asyncio tasks in one process over all members; raw Commit, no retries",
-        "machine": f"{os.cpu_count()} cpus, Python {platform.python_version()}",
-        "git_sha": git_sha(),
-        "quick": args.quick,
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    out = ROOT / "bench" / "results" / "cms_commit.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        quick=args.quick,
+    )
     echo_p50 = figures["echo_p50_ms"]
     echo_c32 = figures["echo_calls_per_s_c32"]
-    print(f"{'figure':<26}{'value':>12}")
-    for key in (
-        "echo_p50_ms",
-        "echo_calls_per_s_c32",
-        "commit_p50_ms",
-        "commit_p99_ms",
-        *(f"commits_per_s_c{c}" for c in CONCURRENCY),
-        "failed_commits_c128",
-    ):
-        print(f"{key:<26}{figures[key]:>12.2f}")
+    _report.print_table(
+        figures,
+        (
+            "echo_p50_ms",
+            "echo_calls_per_s_c32",
+            "commit_p50_ms",
+            "commit_p99_ms",
+            *(f"commits_per_s_c{c}" for c in CONCURRENCY),
+            "failed_commits_c128",
+        ),
+    )
     print(
         f"\ncommit p50 / echo p50 = {figures['commit_p50_ms'] / echo_p50:.2f} (target <= 4); "
         f"commits/s c32 / echo calls/s c32 = {figures['commits_per_s_c32'] / echo_c32:.2f} "

@@ -36,20 +36,15 @@ apply_join_finish_ms, metadata_bytes_ring, metadata_encode_ms, build_s.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import TypeVar
+
+import _report
 
 from epochal.tcm import (
     AdvanceSequence,
@@ -69,7 +64,6 @@ from epochal.tcm.allocation import allocate_tokens
 from epochal.tcm.schema import frozen_map
 from epochal.wire.metadata import metadata_to_proto
 
-ROOT = Path(__file__).resolve().parents[1]
 NODES = 1000
 NUM_TOKENS = 16
 DATACENTERS = ("dc1", "dc2")
@@ -200,15 +194,6 @@ def measure(ring: ClusterMetadata, warmup: int, repetitions: int) -> dict[str, f
 # ---------------------------------------------------------------- the run
 
 
-def git_sha() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def run(quick: bool) -> dict[str, object]:
     warmup, repetitions = (2, 5) if quick else (3, 21)
     started = time.perf_counter()
@@ -228,46 +213,37 @@ def run(quick: bool) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="a short run that still gives every key"
-    )
-    args = parser.parse_args()
+    args = _report.parser(__doc__).parse_args()
     figures = run(args.quick)
-    result = {
-        **figures,
-        "workload": f"{NODES} nodes x {NUM_TOKENS} tokens, dc1/dc2 x {RACKS_PER_DATACENTER} "
+    out = _report.write_result(
+        "metadata_apply",
+        figures,
+        workload=f"{NODES} nodes x {NUM_TOKENS} tokens, dc1/dc2 x {RACKS_PER_DATACENTER} "
         "racks, balanced allocation; 10 keyspaces: 5 x NTS{dc1:3,dc2:3}, 3 x NTS{dc1:3}, "
         "2 x NTS{dc1:2,dc2:2}; ring built directly (checked against step-by-step joins on "
         f"{CHECK_NODES} nodes); a new dc1 node's PrepareJoin(num_tokens={NUM_TOKENS}) and "
         "AdvanceSequence START/MID/FINISH, validate + execute, median over repetitions; "
         "metadata_to_proto(...).SerializeToString() after START",
-        "machine": f"{os.cpu_count()} cpus, Python {platform.python_version()}",
-        "git_sha": git_sha(),
-        "quick": args.quick,
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    out = ROOT / "bench" / "results" / "metadata_apply.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"{'figure':<28}{'value':>14}")
-    for key in (
-        "nodes",
-        "tokens",
-        "placement_ranges",
-        "build_s",
-        "apply_join_prepare_ms",
-        "apply_join_prepare_ms_max",
-        "apply_join_step_ms",
-        "apply_join_step_ms_max",
-        "apply_join_mid_ms",
-        "apply_join_finish_ms",
-        "metadata_bytes_ring",
-        "metadata_bytes",
-        "metadata_encode_ms",
-    ):
-        value = figures[key]
-        print(f"{key:<28}{value:>14,}" if isinstance(value, int) else f"{key:<28}{value:>14.2f}")
+        quick=args.quick,
+    )
+    _report.print_table(
+        figures,
+        (
+            "nodes",
+            "tokens",
+            "placement_ranges",
+            "build_s",
+            "apply_join_prepare_ms",
+            "apply_join_prepare_ms_max",
+            "apply_join_step_ms",
+            "apply_join_step_ms_max",
+            "apply_join_mid_ms",
+            "apply_join_finish_ms",
+            "metadata_bytes_ring",
+            "metadata_bytes",
+            "metadata_encode_ms",
+        ),
+    )
     step_ok = figures["apply_join_step_ms"] <= STEP_TARGET_MS
     bytes_ok = figures["metadata_bytes"] <= BYTES_TARGET
     print(
