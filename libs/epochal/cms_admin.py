@@ -16,6 +16,7 @@ import time
 from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, Rejected, Unavailable
 from epochal.tcm import FinishAddToCMS, RemoveFromCMS, StartAddToCMS
+from epochal.wire.v1 import cms_pb2
 
 
 async def member_epoch(address: str, timeout_s: float = 2.0) -> int:
@@ -26,9 +27,16 @@ async def member_epoch(address: str, timeout_s: float = 2.0) -> int:
 async def add_voter(
     client: CMSClient, member_id: str, member_address: str, *, catch_up_timeout_s: float = 60.0
 ) -> int:
-    """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH."""
+    """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH
+    (or the current epoch when it already votes)."""
+    described = await client.describe()
+    role = _role(described, member_id)
+    if role == "voter":
+        return described.epoch
     try:
-        started = await client.commit(StartAddToCMS(member_id), entry_id=_entry(member_id, "start"))
+        started = await client.commit(
+            StartAddToCMS(member_id), entry_id=_entry(member_id, "start", described.epoch)
+        )
         start_epoch = started.epoch
     except Rejected as error:
         if error.rule != "cms_wrong_role":
@@ -51,6 +59,11 @@ async def add_voter(
     finished = await client.commit(
         FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
     )
+    role = _role(await _described_since(client, finished.epoch), member_id)
+    if role != "voter":  # never expected: say so rather than report a success
+        raise Rejected(
+            f"{member_id} is a {role or 'stranger'} after FinishAddToCMS", rule="cms_wrong_role"
+        )
     return finished.epoch
 
 
@@ -63,5 +76,19 @@ async def remove_voter(client: CMSClient, member_id: str) -> int:
     return removed.epoch
 
 
-def _entry(member_id: str, step: str, epoch: int = 0) -> str:
+async def _described_since(client: CMSClient, epoch: int) -> cms_pb2.DescribeResponse:
+    """Describe from a member that has applied ``epoch`` (members apply it within moments)."""
+    for _ in range(100):
+        described = await client.describe()
+        if described.epoch >= epoch:
+            return described
+        await asyncio.sleep(0.05)
+    raise Unavailable(f"no CMS member answered with epoch {epoch} applied")
+
+
+def _role(described: cms_pb2.DescribeResponse, member_id: str) -> str:
+    return next((m.role for m in described.members if m.member_id == member_id), "")
+
+
+def _entry(member_id: str, step: str, epoch: int) -> str:
     return f"cms-reconfigure:{member_id}:{step}:{epoch}"

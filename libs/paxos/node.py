@@ -46,7 +46,10 @@ membership)``; a configuration a slot s makes governs from s + α. A leader ther
 voters of every slot up to applied + α and proposes nothing beyond that — a re-proposal found in
 phase 1 past it waits (parked) until the slots before it are applied, and new values wait too.
 When a newly known configuration is not covered by the leader's promises it runs phase 1 again;
-when it no longer votes it steps down; a member that does not vote never campaigns. So a leader
+when it no longer votes it steps down; a member that does not vote never campaigns. Nobody
+learns a slot past applied + α from votes either: a member that missed a reconfiguration would
+count them against the wrong voters (it learns such a slot from the leader's chosen prefix, or
+from the votes once it has applied the slots before). So a leader
 that was elected on a stale view (its promises show chosen slots it has not applied) learns them
 before it proposes under configurations it does not know.
 
@@ -350,10 +353,15 @@ class PaxosNode:
         self.membership = membership
         if up_to > self._applied_through:
             self._applied_through = up_to
-        if self._role is not Role.LEADER:
+            for s, slot in sorted(self._log.items()):
+                if s > self._chosen_up_to and slot.votes and slot.chosen_value is None:
+                    self._learn_from_votes(s, slot)
+        if self._role is Role.FOLLOWER:
             return
         if not self.is_voter:
             self._become_follower()  # removed: another voter takes over after its timeout
+            return
+        if self._role is Role.CANDIDATE:
             return
         promised = set(self._promises)
         if not all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
@@ -368,8 +376,9 @@ class PaxosNode:
         return self.node_id in self.membership.governing(self._applied_through + 1).voters
 
     @property
-    def _proposable_through(self) -> int:
-        """The last slot whose voters this member knows."""
+    def _known_through(self) -> int:
+        """The last slot whose voters this member knows: it proposes nothing past it, and
+        learns nothing past it from votes (a stale view could count the wrong voters)."""
         return self._applied_through + self.settings.max_in_flight_slots
 
     # ------------------------------------------------------------------ acceptor
@@ -492,6 +501,8 @@ class PaxosNode:
     def _learn_from_votes(self, s: int, slot: _Slot) -> None:
         if slot.accepted_ballot != slot.votes_ballot or slot.accepted_value is None:
             return  # chosen, perhaps, but not with a value this member holds
+        if s > self._known_through:
+            return  # counted again once the slots before it are applied (``applied``)
         if self.membership.governing(s).is_quorum(slot.votes):
             slot.chosen_value = slot.accepted_value
             self._advance_chosen()
@@ -651,7 +662,7 @@ class PaxosNode:
 
     def _send_parked(self) -> None:
         for slot in sorted(self._parked):
-            if slot > self._proposable_through:
+            if slot > self._known_through:
                 break
             self._send_proposal(slot, self._parked.pop(slot))
 
@@ -661,7 +672,7 @@ class PaxosNode:
             self._queue
             and not self._parked
             and len(self._proposals) < alpha
-            and self._next_slot <= self._proposable_through
+            and self._next_slot <= self._known_through
         ):
             batch, learners = self._take_batch()
             self.stats.values_proposed += len(batch)

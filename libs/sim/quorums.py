@@ -18,9 +18,15 @@ params, and every pair of epochs two coordinators can hold at once, every read q
 must intersect every write quorum of the other (and of the same epoch), with levels counted as
 DESIGN.md "Consistency levels over transitions" says: a write's QUORUM is a majority of its
 epoch's write group (pending replicas included), a read's a majority of its epoch's read group;
-LOCAL_QUORUM the same within one datacenter (NetworkTopologyStrategy only). A node that is down
-when the later epoch exists answers neither coordinator, so no quorum counts it as a member it
-reached (the groups keep it, so it still counts towards the majority's size).
+LOCAL_QUORUM the same within one datacenter (NetworkTopologyStrategy only).
+
+Down nodes: "at once" means both operations are running at a moment when the later epoch exists,
+so a node down then answers neither coordinator and no quorum counts it as a member it reached
+(the groups keep it, so it still counts towards the majority's size). A write that completed
+earlier, on a node that has died since, is a different loss — fewer copies, not disjoint
+quorums — and streaming from the surviving replicas is what covers it (the topology-operations
+issue), so the checker does not count it. Counting it makes every remove of a dead node a
+"violation" whatever the barriers do.
 
 Exhaustive without enumeration: a majority of R and a majority of W, drawn from the nodes ``live``
 that can answer, can be disjoint exactly when the quorums, filled first from the nodes only their

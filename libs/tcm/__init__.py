@@ -54,6 +54,7 @@ ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS + CMS_KINDS
 
 __all__ = [
     "ALL_KINDS",
+    "CMS_KINDS",
     "EMPTY_EPOCH",
     "MAX_TOKEN",
     "MIN_TOKEN",

@@ -10,7 +10,8 @@ groups before and after step k, read and write — must have acknowledged step k
     ALL            every node of the union acknowledged
     EACH_QUORUM    a majority of the union's nodes in each datacenter
     QUORUM         a majority of the union
-    LOCAL_QUORUM   a majority of the union's nodes in the local datacenter (the driving node's)
+    LOCAL_QUORUM   a majority of the union's nodes in the local datacenter (the driving node's);
+                   met at once for a range with no replica there
     ONE            one node of the union
     NODE_LOCAL     the driving node itself
 
@@ -103,7 +104,8 @@ def _range_met(
     if level is BarrierLevel.EACH_QUORUM:
         return all(_majority(nodes, acked) for nodes in by_dc.values())
     assert level is BarrierLevel.LOCAL_QUORUM, level
-    return _majority(by_dc.get(locations[local_node][0], ()), acked)
+    local = by_dc.get(locations[local_node][0])
+    return local is None or _majority(local, acked)  # no replica here: nothing to wait for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -93,6 +93,7 @@ from epochal.paxos import (
 from epochal.paxos import NotLeader as CoreNotLeader
 from epochal.paxos import Overloaded as CoreOverloaded
 from epochal.tcm import (
+    CMS_KINDS,
     AddCMSCandidate,
     ClusterMetadata,
     CMSMember,
@@ -117,6 +118,7 @@ T = TypeVar("T")
 
 TICK_INTERVAL_S = 0.01
 EXIT_STORAGE_FAILED = 75
+EXIT_CANNOT_JOIN = 78  # EX_CONFIG: the running CMS refused this member as a candidate
 
 
 def now_ms() -> int:
@@ -172,6 +174,9 @@ def _settled(outcome: CommitResult | CommitError) -> asyncio.Future[CommitResult
     future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
     _settle(future, outcome)
     return future
+
+
+_CMS_KINDS = frozenset(kind.kind for kind in CMS_KINDS)
 
 
 def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | CommitError) -> None:
@@ -684,6 +689,11 @@ class CMSMemberLoop:
                 if pending.origin is not None:
                     learners.add(pending.origin)
                 continue
+            if tail.cms_voters != base.cms_voters and item.transformation.kind in _CMS_KINDS:
+                # One voter change per slot: the next configuration differs from this one by a
+                # single member (epochal.tcm.cms), so this change waits for the next slot.
+                deferred.append(pending)
+                continue
             rejection = item.transformation.validate(tail)
             if rejection is not None:
                 if tail is base or item.transformation.validate(base) is not None:
@@ -1006,8 +1016,15 @@ class CMSMemberLoop:
             except Rejected as error:
                 if error.rule == "cms_member_exists":
                     return
-                log.error("member %s cannot register as a candidate: %s", self.member_id, error)
-                raise
+                # A misconfiguration (an address another member has, too many members): a
+                # member that can never join must not look healthy.
+                log.critical(
+                    "member %s cannot join the CMS as a candidate: %s; exiting",
+                    self.member_id,
+                    error,
+                )
+                logging.shutdown()
+                os._exit(EXIT_CANNOT_JOIN)
             except EpochalError as error:
                 log.warning("member %s: registering as a candidate: %s", self.member_id, error)
             await asyncio.sleep(backoff_s)

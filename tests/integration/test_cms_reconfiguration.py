@@ -1,7 +1,8 @@
 """CMS reconfiguration with real processes on 127.0.0.1: the voters go from 1 to 3 to 5 and back
-to 3 while clients keep committing; an interrupted add is resumed and another cancelled; at 5
-voters two of the original members are SIGKILLed and commits continue; afterwards every
-acknowledged commit is in the log of every surviving member, once, at its acknowledged epoch."""
+to 3 while clients keep committing; an interrupted add is resumed, another cancelled, and a
+removed member added again; at 5 voters two of the original members are SIGKILLed and commits
+continue; afterwards every acknowledged commit is in the log of every surviving member, once,
+at its acknowledged epoch."""
 
 from __future__ import annotations
 
@@ -119,6 +120,10 @@ def test_voters_go_1_3_5_3_under_load_with_two_originals_killed_and_nothing_is_l
                 for member in ("cms1", "cms2"):
                     await remove_voter(admin, member)
                     await commits_continue(20)
+                # A member removed and added again really becomes a voter again.
+                await remove_voter(admin, "cms5")
+                await add_voter(admin, "cms5", cluster.members["cms5"].address)
+                await commits_continue(20)
                 seen["final_voters"] = await voters(cluster, "cms4")
                 seen["final_roles"] = await roles(cluster, "cms5")
             await commits_continue(50)
@@ -161,9 +166,9 @@ def test_voters_go_1_3_5_3_under_load_with_two_originals_killed_and_nothing_is_l
     assert len({epoch for _, epoch in acknowledged}) == len(acknowledged)
     kinds = [row.kind for row in logs["cms3"]]
     assert kinds.count("add_cms_candidate") == 4
-    assert kinds.count("start_add_to_cms") == 5  # one of them cancelled
-    assert kinds.count("finish_add_to_cms") == 4
-    assert kinds.count("remove_from_cms") == 3  # the cancel and the two dead originals
+    assert kinds.count("start_add_to_cms") == 6  # one of them cancelled, cms5 added twice
+    assert kinds.count("finish_add_to_cms") == 5
+    assert kinds.count("remove_from_cms") == 4  # the cancel, the two dead originals, cms5
 
 
 def _true_when(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:

@@ -11,6 +11,7 @@ import pytest
 from epochal.paxos import (
     NOOP,
     Accept,
+    Accepted,
     AcceptedSlot,
     Ballot,
     Configuration,
@@ -24,6 +25,7 @@ from epochal.paxos import (
     Role,
     StateTransfer,
 )
+from epochal.paxos.messages import CatchUpReply, ChosenSlot
 
 SETTINGS = PaxosSettings(
     max_in_flight_slots=2,
@@ -334,3 +336,37 @@ def test_a_leader_removed_from_the_voters_steps_down() -> None:
     )
     leader.applied(1, without_a)
     assert not leader.is_leader and not leader.is_voter
+
+
+def test_a_member_that_missed_a_reconfiguration_does_not_learn_from_votes_past_it() -> None:
+    # c's view: voters {a, b, c}. The truth: slot 1 made the voters {a, b, c, d, e} from slot 2
+    # (alpha 1). c, a learner of slot 2 that has not applied slot 1, sees votes from a and c:
+    # a quorum of the voters it believes in, two of the five that really govern slot 2.
+    settings = dataclasses.replace(SETTINGS, max_in_flight_slots=1)
+    old = Membership.initial(frozenset("abc"), learners=frozenset("de"))
+    c = PaxosNode("c", old, settings, lambda: 0.0, 0)
+    ballot = Ballot(5, "a")
+    c.step(
+        Accept(
+            src="a", dst="c", ballot=ballot, slot=2, value=(b"v",), chosen_up_to=1, learners=("c",)
+        ),
+        1,
+    )
+    c.step(Accepted(src="c", dst="c", ballot=ballot, slot=2), 2)
+    c.step(Accepted(src="a", dst="c", ballot=ballot, slot=2), 3)
+    c.step(
+        CatchUpReply(
+            src="a",
+            dst="c",
+            chosen=(ChosenSlot(slot=1, value=(b"+d+e",)),),
+            chosen_up_to=1,
+            compacted_up_to=0,
+        ),
+        4,
+    )
+    assert [record.slot for record in c.take_ready().chosen] == [1]  # not slot 2
+    new = old.with_configuration(Configuration(from_slot=2, voters=frozenset("abcde")))
+    c.applied(1, new)
+    assert c.chosen_up_to == 1  # two votes of five: not chosen
+    c.step(Accepted(src="d", dst="c", ballot=ballot, slot=2), 5)
+    assert c.chosen_up_to == 2  # three of five

@@ -61,6 +61,15 @@ def test_each_level_counts_the_acknowledgements_as_its_name_says(
 def test_local_quorum_is_the_driving_nodes_datacenter() -> None:
     assert barrier(local="b1").met(L.LOCAL_QUORUM, {"b1", "b2"})
     assert not barrier(local="a1").met(L.LOCAL_QUORUM, {"a1", "b1", "b2"})
+    # A range with no replica in the driving node's datacenter has nothing to wait for there.
+    dc2_only = ProgressBarrier(
+        epoch=3,
+        unions=(frozenset({"b1", "b2"}),),
+        locations=LOCATIONS,
+        local_node="a1",
+        minimum=L.LOCAL_QUORUM,
+    )
+    assert dc2_only.met(L.LOCAL_QUORUM, {"a1"})
 
 
 def test_every_affected_range_must_meet_the_level() -> None:
