@@ -49,9 +49,9 @@ When a newly known configuration is not covered by the leader's promises it runs
 when it no longer votes it steps down; a member that does not vote never campaigns. Nobody
 learns a slot past applied + α from votes either: a member that missed a reconfiguration would
 count them against the wrong voters (it learns such a slot from the leader's chosen prefix, or
-from the votes once it has applied the slots before). So a leader
-that was elected on a stale view (its promises show chosen slots it has not applied) learns them
-before it proposes under configurations it does not know.
+from the votes once it has applied the slots before). So a leader that was elected on a stale
+view (its promises show chosen slots it has not applied) learns them before it proposes under
+configurations it does not know.
 
 Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
 by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
@@ -352,9 +352,12 @@ class PaxosNode:
         they made (see "Membership" above)."""
         self.membership = membership
         if up_to > self._applied_through:
+            known_before = self._known_through
             self._applied_through = up_to
-            for s, slot in sorted(self._log.items()):
-                if s > self._chosen_up_to and slot.votes and slot.chosen_value is None:
+            # Votes for slots whose voters just became known, counted now.
+            for s in range(max(known_before, self._chosen_up_to) + 1, self._known_through + 1):
+                slot = self._log.get(s)
+                if slot is not None and slot.votes and slot.chosen_value is None:
                     self._learn_from_votes(s, slot)
         if self._role is Role.FOLLOWER:
             return
