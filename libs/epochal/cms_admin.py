@@ -19,11 +19,6 @@ from epochal.tcm import FinishAddToCMS, RemoveFromCMS, StartAddToCMS
 from epochal.wire.v1 import cms_pb2
 
 
-async def member_epoch(address: str, timeout_s: float = 2.0) -> int:
-    async with CMSClient([address], attempt_timeout_s=timeout_s) as client:
-        return (await client.describe()).epoch
-
-
 async def add_voter(
     client: CMSClient, member_id: str, member_address: str, *, catch_up_timeout_s: float = 60.0
 ) -> int:
@@ -42,20 +37,7 @@ async def add_voter(
         if error.rule != "cms_wrong_role":
             raise
         start_epoch = (await client.describe()).epoch  # already JOINING: resume
-    deadline = time.monotonic() + catch_up_timeout_s
-    while True:
-        try:
-            if await member_epoch(member_address) >= start_epoch:
-                break
-        except EpochalError:
-            pass  # not answering yet: keep waiting until the deadline
-        if time.monotonic() > deadline:
-            raise Unavailable(
-                f"{member_id} did not apply the log up to epoch {start_epoch} within "
-                f"{catch_up_timeout_s} s; it stays JOINING (retry add_voter to resume, or "
-                "remove_voter to cancel)"
-            )
-        await asyncio.sleep(0.05)
+    await _wait_for_log(member_id, member_address, start_epoch, catch_up_timeout_s)
     finished = await client.commit(
         FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
     )
@@ -65,6 +47,25 @@ async def add_voter(
             f"{member_id} is a {role or 'stranger'} after FinishAddToCMS", rule="cms_wrong_role"
         )
     return finished.epoch
+
+
+async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: float) -> None:
+    """Until the member at ``address`` has applied the log up to ``epoch`` (one channel)."""
+    deadline = time.monotonic() + timeout_s
+    async with CMSClient([address], attempt_timeout_s=2.0) as member:
+        while True:
+            try:
+                if (await member.describe()).epoch >= epoch:
+                    return
+            except EpochalError:
+                pass  # not answering yet: keep waiting until the deadline
+            if time.monotonic() > deadline:
+                raise Unavailable(
+                    f"{member_id} did not apply the log up to epoch {epoch} within "
+                    f"{timeout_s} s; it stays JOINING (retry add_voter to resume, or "
+                    "remove_voter to cancel)"
+                )
+            await asyncio.sleep(0.05)
 
 
 async def remove_voter(client: CMSClient, member_id: str) -> int:
