@@ -4,8 +4,13 @@
 epoch (a new voter has the log before it votes), then commits FinishAddToCMS. A reconfiguration
 interrupted between the two is metadata (the member stays JOINING): calling ``add_voter`` again
 resumes it, and ``remove_voter`` cancels it. Entry ids are derived from the member and the step,
-and the epoch the call started from, so a step retried inside one call commits at most once, and
-a second call finds the member already JOINING (a rejection it treats as "resume").
+and the epoch the call started from, so a step retried inside one call commits at most once.
+
+Both decide from a member's view, and a member can acknowledge a commit before it has applied it
+(a follower answers a forwarded commit with the leader's answer). So each call takes
+``since_epoch``, the epoch the caller's previous change returned, and waits for a view that has
+applied it: otherwise a member removed a moment ago can still look like a voter, and an entry id
+can repeat an earlier call's.
 """
 
 from __future__ import annotations
@@ -20,23 +25,26 @@ from epochal.wire.v1 import cms_pb2
 
 
 async def add_voter(
-    client: CMSClient, member_id: str, member_address: str, *, catch_up_timeout_s: float = 60.0
+    client: CMSClient,
+    member_id: str,
+    member_address: str,
+    *,
+    since_epoch: int = 0,
+    catch_up_timeout_s: float = 60.0,
 ) -> int:
     """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH
-    (or the current epoch when it already votes)."""
-    described = await client.describe()
+    (or of a view at ``since_epoch`` or later that shows it already votes)."""
+    described = await _described_since(client, since_epoch)
     role = _role(described, member_id)
     if role == "voter":
         return described.epoch
-    try:
+    if role == "joining":  # interrupted after its START, which this view has applied: resume
+        start_epoch = described.epoch
+    else:
         started = await client.commit(
             StartAddToCMS(member_id), entry_id=_entry(member_id, "start", described.epoch)
         )
         start_epoch = started.epoch
-    except Rejected as error:
-        if error.rule != "cms_wrong_role":
-            raise
-        start_epoch = (await client.describe()).epoch  # already JOINING: resume
     await _wait_for_log(member_id, member_address, start_epoch, catch_up_timeout_s)
     finished = await client.commit(
         FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
@@ -68,9 +76,10 @@ async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: flo
             await asyncio.sleep(0.05)
 
 
-async def remove_voter(client: CMSClient, member_id: str) -> int:
-    """Take ``member_id`` out of the voters (or cancel its add); it stays a learner."""
-    epoch = (await client.describe()).epoch
+async def remove_voter(client: CMSClient, member_id: str, *, since_epoch: int = 0) -> int:
+    """Take ``member_id`` out of the voters (or cancel its add); it stays a learner. Returns the
+    epoch of the removal."""
+    epoch = (await _described_since(client, since_epoch)).epoch
     removed = await client.commit(
         RemoveFromCMS(member_id), entry_id=_entry(member_id, "remove", epoch)
     )

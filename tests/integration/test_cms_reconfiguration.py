@@ -35,13 +35,20 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
         await asyncio.sleep(0.05)
 
 
-async def roles(cluster: LocalCMS, member_id: str) -> dict[str, str]:
-    described = await cluster.describe(member_id)
+async def roles(cluster: LocalCMS, member_id: str, since_epoch: int = 0) -> dict[str, str]:
+    """The roles in ``member_id``'s view once it has applied ``since_epoch``: a change is
+    acknowledged by one member before every other member has applied it."""
+    deadline = time.monotonic() + 30.0
+    while (described := await cluster.describe(member_id)).epoch < since_epoch:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{member_id} is at epoch {described.epoch}, not {since_epoch}")
+        await asyncio.sleep(0.05)
     return {m.member_id: m.role for m in described.members}
 
 
-async def voters(cluster: LocalCMS, member_id: str) -> set[str]:
-    return {m for m, role in (await roles(cluster, member_id)).items() if role == "voter"}
+async def voters(cluster: LocalCMS, member_id: str, since_epoch: int = 0) -> set[str]:
+    view = await roles(cluster, member_id, since_epoch)
+    return {m for m, role in view.items() if role == "voter"}
 
 
 def test_voters_go_1_3_5_3_under_load_with_two_originals_killed_and_nothing_is_lost(
@@ -97,35 +104,39 @@ def test_voters_go_1_3_5_3_under_load_with_two_originals_killed_and_nothing_is_l
         try:
             await commits_continue(50)
             async with CMSClient(cluster.addresses, total_timeout_s=30.0) as admin:
+                # Each step passes on the epoch of the one before, and each view is read at it.
                 # An add interrupted after its first step is resumed by the next add_voter.
-                await admin.commit(StartAddToCMS("cms2"))
-                assert (await roles(cluster, "cms1"))["cms2"] == "joining"
+                epoch = (await admin.commit(StartAddToCMS("cms2"))).epoch
+                assert (await roles(cluster, "cms1", epoch))["cms2"] == "joining"
                 for member in ("cms2", "cms3"):
-                    await add_voter(admin, member, cluster.members[member].address)
+                    address = cluster.members[member].address
+                    epoch = await add_voter(admin, member, address, since_epoch=epoch)
                     await commits_continue(20)
-                assert await voters(cluster, "cms1") == {"cms1", "cms2", "cms3"}
+                assert await voters(cluster, "cms1", epoch) == {"cms1", "cms2", "cms3"}
                 # ... and one cancelled after its first step goes back to being a learner.
-                await admin.commit(StartAddToCMS("cms5"))
-                await remove_voter(admin, "cms5")
-                assert (await roles(cluster, "cms1"))["cms5"] == "learner"
+                epoch = (await admin.commit(StartAddToCMS("cms5"))).epoch
+                epoch = await remove_voter(admin, "cms5", since_epoch=epoch)
+                assert (await roles(cluster, "cms1", epoch))["cms5"] == "learner"
                 for member in ("cms4", "cms5"):
-                    await add_voter(admin, member, cluster.members[member].address)
+                    address = cluster.members[member].address
+                    epoch = await add_voter(admin, member, address, since_epoch=epoch)
                     await commits_continue(20)
-                assert await voters(cluster, "cms3") == set(MEMBERS)
+                assert await voters(cluster, "cms3", epoch) == set(MEMBERS)
                 # Two of the original three voters die; three of five still make a quorum.
                 cluster.kill("cms1")
                 cluster.kill("cms2")
                 seen["acknowledged_at_kill"] = len(acknowledged)
                 await commits_continue(100)
                 for member in ("cms1", "cms2"):
-                    await remove_voter(admin, member)
+                    epoch = await remove_voter(admin, member, since_epoch=epoch)
                     await commits_continue(20)
                 # A member removed and added again really becomes a voter again.
-                await remove_voter(admin, "cms5")
-                await add_voter(admin, "cms5", cluster.members["cms5"].address)
+                epoch = await remove_voter(admin, "cms5", since_epoch=epoch)
+                address = cluster.members["cms5"].address
+                epoch = await add_voter(admin, "cms5", address, since_epoch=epoch)
                 await commits_continue(20)
-                seen["final_voters"] = await voters(cluster, "cms4")
-                seen["final_roles"] = await roles(cluster, "cms5")
+                seen["final_voters"] = await voters(cluster, "cms4", epoch)
+                seen["final_roles"] = await roles(cluster, "cms5", epoch)
             await commits_continue(50)
         finally:
             stop.set()
