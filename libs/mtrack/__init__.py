@@ -1,0 +1,59 @@
+"""Mutation tracking with no I/O: HLC, mutation ids, and summaries sized by the difference.
+
+See ``hlc``, ``ids`` and ``summary`` for the theory of operation of each part.
+"""
+
+from epochal.mtrack.errors import (
+    ClockSkew,
+    LowBoundMismatch,
+    MalformedSummary,
+    MutationTrackingError,
+    Undecodable,
+)
+from epochal.mtrack.hlc import (
+    LOGICAL_BITS,
+    HybridClock,
+    Tick,
+    format_hlc,
+    logical_of,
+    make_hlc,
+    physical_ms_of,
+)
+from epochal.mtrack.iblt import MAX_CELLS
+from epochal.mtrack.ids import MutationId, SequenceBlock
+from epochal.mtrack.summary import (
+    Difference,
+    LogDigest,
+    LogDigests,
+    Sketch,
+    cells_for,
+    difference,
+    differing_logs,
+    reconcile,
+)
+
+__all__ = [
+    "LOGICAL_BITS",
+    "MAX_CELLS",
+    "ClockSkew",
+    "Difference",
+    "HybridClock",
+    "LogDigest",
+    "LogDigests",
+    "LowBoundMismatch",
+    "MalformedSummary",
+    "MutationId",
+    "MutationTrackingError",
+    "SequenceBlock",
+    "Sketch",
+    "Tick",
+    "Undecodable",
+    "cells_for",
+    "difference",
+    "differing_logs",
+    "format_hlc",
+    "logical_of",
+    "make_hlc",
+    "physical_ms_of",
+    "reconcile",
+]
