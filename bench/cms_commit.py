@@ -16,10 +16,8 @@ commits_per_s_c8, commits_per_s_c32, commits_per_s_c64, commits_per_s_c128, fail
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +27,9 @@ from pathlib import Path
 
 import _report
 import grpc
+from _echo import echo_server, measure_echo
 
-from epochal.cms.local import LocalCMS, free_ports
+from epochal.cms.local import LocalCMS
 from epochal.tcm import (
     Column,
     ColumnType,
@@ -45,53 +44,6 @@ from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 CONCURRENCY = (1, 8, 32, 64, 128)
 POOL = 100
-
-
-# ---------------------------------------------------------------- echo baseline
-
-
-async def serve_echo(port: int) -> None:
-    def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
-        return request
-
-    server = grpc.aio.server()
-    handler = grpc.unary_unary_rpc_method_handler(echo)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler}),)
-    )
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    await server.wait_for_termination()
-
-
-async def measure_echo(port: int, seconds: float, calls: int) -> dict[str, float]:
-    payload = b"x" * 300
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        await channel.channel_ready()
-        echo = channel.unary_unary("/bench.Echo/Echo")
-        for _ in range(200):
-            await echo(payload)
-        latencies = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            await echo(payload)
-            latencies.append(time.perf_counter() - started)
-        done = 0
-        stop_at = time.perf_counter() + seconds
-
-        async def caller() -> None:
-            nonlocal done
-            while time.perf_counter() < stop_at:
-                await echo(payload)
-                done += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(32)))
-        elapsed = time.perf_counter() - started
-    return {
-        "echo_p50_ms": statistics.median(latencies) * 1000,
-        "echo_calls_per_s_c32": done / elapsed,
-    }
 
 
 # ---------------------------------------------------------------- commit workload
@@ -223,15 +175,9 @@ async def measure_cms(
 async def main_async(quick: bool) -> dict[str, object]:
     seconds = 2.0 if quick else 8.0
     sequential_calls = 300 if quick else 2000
-    (echo_port,) = free_ports(1)
-    echo = subprocess.Popen(
-        [sys.executable, __file__, "--echo-server", str(echo_port)], start_new_session=True
-    )
-    try:
-        results = await measure_echo(echo_port, seconds, sequential_calls)
-    finally:
-        echo.kill()
-        echo.wait()
+    with echo_server() as echo_port:
+        echo_p50_ms, echo_calls = await measure_echo(echo_port, seconds, sequential_calls, 32)
+    results: dict[str, object] = {"echo_p50_ms": echo_p50_ms, "echo_calls_per_s_c32": echo_calls}
     with tempfile.TemporaryDirectory(prefix="bench-cms-") as data_dir:
         cluster = LocalCMS(Path(data_dir))
         try:
@@ -244,12 +190,7 @@ async def main_async(quick: bool) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = _report.parser(__doc__)
-    parser.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.echo_server:
-        asyncio.run(serve_echo(args.echo_server))
-        return 0
+    args = _report.parser(__doc__).parse_args()
     figures = asyncio.run(main_async(args.quick))
     out = _report.write_result(
         "cms_commit",

@@ -1,18 +1,13 @@
 """A CMS of real member processes on 127.0.0.1, for ``make run``, tests and benchmarks.
 
-Each member is ``python -m epochal.cms`` in its own process group with its own log file;
-``stop`` sends SIGTERM (graceful), ``kill`` SIGKILL. Only processes started here are signalled,
-by their PID.
+Each member is ``python -m epochal.cms``, an ``epochal.processes.LocalProcess``: its own process
+group and log file; ``stop`` sends SIGTERM (graceful), ``kill`` SIGKILL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -20,34 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from epochal.processes import LocalProcess, free_ports
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 @dataclass
-class LocalMember:
-    member_id: str
-    address: str
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-
+class LocalMember(LocalProcess):
     @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def member_id(self) -> str:
+        return self.name
 
 
 @dataclass
@@ -104,44 +81,19 @@ class LocalCMS:
 
     def start(self, member_id: str | None = None) -> None:
         for member in self._select(member_id):
-            if member.running:
-                continue
-            log = member.log_path.open("ab")
-            member.process = subprocess.Popen(
-                self.command(member.member_id),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
-            log.close()
+            member.start(self.command(member.member_id), self.env)
 
     def stop(self, member_id: str | None = None, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL if it does not exit in time."""
         for member in self._select(member_id):
-            if not member.running:
-                continue
-            assert member.process is not None
-            member.process.send_signal(signal.SIGTERM)
-            try:
-                member.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                member.process.kill()
-                member.process.wait()
+            member.stop(timeout_s)
 
     def kill(self, member_id: str) -> None:
-        member = self.members[member_id]
-        if member.running:
-            assert member.process is not None
-            member.process.kill()
-            member.process.wait()
+        self.members[member_id].kill()
 
     def close(self) -> None:
         for member in self.members.values():
-            if member.running:
-                assert member.process is not None
-                member.process.kill()
-                member.process.wait()
+            member.kill()
 
     def _select(self, member_id: str | None) -> list[LocalMember]:
         return list(self.members.values()) if member_id is None else [self.members[member_id]]
@@ -150,23 +102,7 @@ class LocalCMS:
         """Until each selected member's health check answers SERVING."""
         deadline = time.monotonic() + timeout_s
         for member in self._select(member_id):
-            async with grpc.aio.insecure_channel(member.address) as channel:
-                stub = health_pb2_grpc.HealthStub(channel)
-                while True:
-                    if not member.running:
-                        raise RuntimeError(
-                            f"{member.member_id} exited; log:\n{tail(member.log_path)}"
-                        )
-                    with contextlib.suppress(grpc.aio.AioRpcError):
-                        answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                        if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                            break
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(
-                            f"{member.member_id} not SERVING after {timeout_s} s; log:\n"
-                            f"{tail(member.log_path)}"
-                        )
-                    await asyncio.sleep(0.1)
+            await member.wait_serving(deadline)
 
     async def describe(self, member_id: str, timeout_s: float = 2.0) -> cms_pb2.DescribeResponse:
         async with grpc.aio.insecure_channel(self.members[member_id].address) as channel:
@@ -186,10 +122,3 @@ class LocalCMS:
                 return leaders.pop()
             await asyncio.sleep(0.1)
         raise TimeoutError(f"no agreed leader after {timeout_s} s")
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"

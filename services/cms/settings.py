@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+
+from epochal.flags import build_parser as build_flag_parser
+from epochal.flags import check_numbers, values_from
 
 ENV_PREFIX = "EPOCHAL_CMS_"
 
@@ -70,16 +73,7 @@ class CMSSettings:
                 f"member {self.member_id!r} is not in --members {sorted(self.members)}: to join "
                 "a running CMS it needs --listen host:port (its own address)"
             )
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                continue
-            flag = "--" + f.name.replace("_", "-")
-            if f.name in _ZERO_MEANS_OFF:
-                if value < 0:
-                    raise ValueError(f"{flag} must be >= 0 (0 turns it off), got {value}")
-            elif value <= 0:
-                raise ValueError(f"{flag} must be > 0, got {value}")
+        check_numbers(self, _ZERO_MEANS_OFF)
         if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
             raise ValueError("--election-timeout-ms must be at least twice --heartbeat-interval-ms")
 
@@ -161,25 +155,13 @@ _FLAGS: dict[str, tuple[type, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    return build_flag_parser(
         prog="epochal-cms",
-        description="A CMS member: multi-Paxos over gRPC keeping the cluster metadata log. "
-        f"Every flag can also be set as {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}DB).",
+        description="A CMS member: multi-Paxos over gRPC keeping the cluster metadata log.",
+        env_prefix=ENV_PREFIX,
+        table=_FLAGS,
+        settings_class=CMSSettings,
     )
-    defaults = {f.name: f.default for f in fields(CMSSettings)}
-    for name, (kind, help_text) in _FLAGS.items():
-        default = defaults.get(name)
-        shown = (
-            "" if default in (None, "") or not isinstance(default, str | int | float) else default
-        )
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=kind,
-            default=None,
-            help=f"{help_text} [{ENV_PREFIX}{name.upper()}]"
-            + (f" (default {shown})" if shown else ""),
-        )
-    return parser
 
 
 def settings_from(
@@ -187,18 +169,7 @@ def settings_from(
 ) -> CMSSettings:
     """Flags win over environment variables, which win over defaults."""
     environment = os.environ if env is None else env
-    args = vars(build_parser().parse_args(argv))
-    values: dict[str, object] = {}
-    for name, (kind, _) in _FLAGS.items():
-        raw = args.get(name)
-        if raw is None:
-            env_value = environment.get(ENV_PREFIX + name.upper())
-            if name == "trace_dir" and env_value is None:
-                env_value = environment.get("EPOCHAL_TRACE_DIR")
-            if env_value is None:
-                continue
-            raw = kind(env_value)
-        values[name] = raw
+    values = values_from(build_parser(), _FLAGS, ENV_PREFIX, argv, environment)
     members_text = values.pop("members", "")
     member_id = str(values.pop("member_id", ""))
     return CMSSettings(
