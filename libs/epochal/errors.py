@@ -6,15 +6,25 @@ import grpc
 
 
 class EpochalError(Exception):
-    """Base of every error the SDK raises."""
+    """Base of every error the SDK raises. ``rule`` names the rule a refusal broke; ``epoch`` is
+    the answering server's epoch and ``mutation_id`` (packed, hex) the id a write's retry must
+    reuse, when the server said so."""
 
     def __init__(
-        self, message: str, *, code: grpc.StatusCode | None = None, rule: str = ""
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        rule: str = "",
+        epoch: int = 0,
+        mutation_id: str = "",
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.rule = rule
+        self.epoch = epoch
+        self.mutation_id = mutation_id
 
 
 class InvalidRequest(EpochalError):
@@ -22,11 +32,13 @@ class InvalidRequest(EpochalError):
 
 
 class Rejected(EpochalError):
-    """The CMS refused the transformation (FAILED_PRECONDITION); ``rule`` names the rule."""
+    """Refused (FAILED_PRECONDITION): the CMS refused a transformation, or a replica a clock
+    beyond the allowed skew; ``rule`` names the rule."""
 
 
 class Unavailable(EpochalError):
-    """No member could give an answer in time; safe to retry with the same entry id."""
+    """Too few members or replicas answered in time (UNAVAILABLE, DEADLINE_EXCEEDED); safe to
+    retry a commit with the same entry id, a write with the same mutation id."""
 
 
 class Overloaded(EpochalError):
@@ -51,9 +63,13 @@ RETRYABLE = frozenset(
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> EpochalError:
-    rule = ""
-    for key, value in error.trailing_metadata() or ():
-        if key == "epochal-rule":
-            rule = str(value)
+    trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
+    epoch = trailers.get("epochal-epoch", "0")
     kind = _BY_CODE.get(error.code(), EpochalError)
-    return kind(error.details() or error.code().name, code=error.code(), rule=rule)
+    return kind(
+        error.details() or error.code().name,
+        code=error.code(),
+        rule=trailers.get("epochal-rule", ""),
+        epoch=int(epoch) if epoch.isdigit() else 0,
+        mutation_id=trailers.get("epochal-mutation-id", ""),
+    )

@@ -1,0 +1,470 @@
+from epochal.wire.v1 import cms_pb2 as _cms_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConsistencyLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSISTENCY_LEVEL_UNSPECIFIED: _ClassVar[ConsistencyLevel]
+    ONE: _ClassVar[ConsistencyLevel]
+    QUORUM: _ClassVar[ConsistencyLevel]
+    LOCAL_QUORUM: _ClassVar[ConsistencyLevel]
+    ALL: _ClassVar[ConsistencyLevel]
+
+class PeerOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PEER_OUTCOME_UNSPECIFIED: _ClassVar[PeerOutcome]
+    OK: _ClassVar[PeerOutcome]
+    NOT_A_REPLICA: _ClassVar[PeerOutcome]
+    UNKNOWN_TABLE: _ClassVar[PeerOutcome]
+    BEHIND: _ClassVar[PeerOutcome]
+    OVERLOADED: _ClassVar[PeerOutcome]
+    CLOCK_SKEW: _ClassVar[PeerOutcome]
+CONSISTENCY_LEVEL_UNSPECIFIED: ConsistencyLevel
+ONE: ConsistencyLevel
+QUORUM: ConsistencyLevel
+LOCAL_QUORUM: ConsistencyLevel
+ALL: ConsistencyLevel
+PEER_OUTCOME_UNSPECIFIED: PeerOutcome
+OK: PeerOutcome
+NOT_A_REPLICA: PeerOutcome
+UNKNOWN_TABLE: PeerOutcome
+BEHIND: PeerOutcome
+OVERLOADED: PeerOutcome
+CLOCK_SKEW: PeerOutcome
+
+class Value(_message.Message):
+    __slots__ = ("text", "int", "boolean", "double", "blob", "uuid", "timestamp")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    INT_FIELD_NUMBER: _ClassVar[int]
+    BOOLEAN_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_FIELD_NUMBER: _ClassVar[int]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    int: int
+    boolean: bool
+    double: float
+    blob: bytes
+    uuid: bytes
+    timestamp: int
+    def __init__(self, text: _Optional[str] = ..., int: _Optional[int] = ..., boolean: _Optional[bool] = ..., double: _Optional[float] = ..., blob: _Optional[bytes] = ..., uuid: _Optional[bytes] = ..., timestamp: _Optional[int] = ...) -> None: ...
+
+class MutationId(_message.Message):
+    __slots__ = ("node", "log", "sequence", "hlc")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    node: int
+    log: int
+    sequence: int
+    hlc: int
+    def __init__(self, node: _Optional[int] = ..., log: _Optional[int] = ..., sequence: _Optional[int] = ..., hlc: _Optional[int] = ...) -> None: ...
+
+class CellWrite(_message.Message):
+    __slots__ = ("column", "value")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    value: Value
+    def __init__(self, column: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class RowWrite(_message.Message):
+    __slots__ = ("clustering", "cells", "delete")
+    CLUSTERING_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    clustering: _containers.RepeatedCompositeFieldContainer[Value]
+    cells: _containers.RepeatedCompositeFieldContainer[CellWrite]
+    delete: bool
+    def __init__(self, clustering: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., cells: _Optional[_Iterable[_Union[CellWrite, _Mapping]]] = ..., delete: _Optional[bool] = ...) -> None: ...
+
+class Mutation(_message.Message):
+    __slots__ = ("keyspace", "table", "partition_key", "rows", "delete_partition")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    table: str
+    partition_key: _containers.RepeatedCompositeFieldContainer[Value]
+    rows: _containers.RepeatedCompositeFieldContainer[RowWrite]
+    delete_partition: bool
+    def __init__(self, keyspace: _Optional[str] = ..., table: _Optional[str] = ..., partition_key: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[RowWrite, _Mapping]]] = ..., delete_partition: _Optional[bool] = ...) -> None: ...
+
+class WriteRequest(_message.Message):
+    __slots__ = ("mutation", "consistency", "epoch", "session_hlc", "mutation_id")
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SESSION_HLC_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    mutation: Mutation
+    consistency: ConsistencyLevel
+    epoch: int
+    session_hlc: int
+    mutation_id: MutationId
+    def __init__(self, mutation: _Optional[_Union[Mutation, _Mapping]] = ..., consistency: _Optional[_Union[ConsistencyLevel, str]] = ..., epoch: _Optional[int] = ..., session_hlc: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
+
+class WriteResponse(_message.Message):
+    __slots__ = ("epoch", "mutation_id", "acknowledged")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    mutation_id: MutationId
+    acknowledged: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ..., acknowledged: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ClusteringSlice(_message.Message):
+    __slots__ = ("start", "start_exclusive", "end", "end_exclusive", "has_start", "has_end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    START_EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    END_EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    HAS_START_FIELD_NUMBER: _ClassVar[int]
+    HAS_END_FIELD_NUMBER: _ClassVar[int]
+    start: _containers.RepeatedCompositeFieldContainer[Value]
+    start_exclusive: bool
+    end: _containers.RepeatedCompositeFieldContainer[Value]
+    end_exclusive: bool
+    has_start: bool
+    has_end: bool
+    def __init__(self, start: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., start_exclusive: _Optional[bool] = ..., end: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., end_exclusive: _Optional[bool] = ..., has_start: _Optional[bool] = ..., has_end: _Optional[bool] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("keyspace", "table", "partition_key", "slice", "columns", "consistency", "epoch", "session_hlc")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    SLICE_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SESSION_HLC_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    table: str
+    partition_key: _containers.RepeatedCompositeFieldContainer[Value]
+    slice: ClusteringSlice
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    consistency: ConsistencyLevel
+    epoch: int
+    session_hlc: int
+    def __init__(self, keyspace: _Optional[str] = ..., table: _Optional[str] = ..., partition_key: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., slice: _Optional[_Union[ClusteringSlice, _Mapping]] = ..., columns: _Optional[_Iterable[str]] = ..., consistency: _Optional[_Union[ConsistencyLevel, str]] = ..., epoch: _Optional[int] = ..., session_hlc: _Optional[int] = ...) -> None: ...
+
+class CellValue(_message.Message):
+    __slots__ = ("column", "value", "hlc")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    value: Value
+    hlc: int
+    def __init__(self, column: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
+
+class Row(_message.Message):
+    __slots__ = ("clustering", "cells")
+    CLUSTERING_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    clustering: _containers.RepeatedCompositeFieldContainer[Value]
+    cells: _containers.RepeatedCompositeFieldContainer[CellValue]
+    def __init__(self, clustering: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., cells: _Optional[_Iterable[_Union[CellValue, _Mapping]]] = ...) -> None: ...
+
+class ReadStats(_message.Message):
+    __slots__ = ("replicas", "data_replica", "repaired_mutations", "repaired", "digest_mismatch", "repaired_cells")
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DATA_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_MISMATCH_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_CELLS_FIELD_NUMBER: _ClassVar[int]
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    data_replica: str
+    repaired_mutations: int
+    repaired: _containers.RepeatedCompositeFieldContainer[MutationId]
+    digest_mismatch: bool
+    repaired_cells: int
+    def __init__(self, replicas: _Optional[_Iterable[str]] = ..., data_replica: _Optional[str] = ..., repaired_mutations: _Optional[int] = ..., repaired: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ..., digest_mismatch: _Optional[bool] = ..., repaired_cells: _Optional[int] = ...) -> None: ...
+
+class ReadResponse(_message.Message):
+    __slots__ = ("epoch", "rows", "stats", "hlc")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    rows: _containers.RepeatedCompositeFieldContainer[Row]
+    stats: ReadStats
+    hlc: int
+    def __init__(self, epoch: _Optional[int] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., stats: _Optional[_Union[ReadStats, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
+
+class ReplicaDescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReplicaDescribeResponse(_message.Message):
+    __slots__ = ("node_id", "address", "datacenter", "rack", "epoch", "ready", "state", "hlc", "metrics", "cms_addresses")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATACENTER_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    CMS_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    datacenter: str
+    rack: str
+    epoch: int
+    ready: bool
+    state: str
+    hlc: int
+    metrics: _containers.ScalarMap[str, float]
+    cms_addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., epoch: _Optional[int] = ..., ready: _Optional[bool] = ..., state: _Optional[str] = ..., hlc: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., cms_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AppliedEpochsRequest(_message.Message):
+    __slots__ = ("since_epoch",)
+    SINCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    since_epoch: int
+    def __init__(self, since_epoch: _Optional[int] = ...) -> None: ...
+
+class AppliedEpoch(_message.Message):
+    __slots__ = ("epoch", "applied_unix_ns")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    applied_unix_ns: int
+    def __init__(self, epoch: _Optional[int] = ..., applied_unix_ns: _Optional[int] = ...) -> None: ...
+
+class AppliedEpochsResponse(_message.Message):
+    __slots__ = ("epochs",)
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    epochs: _containers.RepeatedCompositeFieldContainer[AppliedEpoch]
+    def __init__(self, epochs: _Optional[_Iterable[_Union[AppliedEpoch, _Mapping]]] = ...) -> None: ...
+
+class StoredCell(_message.Message):
+    __slots__ = ("column", "value", "tombstone")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    value: bytes
+    tombstone: bool
+    def __init__(self, column: _Optional[str] = ..., value: _Optional[bytes] = ..., tombstone: _Optional[bool] = ...) -> None: ...
+
+class StoredRow(_message.Message):
+    __slots__ = ("clustering", "cells", "deleted")
+    CLUSTERING_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    clustering: bytes
+    cells: _containers.RepeatedCompositeFieldContainer[StoredCell]
+    deleted: bool
+    def __init__(self, clustering: _Optional[bytes] = ..., cells: _Optional[_Iterable[_Union[StoredCell, _Mapping]]] = ..., deleted: _Optional[bool] = ...) -> None: ...
+
+class StoredMutation(_message.Message):
+    __slots__ = ("id", "keyspace", "table_id", "token", "partition_key", "rows", "partition_deleted", "tracked")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_DELETED_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_FIELD_NUMBER: _ClassVar[int]
+    id: MutationId
+    keyspace: str
+    table_id: str
+    token: int
+    partition_key: bytes
+    rows: _containers.RepeatedCompositeFieldContainer[StoredRow]
+    partition_deleted: bool
+    tracked: bool
+    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., rows: _Optional[_Iterable[_Union[StoredRow, _Mapping]]] = ..., partition_deleted: _Optional[bool] = ..., tracked: _Optional[bool] = ...) -> None: ...
+
+class ApplyRequest(_message.Message):
+    __slots__ = ("epoch", "mutation", "repair", "cell_repair")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
+    CELL_REPAIR_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    mutation: StoredMutation
+    repair: bool
+    cell_repair: CellRepair
+    def __init__(self, epoch: _Optional[int] = ..., mutation: _Optional[_Union[StoredMutation, _Mapping]] = ..., repair: _Optional[bool] = ..., cell_repair: _Optional[_Union[CellRepair, _Mapping]] = ...) -> None: ...
+
+class CellRepair(_message.Message):
+    __slots__ = ("keyspace", "table_id", "token", "partition_key", "cells")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    table_id: str
+    token: int
+    partition_key: bytes
+    cells: _containers.RepeatedCompositeFieldContainer[RawCell]
+    def __init__(self, keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ...) -> None: ...
+
+class ApplyResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class KeyBounds(_message.Message):
+    __slots__ = ("lower", "upper", "has_upper")
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    HAS_UPPER_FIELD_NUMBER: _ClassVar[int]
+    lower: bytes
+    upper: bytes
+    has_upper: bool
+    def __init__(self, lower: _Optional[bytes] = ..., upper: _Optional[bytes] = ..., has_upper: _Optional[bool] = ...) -> None: ...
+
+class RawCell(_message.Message):
+    __slots__ = ("clustering", "column", "value", "hlc", "mutation_key", "tombstone")
+    CLUSTERING_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
+    clustering: bytes
+    column: str
+    value: bytes
+    hlc: int
+    mutation_key: bytes
+    tombstone: bool
+    def __init__(self, clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., value: _Optional[bytes] = ..., hlc: _Optional[int] = ..., mutation_key: _Optional[bytes] = ..., tombstone: _Optional[bool] = ...) -> None: ...
+
+class LocalReadRequest(_message.Message):
+    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "bounds", "data", "summary", "digest")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    keyspace: str
+    table_id: str
+    token: int
+    partition_key: bytes
+    bounds: KeyBounds
+    data: bool
+    summary: bool
+    digest: bool
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ...) -> None: ...
+
+class LocalReadResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    cells: _containers.RepeatedCompositeFieldContainer[RawCell]
+    summary: bytes
+    digest: bytes
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ..., summary: _Optional[bytes] = ..., digest: _Optional[bytes] = ...) -> None: ...
+
+class LogKey(_message.Message):
+    __slots__ = ("node", "log")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    node: int
+    log: int
+    def __init__(self, node: _Optional[int] = ..., log: _Optional[int] = ...) -> None: ...
+
+class SketchRequest(_message.Message):
+    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "logs", "cells", "low_bound")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOGS_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    LOW_BOUND_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    keyspace: str
+    table_id: str
+    token: int
+    partition_key: bytes
+    logs: _containers.RepeatedCompositeFieldContainer[LogKey]
+    cells: int
+    low_bound: int
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., cells: _Optional[int] = ..., low_bound: _Optional[int] = ...) -> None: ...
+
+class SketchResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "sketch")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    sketch: bytes
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., sketch: _Optional[bytes] = ...) -> None: ...
+
+class FetchMutationsRequest(_message.Message):
+    __slots__ = ("epoch", "ids")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    ids: _containers.RepeatedCompositeFieldContainer[MutationId]
+    def __init__(self, epoch: _Optional[int] = ..., ids: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
+
+class FetchMutationsResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "mutations")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    mutations: _containers.RepeatedCompositeFieldContainer[StoredMutation]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ...) -> None: ...
+
+class TestHooks(_message.Message):
+    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck")
+    HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]
+    SKIP_PLAN_RECHECK_FIELD_NUMBER: _ClassVar[int]
+    hold_metadata_pushes: bool
+    skip_plan_recheck: bool
+    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,240 @@
+"""The replica's data-path messages <-> domain values (epochal.v1 Replica and ReplicaPeer).
+
+Client requests decode into drafts (``epochal.replica.mutations``): key values become Python
+values, cell values stay encoded. A malformed message raises ``MalformedInput`` naming the
+field; whether a value fits the schema is decided later, at the coordinator's epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from epochal.consistency import Consistency
+from epochal.mtrack import MutationId
+from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
+from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
+from epochal.tcm import Table
+from epochal.tcm.keys import KeyBounds, KeyValue, clustering_columns, decode_key
+from epochal.wire.fields import MalformedInput
+from epochal.wire.v1 import replica_pb2 as pb
+from epochal.wire.values import decode, from_proto, to_proto
+
+CONSISTENCY = {
+    pb.CONSISTENCY_LEVEL_UNSPECIFIED: Consistency.QUORUM,
+    pb.ONE: Consistency.ONE,
+    pb.QUORUM: Consistency.QUORUM,
+    pb.LOCAL_QUORUM: Consistency.LOCAL_QUORUM,
+    pb.ALL: Consistency.ALL,
+}
+CONSISTENCY_NUMBERS = {
+    Consistency.ONE: pb.ONE,
+    Consistency.QUORUM: pb.QUORUM,
+    Consistency.LOCAL_QUORUM: pb.LOCAL_QUORUM,
+    Consistency.ALL: pb.ALL,
+}
+
+
+def consistency_from_proto(number: int) -> Consistency:
+    level = CONSISTENCY.get(number)
+    if level is None:
+        raise MalformedInput(f"consistency: unknown level {number}")
+    return level
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def id_to_proto(mutation_id: MutationId) -> pb.MutationId:
+    return pb.MutationId(
+        node=mutation_id.node,
+        log=mutation_id.log,
+        sequence=mutation_id.sequence,
+        hlc=mutation_id.hlc,
+    )
+
+
+def id_from_proto(message: pb.MutationId, field: str = "mutation_id") -> MutationId:
+    try:
+        return MutationId(
+            node=message.node, log=message.log, sequence=message.sequence, hlc=message.hlc
+        )
+    except ValueError as error:
+        raise MalformedInput(f"{field}: {error}") from None
+
+
+# --------------------------------------------------------------------------- client requests
+
+
+def _check_value(value: pb.Value, field: str) -> str | None:
+    """The value's kind (None: null), refusing what no column can hold (a uuid not 16 bytes)."""
+    kind = value.WhichOneof("kind")
+    if kind == "uuid" and len(value.uuid) != 16:
+        raise MalformedInput(f"{field}: a uuid is 16 bytes, got {len(value.uuid)}")
+    return kind
+
+
+def _key_values(values: Iterable[pb.Value], field: str) -> tuple[KeyValue, ...]:
+    result = []
+    for index, value in enumerate(values):
+        _check_value(value, f"{field}[{index}]")
+        python = from_proto(value)
+        if python is None:
+            raise MalformedInput(f"{field}[{index}] is null; key values cannot be null")
+        result.append(python)
+    return tuple(result)
+
+
+def write_draft(message: pb.Mutation) -> WriteDraft:
+    rows = []
+    for index, row in enumerate(message.rows):
+        cells = []
+        for cell in row.cells:
+            kind = _check_value(cell.value, f"mutation.rows[{index}].cells[{cell.column}]")
+            cells.append(
+                CellDraft(
+                    cell.column,
+                    kind,
+                    cell.value.SerializeToString() if kind is not None else None,
+                    cell.value.int if kind == "int" else None,
+                )
+            )
+        rows.append(
+            RowDraft(
+                _key_values(row.clustering, f"mutation.rows[{index}].clustering"),
+                tuple(cells),
+                row.delete,
+            )
+        )
+    return WriteDraft(
+        keyspace=message.keyspace,
+        table=message.table,
+        partition_key=_key_values(message.partition_key, "mutation.partition_key"),
+        rows=tuple(rows),
+        delete_partition=message.delete_partition,
+    )
+
+
+def read_draft(message: pb.ReadRequest) -> ReadDraft:
+    slice_draft = None
+    if message.HasField("slice"):
+        s = message.slice
+        slice_draft = SliceDraft(
+            _key_values(s.start, "slice.start") if s.has_start else None,
+            s.start_exclusive,
+            _key_values(s.end, "slice.end") if s.has_end else None,
+            s.end_exclusive,
+        )
+    return ReadDraft(
+        keyspace=message.keyspace,
+        table=message.table,
+        partition_key=_key_values(message.partition_key, "partition_key"),
+        slice=slice_draft,
+        columns=tuple(message.columns),
+    )
+
+
+def rows_to_proto(table: Table, rows: Sequence[ResolvedRow]) -> list[pb.Row]:
+    columns = clustering_columns(table)
+    result = []
+    for row in rows:
+        clustering = [
+            to_proto(name, column_type, value)
+            for (name, column_type), value in zip(
+                columns, decode_key(columns, row.clustering), strict=True
+            )
+        ]
+        cells = [pb.CellValue(column=c, value=decode(v), hlc=h) for c, v, h in row.cells]
+        result.append(pb.Row(clustering=clustering, cells=cells))
+    return result
+
+
+# --------------------------------------------------------------------------- stored mutations
+
+
+def mutation_to_proto(mutation: Mutation) -> pb.StoredMutation:
+    return pb.StoredMutation(
+        id=id_to_proto(mutation.id),
+        keyspace=mutation.keyspace,
+        table_id=mutation.table_id,
+        token=mutation.token,
+        partition_key=mutation.partition_key,
+        rows=[
+            pb.StoredRow(
+                clustering=row.clustering,
+                cells=[
+                    pb.StoredCell(column=c, value=v or b"", tombstone=v is None)
+                    for c, v in row.cells
+                ],
+                deleted=row.deleted,
+            )
+            for row in mutation.rows
+        ],
+        partition_deleted=mutation.partition_deleted,
+        tracked=mutation.tracked,
+    )
+
+
+def mutation_from_proto(message: pb.StoredMutation) -> Mutation:
+    if not message.HasField("id"):
+        raise MalformedInput("mutation.id is required")
+    if not message.table_id or not message.keyspace:
+        raise MalformedInput("mutation.keyspace and mutation.table_id are required")
+    return Mutation(
+        id=id_from_proto(message.id, "mutation.id"),
+        keyspace=message.keyspace,
+        table_id=message.table_id,
+        token=message.token,
+        partition_key=message.partition_key,
+        rows=tuple(
+            RowWrite(
+                row.clustering,
+                tuple((c.column, None if c.tombstone else c.value) for c in row.cells),
+                row.deleted,
+            )
+            for row in message.rows
+        ),
+        partition_deleted=message.partition_deleted,
+        tracked=message.tracked,
+    )
+
+
+def mutation_from_body(body: bytes) -> Mutation:
+    return mutation_from_proto(pb.StoredMutation.FromString(body))
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def cell_to_proto(cell: Cell) -> pb.RawCell:
+    return pb.RawCell(
+        clustering=cell.clustering,
+        column=cell.column,
+        value=cell.value or b"",
+        hlc=cell.hlc,
+        mutation_key=cell.writer,
+        tombstone=cell.tombstone,
+    )
+
+
+def cells_from_proto(messages: Iterable[pb.RawCell]) -> list[Cell]:
+    return [
+        Cell(
+            m.clustering,
+            m.column,
+            None if m.tombstone or not m.value else m.value,
+            m.hlc,
+            m.mutation_key,
+            m.tombstone,
+        )
+        for m in messages
+    ]
+
+
+def bounds_to_proto(bounds: KeyBounds) -> pb.KeyBounds:
+    return pb.KeyBounds(
+        lower=bounds.lower, upper=bounds.upper or b"", has_upper=bounds.upper is not None
+    )
+
+
+def bounds_from_proto(message: pb.KeyBounds) -> KeyBounds:
+    return KeyBounds(message.lower, message.upper if message.has_upper else None)

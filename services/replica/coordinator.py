@@ -1,0 +1,631 @@
+"""The coordinator: a client's write or read, carried out at a consistency level.
+
+Theory of operation
+-------------------
+Any replica coordinates. It first catches up to the client's epoch, then plans with its own
+metadata: the token's write group (for a write) or read group (for a read) at that epoch, and
+the consistency level counted over it (``epochal.consistency``).
+
+Write: the mutation gets an id from this node's log for the token's range (which fixes its
+timestamp), goes to every member of the write group, and succeeds once the level's count of
+them stored it durably. Read: one replica is asked for data (this node when it is a replica),
+as many others as the level needs for a summary (tracked keyspaces) or a digest (untracked);
+differences are repaired before the answer (``epochal.replica.read_repair``). A replica that
+fails is replaced by a spare from the group when there is one.
+
+Every reply carries the replica's epoch. When one is newer than the plan's, the coordinator
+catches up and re-checks the plan against the newer placements before it answers success: the
+replicas that answered must still satisfy the level in the newer group, else the request fails
+(``StalePlan``) — it never answers success on a plan it knows to be stale. Both counts of such
+discoveries are kept (``coordinator_behind_placements``, ``coordinator_behind_schema``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from epochal.consistency import Consistency, counted, required, satisfied
+from epochal.mtrack import ClockSkew, MutationId
+from epochal.replica.channels import Channels
+from epochal.replica.codec import mutation_to_proto
+from epochal.replica.errors import (
+    ClockSkewed,
+    InvalidRequest,
+    Overloaded,
+    StalePlan,
+    TimedOut,
+    Unavailable,
+)
+from epochal.replica.follower import MetadataFollower
+from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, ReplicaHandle
+from epochal.replica.ids import MutationIds
+from epochal.replica.local_replica import (
+    LocalReplica,
+    Outcome,
+    PartitionRead,
+    PeerReply,
+    replica_group,
+)
+from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.model import ResolvedRow, resolve
+from epochal.replica.mutations import (
+    BadRequest,
+    PreparedRead,
+    ReadDraft,
+    WriteDraft,
+    prepare_read,
+    prepare_write,
+)
+from epochal.replica.read_repair import ReadRepair
+from epochal.replica.settings import ReplicaSettings
+from epochal.tcm import ClusterMetadata, Table
+from epochal.telemetry import enabled as tracing_enabled
+from epochal.telemetry import tracer
+
+_tracer = tracer("epochal.replica")
+MAX_REPAIRED_IDS_SHOWN = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Test-only switches (served only with --enable-test-hooks)."""
+
+    skip_plan_recheck: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    mutation_id: MutationId
+    epoch: int
+    acknowledged: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class ReadStats:
+    replicas: list[str] = field(default_factory=list)
+    data_replica: str = ""
+    repaired: list[MutationId] = field(default_factory=list)
+    digest_mismatch: bool = False
+    repaired_cells: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    table: Table
+    rows: list[ResolvedRow]
+    stats: ReadStats
+    epoch: int
+    hlc: int
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Answers collected so far for one request, and the newest epoch they revealed."""
+
+    plan: ClusterMetadata
+    view: ClusterMetadata
+    answered: set[str] = field(default_factory=set)
+    failures: dict[str, str] = field(default_factory=dict)
+    newest_epoch: int = 0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        follower: MetadataFollower,
+        local: LocalReplica,
+        channels: Channels,
+        metrics: ReplicaMetrics,
+    ) -> None:
+        self.settings = settings
+        self.follower = follower
+        self.local = local
+        self.channels = channels
+        self.metrics = metrics
+        self.node_id = ""
+        self.ids: MutationIds | None = None
+        self.hooks = Hooks()
+        self._handles: dict[tuple[str, str], ReplicaHandle] = {}
+        self._in_flight = 0
+        self._random = random.Random()
+        self.read_repair = ReadRepair(self)
+
+    def attach(self, node_id: str, ids: MutationIds) -> None:
+        self.node_id = node_id
+        self.ids = ids
+        self._handles.clear()
+
+    # ------------------------------------------------------------------ shared
+
+    def handle(self, metadata: ClusterMetadata, node_id: str) -> ReplicaHandle:
+        if node_id == self.node_id:
+            return LocalHandle(node_id, self.local)
+        node = metadata.nodes.get(node_id)
+        if node is None:
+            raise PeerFailed(node_id, f"not in the directory at epoch {metadata.epoch}")
+        key = (node_id, node.address)
+        handle = self._handles.get(key)
+        if handle is None:
+            handle = self._handles[key] = RemoteHandle(node_id, node.address, self.channels)
+        return handle
+
+    @contextlib.contextmanager
+    def _admitted(self, operation: str) -> Any:
+        if self._in_flight >= self.settings.max_in_flight_requests:
+            self.metrics.overloaded.labels("coordinator").inc()
+            raise Overloaded(
+                f"{self.node_id} is coordinating {self._in_flight} requests "
+                "(--max-in-flight-requests); back off and retry"
+            )
+        if self.ids is None:
+            raise Unavailable("this replica is not registered yet; try another", rule="not_ready")
+        self._in_flight += 1
+        try:
+            yield
+        except (Unavailable, TimedOut, StalePlan) as error:
+            self.metrics.request_failures.labels(operation, error.rule).inc()
+            raise
+        finally:
+            self._in_flight -= 1
+
+    async def metadata_at(self, epoch: int, deadline: float) -> ClusterMetadata:
+        """This node's metadata, caught up to ``epoch`` first (the client has seen it)."""
+        follower = self.follower
+        if follower.stopped_reason:
+            raise Unavailable(follower.stopped_reason, rule="not_ready")
+        if epoch > follower.epoch:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if not await follower.catch_up(epoch, max(remaining, 0.0)):
+                if 0 < follower.cms_epoch < epoch:
+                    raise InvalidRequest(
+                        f"the request names epoch {epoch}, but the CMS is at epoch "
+                        f"{follower.cms_epoch}: an epoch from the future",
+                        rule="future_epoch",
+                    )
+                raise Unavailable(
+                    f"{self.node_id} is at epoch {follower.epoch} and could not catch up to the "
+                    f"client's epoch {epoch} in time; try another replica",
+                    rule="behind",
+                )
+        return follower.metadata
+
+    def datacenters(self, metadata: ClusterMetadata, nodes: Collection[str]) -> dict[str, str]:
+        return {n: metadata.nodes[n].datacenter for n in nodes if n in metadata.nodes}
+
+    def is_satisfied(
+        self,
+        level: Consistency,
+        metadata: ClusterMetadata,
+        group: frozenset[str],
+        answered: set[str],
+    ) -> bool:
+        return satisfied(
+            level, group, answered, self.datacenters(metadata, group), self.settings.datacenter
+        )
+
+    def _needed(
+        self, level: Consistency, metadata: ClusterMetadata, group: frozenset[str]
+    ) -> frozenset[str]:
+        """The members whose answers count; raises Unavailable when none can."""
+        counting = counted(
+            level, group, self.datacenters(metadata, group), self.settings.datacenter
+        )
+        if required(level, counting) == 0:
+            where = f" in {self.settings.datacenter}" if level is Consistency.LOCAL_QUORUM else ""
+            raise Unavailable(f"no replica{where} can answer at {level.value}")
+        return counting
+
+    async def _recheck(
+        self,
+        progress: _Progress,
+        level: Consistency,
+        keyspace: str,
+        token: int,
+        *,
+        write: bool,
+        deadline: float,
+    ) -> bool:
+        """Catch up to the newest epoch a reply revealed, then: do the answers still satisfy the
+        level under the newer placements? (True also when nothing newer was seen.)"""
+        if progress.newest_epoch <= progress.view.epoch:
+            return self.is_satisfied(
+                level,
+                progress.view,
+                replica_group(progress.view, keyspace, token, write=write),
+                progress.answered,
+            )
+        remaining = deadline - asyncio.get_running_loop().time()
+        if not await self.follower.catch_up(progress.newest_epoch, max(remaining, 0.0)):
+            raise Unavailable(
+                f"a replica answered at epoch {progress.newest_epoch}; {self.node_id} could not "
+                f"learn it in time to re-check its plan (made at epoch {progress.plan.epoch})",
+                rule="stale_plan",
+            )
+        newer = self.follower.metadata
+        self._count_behind(progress.view, newer, keyspace, token, write=write)
+        progress.view = newer
+        group = replica_group(newer, keyspace, token, write=write)
+        return self.is_satisfied(level, newer, group, progress.answered)
+
+    def _count_behind(
+        self, old: ClusterMetadata, new: ClusterMetadata, keyspace: str, token: int, *, write: bool
+    ) -> None:
+        if replica_group(old, keyspace, token, write=write) != replica_group(
+            new, keyspace, token, write=write
+        ):
+            self.metrics.coordinator_behind_placements.inc()
+        if old.keyspaces.get(keyspace) != new.keyspaces.get(keyspace):
+            self.metrics.coordinator_behind_schema.inc()
+
+    def note_reply(self, progress: _Progress, node: str, reply: PeerReply) -> bool:
+        """Record a replica's answer; True when it counts."""
+        progress.newest_epoch = max(progress.newest_epoch, reply.epoch)
+        if reply.outcome is Outcome.OK:
+            progress.answered.add(node)
+            return True
+        progress.failures[node] = f"{reply.outcome.value}: {reply.message}"
+        return False
+
+    # ------------------------------------------------------------------ writes
+
+    async def write(
+        self,
+        draft: WriteDraft,
+        level: Consistency,
+        *,
+        client_epoch: int,
+        session_hlc: int,
+        retry_of: MutationId | None,
+    ) -> WriteResult:
+        with self._admitted("write"):
+            started = time.monotonic()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.settings.write_timeout_ms / 1000
+            span_cm = (
+                _tracer.start_as_current_span("replica.write", kind=trace.SpanKind.INTERNAL)
+                if tracing_enabled()
+                else contextlib.nullcontext(trace.INVALID_SPAN)
+            )
+            with span_cm as span:
+                span.set_attribute("consistency", level.value)
+                result = await self._write(
+                    draft, level, client_epoch, session_hlc, retry_of, deadline, span
+                )
+            self.metrics.write_latency.labels(level.value).observe(time.monotonic() - started)
+            return result
+
+    async def _write(
+        self,
+        draft: WriteDraft,
+        level: Consistency,
+        client_epoch: int,
+        session_hlc: int,
+        retry_of: MutationId | None,
+        deadline: float,
+        span: trace.Span,
+    ) -> WriteResult:
+        metadata = await self.metadata_at(client_epoch, deadline)
+        try:
+            prepared = prepare_write(
+                metadata,
+                draft,
+                max_value_bytes=self.settings.max_value_bytes,
+                max_mutation_bytes=self.settings.max_mutation_bytes,
+            )
+        except BadRequest as error:
+            raise InvalidRequest(str(error)) from None
+        mutation_id = self._mutation_id(metadata, prepared, session_hlc, retry_of)
+        mutation = prepared.with_id(mutation_id)
+        stored = mutation_to_proto(mutation)
+        keyspace = prepared.keyspace.name
+        group = replica_group(metadata, keyspace, prepared.token, write=True)
+        if not group:
+            raise Unavailable(
+                f"no replica owns token {prepared.token} of {keyspace} at epoch {metadata.epoch} "
+                "(has the ring been formed?)",
+                mutation_id=mutation_id,
+            )
+        self._needed(level, metadata, group)
+        span.set_attribute("epoch", metadata.epoch)
+        span.set_attribute("mutation_id", str(mutation_id))
+        span.set_attribute("replicas", sorted(group))
+        progress = _Progress(plan=metadata, view=metadata)
+        timeout_s = deadline - asyncio.get_running_loop().time()
+
+        def send(node: str) -> Awaitable[PeerReply]:
+            return self.handle(metadata, node).apply(
+                metadata.epoch, mutation, stored, timeout_s=timeout_s
+            )
+
+        done = await self._collect(
+            {node: send for node in group},
+            progress,
+            deadline,
+            lambda: self._write_done(progress, level, keyspace, prepared.token, deadline),
+        )
+        span.set_attribute("acknowledged", sorted(progress.answered))
+        if done:
+            return WriteResult(mutation_id, self.follower.epoch, tuple(sorted(progress.answered)))
+        raise self._write_failure(
+            progress, level, keyspace, prepared.token, group, mutation_id, deadline
+        )
+
+    def _mutation_id(
+        self,
+        metadata: ClusterMetadata,
+        prepared: Any,
+        session_hlc: int,
+        retry_of: MutationId | None,
+    ) -> MutationId:
+        assert self.ids is not None
+        try:
+            if retry_of is not None:
+                self.ids.observe(retry_of.hlc)
+                return retry_of
+            self.ids.observe(session_hlc)
+        except ClockSkew as error:
+            raise ClockSkewed(str(error)) from None
+        return self.ids.next_id(metadata, prepared.keyspace, prepared.token)
+
+    async def _write_done(
+        self, progress: _Progress, level: Consistency, keyspace: str, token: int, deadline: float
+    ) -> bool:
+        plan_group = replica_group(progress.view, keyspace, token, write=True)
+        if not self.is_satisfied(level, progress.view, plan_group, progress.answered):
+            return False
+        if self.hooks.skip_plan_recheck:
+            return True
+        return await self._recheck(progress, level, keyspace, token, write=True, deadline=deadline)
+
+    def _write_failure(
+        self,
+        progress: _Progress,
+        level: Consistency,
+        keyspace: str,
+        token: int,
+        group: frozenset[str],
+        mutation_id: MutationId,
+        deadline: float,
+    ) -> Exception:
+        view_group = replica_group(progress.view, keyspace, token, write=True)
+        failures = "; ".join(f"{n}: {why}" for n, why in sorted(progress.failures.items()))
+        detail = (
+            f"{level.value} write of token {token} ({mutation_id}): acknowledged by "
+            f"{sorted(progress.answered) or 'none'} of the write group {sorted(view_group)} at "
+            f"epoch {progress.view.epoch}" + (f"; failed: {failures}" if failures else "")
+        )
+        if progress.view.epoch > progress.plan.epoch:
+            return StalePlan(
+                f"the replica group changed after the plan (epoch {progress.plan.epoch}, group "
+                f"{sorted(group)}): {detail}; retry with the same mutation id",
+                mutation_id=mutation_id,
+            )
+        if asyncio.get_running_loop().time() >= deadline:
+            return TimedOut(f"timed out: {detail}", mutation_id=mutation_id)
+        return Unavailable(f"too few replicas: {detail}", mutation_id=mutation_id)
+
+    async def _collect(
+        self,
+        calls: dict[str, Callable[[str], Awaitable[PeerReply]]],
+        progress: _Progress,
+        deadline: float,
+        done: Callable[[], Awaitable[bool]],
+    ) -> bool:
+        """Send every call; after each answer ask ``done``; stop at True, when all answered, or
+        at the deadline. Calls still out are left to finish on their own."""
+        loop = asyncio.get_running_loop()
+        pending = {loop.create_task(call(node)): node for node, call in calls.items()}
+        try:
+            while pending:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                finished, _ = await asyncio.wait(
+                    pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not finished:
+                    return False
+                counted_one = False
+                for task in finished:
+                    node = pending.pop(task)
+                    try:
+                        counted_one |= self.note_reply(progress, node, task.result())
+                    except PeerFailed as error:
+                        progress.failures[node] = error.reason
+                newer = progress.newest_epoch > progress.view.epoch
+                if (counted_one or newer) and await done():
+                    return True
+            return await done()
+        finally:
+            for task in pending:
+                task.add_done_callback(_swallow)
+
+    # ------------------------------------------------------------------ reads
+
+    async def read(
+        self, draft: ReadDraft, level: Consistency, *, client_epoch: int, session_hlc: int
+    ) -> ReadResult:
+        with self._admitted("read"):
+            started = time.monotonic()
+            deadline = asyncio.get_running_loop().time() + self.settings.read_timeout_ms / 1000
+            span_cm = (
+                _tracer.start_as_current_span("replica.read", kind=trace.SpanKind.INTERNAL)
+                if tracing_enabled()
+                else contextlib.nullcontext(trace.INVALID_SPAN)
+            )
+            with span_cm as span:
+                span.set_attribute("consistency", level.value)
+                result = await self._read(draft, level, client_epoch, session_hlc, deadline)
+                span.set_attribute("epoch", result.epoch)
+                span.set_attribute("replicas", result.stats.replicas)
+                span.set_attribute("repaired_mutations", len(result.stats.repaired))
+                span.set_attribute("repaired_cells", result.stats.repaired_cells)
+            self.metrics.read_latency.labels(level.value).observe(time.monotonic() - started)
+            return result
+
+    async def _read(
+        self,
+        draft: ReadDraft,
+        level: Consistency,
+        client_epoch: int,
+        session_hlc: int,
+        deadline: float,
+    ) -> ReadResult:
+        metadata = await self.metadata_at(client_epoch, deadline)
+        try:
+            prepared = prepare_read(metadata, draft)
+        except BadRequest as error:
+            raise InvalidRequest(str(error)) from None
+        assert self.ids is not None
+        try:
+            self.ids.observe(session_hlc)
+        except ClockSkew as error:
+            raise ClockSkewed(str(error)) from None
+        keyspace = prepared.keyspace.name
+        group = replica_group(metadata, keyspace, prepared.token, write=False)
+        if not group:
+            raise Unavailable(
+                f"no replica owns token {prepared.token} of {keyspace} at epoch {metadata.epoch}"
+            )
+        counting = self._needed(level, metadata, group)
+        order = self._preference(metadata, [n for n in group if n in counting])
+        needed = required(level, counting)
+        read = PartitionRead(
+            keyspace, prepared.table.id, prepared.token, prepared.partition_key, prepared.bounds
+        )
+        progress = _Progress(plan=metadata, view=metadata)
+        stats = ReadStats()
+        replies = await self._gather_reads(
+            metadata, read, prepared, order, needed, progress, stats, deadline
+        )
+        if not self.hooks.skip_plan_recheck and not await self._recheck(
+            progress, level, keyspace, prepared.token, write=False, deadline=deadline
+        ):
+            newer = replica_group(progress.view, keyspace, prepared.token, write=False)
+            raise StalePlan(
+                f"the read group of token {prepared.token} changed after the plan (epoch "
+                f"{metadata.epoch}, group {sorted(group)}): {sorted(progress.answered)} do not "
+                f"satisfy {level.value} of {sorted(newer)} at epoch {progress.view.epoch}; retry"
+            )
+        if prepared.tracked:
+            cells = await self.read_repair.reconcile(metadata.epoch, read, stats, replies, deadline)
+        else:
+            cells = await self.read_repair.digests(metadata.epoch, read, stats, replies, deadline)
+        rows = resolve(cells, prepared.bounds, prepared.columns)
+        if len(rows) > self.settings.max_rows_per_read:
+            raise InvalidRequest(
+                f"the read matches {len(rows)} rows; the limit is "
+                f"{self.settings.max_rows_per_read} (--max-rows-per-read; there is no paging): "
+                "read a narrower clustering slice"
+            )
+        hlc = max((c.hlc for c in cells), default=0)
+        return ReadResult(prepared.table, rows, stats, self.follower.epoch, hlc)
+
+    def _preference(self, metadata: ClusterMetadata, nodes: list[str]) -> list[str]:
+        """This node first, then its datacenter, then the rest; random within each tier so
+        that summary requests spread over the replicas."""
+        shuffled = list(nodes)
+        self._random.shuffle(shuffled)
+
+        def rank(node: str) -> int:
+            if node == self.node_id:
+                return 0
+            info = metadata.nodes.get(node)
+            return 1 if info is not None and info.datacenter == self.settings.datacenter else 2
+
+        return sorted(shuffled, key=rank)
+
+    async def _gather_reads(
+        self,
+        metadata: ClusterMetadata,
+        read: PartitionRead,
+        prepared: PreparedRead,
+        order: list[str],
+        needed: int,
+        progress: _Progress,
+        stats: ReadStats,
+        deadline: float,
+    ) -> dict[str, PeerReply]:
+        """Data from one replica and a summary (or digest) from needed - 1 others; a replica
+        that fails is replaced by the next one in ``order``."""
+        loop = asyncio.get_running_loop()
+        tracked = prepared.tracked
+        spare = list(order)
+        replies: dict[str, PeerReply] = {}
+        pending: dict[asyncio.Task[PeerReply], tuple[str, bool]] = {}
+        data_node = ""
+
+        def launch(node: str, data: bool) -> None:
+            stats.replicas.append(node)
+            task = loop.create_task(
+                self.handle(metadata, node).read(
+                    metadata.epoch,
+                    read,
+                    data=data,
+                    summary=tracked,
+                    digest=not tracked and not data,
+                    timeout_s=deadline - loop.time(),
+                )
+            )
+            pending[task] = (node, data)
+
+        launch(spare.pop(0), True)
+        for _ in range(needed - 1):
+            launch(spare.pop(0), False)
+        try:
+            while not (data_node and len(replies) >= needed):
+                remaining = deadline - loop.time()
+                if not pending or remaining <= 0:
+                    raise self._read_failure(progress, needed, deadline)
+                finished, _ = await asyncio.wait(
+                    pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in finished:
+                    node, data = pending.pop(task)
+                    try:
+                        ok = self.note_reply(progress, node, task.result())
+                    except PeerFailed as error:
+                        progress.failures[node] = error.reason
+                        ok = False
+                    if ok:
+                        replies[node] = task.result()
+                        if data:
+                            data_node = stats.data_replica = node
+                    elif spare:
+                        launch(spare.pop(0), data)
+                    elif data and replies:
+                        # No spare: ask one that gave a summary for the data instead.
+                        substitute = next(iter(replies))
+                        del replies[substitute]
+                        progress.answered.discard(substitute)
+                        launch(substitute, True)
+        finally:
+            for task in pending:
+                task.add_done_callback(_swallow)
+        return {
+            node: replies[node] for node in [data_node, *[n for n in replies if n != data_node]]
+        }
+
+    def _read_failure(self, progress: _Progress, needed: int, deadline: float) -> Exception:
+        failures = "; ".join(f"{n}: {why}" for n, why in sorted(progress.failures.items()))
+        detail = f"{needed} replica(s) needed, {len(progress.answered)} answered" + (
+            f"; failed: {failures}" if failures else ""
+        )
+        if asyncio.get_running_loop().time() >= deadline:
+            return TimedOut(f"read timed out: {detail}")
+        return Unavailable(f"too few replicas for the read: {detail}")
+
+
+def _swallow(task: asyncio.Task[Any]) -> None:
+    """A call the answer no longer waits for: retrieve its outcome so nothing is reported."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,395 @@
+"""The metadata follower: this node's view of the metadata log, kept current.
+
+Theory of operation
+-------------------
+``metadata`` is the immutable ``ClusterMetadata`` of the newest epoch applied here; requests
+read it and compare epochs, nothing else. It advances only by applying log entries strictly in
+order (or by installing a snapshot of a newer epoch), on the event loop, from three sources:
+
+* the CMS's push stream (``Watch`` on one member, rotating to the next when it breaks);
+* a pull on a timer (``FetchLog`` from a CMS member), backing off while the CMS is unreachable;
+* on demand: ``catch_up(epoch)`` when a message shows a newer epoch. It is debounced: one fetch
+  runs at a time and every caller waiting for an epoch it will reach shares it, so ten requests
+  that discover epoch 42 cause one fetch. A fetch asks the CMS members in turn, then any peer
+  replica (the log is immutable: any copy of a prefix is the same prefix).
+
+Entries after a gap are not applied (a fetch fills the gap first); an entry this software cannot
+decode stops the follower, which says so (log, metric, readiness) and never skips it. Applied
+entries are written to local storage lazily (the CMS has them durably) with a snapshot of the
+metadata every ``metadata_snapshot_interval`` epochs, so a restart replays only the tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from epochal.replica.channels import Channels
+from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.settings import ReplicaSettings
+from epochal.replica.storage import MetadataEntry, ReplicaStorage
+from epochal.tcm import ClusterMetadata, NodeState, Table
+from epochal.telemetry import enabled as tracing_enabled
+from epochal.telemetry import tracer
+from epochal.wire.fields import MalformedInput
+from epochal.wire.log import LogPage, fetch_request, fetch_response, watch_event, watch_request
+from epochal.wire.metadata import MetadataEncoder, decode_metadata, decode_transformation
+
+log = logging.getLogger(__name__)
+_tracer = tracer("epochal.replica")
+
+APPLIED_TIMES_KEPT = 20_000
+WATCH_BACKOFF_MAX_S = 1.0
+FETCH_ATTEMPT_TIMEOUT_S = 5.0
+# A catch-up gives up after this many fetches that found the CMS behind the wanted epoch: the
+# epoch does not exist yet (the caller says so: an epoch from the future).
+FUTURE_EPOCH_ROUNDS = 3
+
+
+class MetadataFollower:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        storage: ReplicaStorage,
+        channels: Channels,
+        metrics: ReplicaMetrics,
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.channels = channels
+        self.metrics = metrics
+        self.metadata = ClusterMetadata.empty()
+        self.tables_by_id: dict[str, Table] = {}
+        self.node_id = ""
+        self.hold_pushes = False  # test hook: a coordinator with a stale view
+        self.stopped_reason = ""
+        self.start_target = -1  # the CMS's epoch when we first reached it (readiness)
+        self.cms_epoch = 0  # the newest epoch a CMS member has reported
+        self.on_change: list[Callable[[ClusterMetadata], None]] = []
+        self.applied_at: deque[tuple[int, int]] = deque(maxlen=APPLIED_TIMES_KEPT)
+        self._fetch_task: asyncio.Task[bool] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._unreachable: set[str] = set()
+        self._snapshot_epoch = 0
+        self._encoder = MetadataEncoder()
+        self._cms_turn = zlib.crc32(settings.address.encode())
+
+    @property
+    def epoch(self) -> int:
+        return self.metadata.epoch
+
+    @property
+    def caught_up(self) -> bool:
+        return self.start_target >= 0 and self.epoch >= self.start_target
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self) -> None:
+        """The metadata stored here: its snapshot, then the entries after it."""
+        stored = self.storage.stored_metadata()
+        metadata = ClusterMetadata.empty()
+        if stored.snapshot is not None:
+            metadata = decode_metadata(stored.snapshot)
+        for entry in stored.entries:
+            if entry.epoch != metadata.epoch + 1:
+                break  # a lazily written tail may have lost entries: fetch them again
+            metadata = decode_transformation(entry.transformation).execute(metadata)
+        self._snapshot_epoch = stored.snapshot_epoch
+        self._set(metadata, [])
+        log.info(
+            "metadata at epoch %d from local storage (snapshot at %d, %d entries replayed)",
+            metadata.epoch,
+            stored.snapshot_epoch,
+            len(stored.entries),
+        )
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._watch_forever()),
+            loop.create_task(self._pull_forever()),
+        ]
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, self._fetch_task]:
+            if task is not None:
+                task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # ------------------------------------------------------------------ catching up
+
+    async def catch_up(self, epoch: int, timeout_s: float) -> bool:
+        """Until this node has applied ``epoch`` (True) or ``timeout_s`` passed (False)."""
+        if self.epoch >= epoch:
+            return True
+        self.metrics.catch_ups.inc()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        span = (
+            _tracer.start_span(
+                "replica.catch_up",
+                attributes={"node": self.node_id, "from_epoch": self.epoch, "to_epoch": epoch},
+            )
+            if tracing_enabled()
+            else None
+        )
+        try:
+            short_rounds = 0  # rounds that reached a CMS member which did not have the epoch
+            while self.epoch < epoch and not self.stopped_reason:
+                remaining = deadline - loop.time()
+                if remaining <= 0 or short_rounds >= FUTURE_EPOCH_ROUNDS:
+                    return False
+                task = self._shared_fetch()
+                try:
+                    fetched = await asyncio.wait_for(asyncio.shield(task), remaining)
+                except TimeoutError:
+                    return False
+                if self.epoch < epoch:
+                    if fetched and self.cms_epoch < epoch:
+                        short_rounds += 1
+                        self._cms_turn += 1  # ask another member next: this one may lag
+                    await asyncio.sleep(min(0.05, max(deadline - loop.time(), 0)))
+            return self.epoch >= epoch
+        finally:
+            if span is not None:
+                span.set_attribute("reached_epoch", self.epoch)
+                span.end()
+
+    def fetch_now(self) -> None:
+        """Start a fetch to the newest epoch (or join the one in flight)."""
+        self._shared_fetch()
+
+    def _shared_fetch(self) -> asyncio.Task[bool]:
+        """The fetch in flight, or a new one: every waiter shares it (the debounce)."""
+        if self._fetch_task is None or self._fetch_task.done():
+            self._fetch_task = asyncio.get_running_loop().create_task(self._fetch_round())
+        return self._fetch_task
+
+    async def _fetch_round(self) -> bool:
+        """Fetch to the newest epoch from a CMS member, else from any peer replica."""
+        for address in self._cms_order():
+            if await self._fetch_from(address, "cms"):
+                return True
+        for address in self._peer_addresses():
+            if await self._fetch_from(address, "peer"):
+                return True
+        return False
+
+    async def _fetch_from(self, address: str, source: str) -> bool:
+        started = time.monotonic()
+        stub: Any = (
+            self.channels.cms(address) if source == "cms" else self.channels.replica(address)
+        )
+        try:
+            while True:
+                response = await stub.FetchLog(
+                    fetch_request(self.epoch), timeout=FETCH_ATTEMPT_TIMEOUT_S
+                )
+                page = fetch_response(response)
+                if source == "cms":
+                    self._reached(address, page.latest_epoch)
+                self.install(page)
+                if not page.has_more or self.stopped_reason:
+                    break
+        except (grpc.aio.AioRpcError, MalformedInput) as error:
+            self.metrics.fetch_log_failures.labels(source).inc()
+            if source == "cms":
+                self._unreachable_now(address, True)
+            log.debug("fetching the log from %s %s failed: %s", source, address, error)
+            return False
+        self.metrics.fetch_log_latency.labels(source).observe(time.monotonic() - started)
+        return True
+
+    def _cms_order(self) -> list[str]:
+        addresses = self.cms_addresses()
+        start = self._cms_turn % len(addresses)
+        return addresses[start:] + addresses[:start]
+
+    def cms_addresses(self) -> list[str]:
+        """The configured CMS members, and any other the log names."""
+        known = list(self.settings.cms)
+        for member in self.metadata.cms_members:
+            if member.address not in known:
+                known.append(member.address)
+        return known
+
+    def _peer_addresses(self) -> list[str]:
+        return [
+            node.address
+            for node in self.metadata.nodes.values()
+            if node.node_id != self.node_id
+            and node.state is not NodeState.LEFT
+            and node.address != self.settings.address
+        ]
+
+    def _reached(self, address: str, latest_epoch: int) -> None:
+        self._unreachable_now(address, False)
+        self.cms_epoch = max(self.cms_epoch, latest_epoch)
+        if self.start_target < 0:
+            self.start_target = latest_epoch
+            for callback in self.on_change:
+                callback(self.metadata)
+
+    def _unreachable_now(self, address: str, unreachable: bool) -> None:
+        if unreachable:
+            self._unreachable.add(address)
+        else:
+            self._unreachable.discard(address)
+        self.metrics.unreachable_cms_members.set(len(self._unreachable))
+
+    # ------------------------------------------------------------------ push and pull
+
+    async def _watch_forever(self) -> None:
+        backoff_s = 0.05
+        while True:
+            addresses = self.cms_addresses()
+            address = addresses[self._cms_turn % len(addresses)]
+            call = self.channels.cms(address).Watch(watch_request(self.epoch))
+            try:
+                async for event in call:
+                    backoff_s = 0.05
+                    page = watch_event(event)
+                    self._reached(address, page.latest_epoch)
+                    if not self.hold_pushes:
+                        self.install(page)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.CANCELLED:
+                    self._unreachable_now(address, error.code() == grpc.StatusCode.UNAVAILABLE)
+                log.debug("watch on %s ended: %s", address, error.code().name)
+            except MalformedInput as error:
+                log.warning("watch on %s sent something undecodable: %s", address, error)
+            finally:
+                call.cancel()
+            self._cms_turn += 1
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, WATCH_BACKOFF_MAX_S)
+
+    async def _pull_forever(self) -> None:
+        delay_s = 0.0
+        interval_s = self.settings.pull_interval_ms / 1000
+        while True:
+            await asyncio.sleep(delay_s)
+            if self.hold_pushes:
+                delay_s = interval_s
+                continue
+            fetched = await asyncio.shield(self._shared_fetch())
+            if fetched:
+                delay_s = interval_s
+            else:
+                delay_s = min(
+                    max(delay_s * 2, interval_s), self.settings.pull_backoff_max_ms / 1000
+                )
+
+    # ------------------------------------------------------------------ applying
+
+    def install(self, page: LogPage) -> None:
+        """Apply a page: its snapshot if newer, then its entries strictly in order."""
+        if self.stopped_reason:
+            return
+        metadata = self.metadata
+        snapshot = None
+        if page.snapshot is not None and page.snapshot.epoch > metadata.epoch:
+            metadata = page.snapshot
+            snapshot = (page.snapshot.epoch, page.snapshot_encoded)
+        applied: list[MetadataEntry] = []
+        for record in page.records:
+            if record.epoch <= metadata.epoch:
+                continue
+            if record.epoch != metadata.epoch + 1:
+                # A gap (a push after pushes were missed): fetch it, apply nothing past it.
+                self._shared_fetch()
+                break
+            if record.transformation is None:
+                self._stop(record.epoch, record.problem)
+                break
+            metadata = record.transformation.execute(metadata)
+            applied.append(MetadataEntry(record.epoch, record.entry_id, record.encoded))
+        if metadata is self.metadata:
+            return
+        self._persist(metadata, applied, snapshot)
+        self._set(metadata, applied)
+
+    def _stop(self, epoch: int, problem: str) -> None:
+        self.stopped_reason = (
+            f"cannot apply epoch {epoch}: {problem}. This node stays at epoch {self.epoch} and "
+            "serves nothing newer; upgrade it to a version that knows this transformation"
+        )
+        log.critical("%s", self.stopped_reason)
+        self.metrics.stopped_applying.set(1)
+        for callback in self.on_change:
+            callback(self.metadata)
+
+    def _persist(
+        self,
+        metadata: ClusterMetadata,
+        applied: Sequence[MetadataEntry],
+        snapshot: tuple[int, bytes] | None,
+    ) -> None:
+        forget_below = None
+        if snapshot is not None:
+            forget_below = snapshot[0] + 1  # entries below a snapshot are not contiguous
+        elif metadata.epoch - self._snapshot_epoch >= self.settings.metadata_snapshot_interval:
+            snapshot = (metadata.epoch, self._encoder.encode(metadata))
+        if snapshot is not None:
+            self._snapshot_epoch = snapshot[0]
+            if forget_below is None:
+                forget_below = max(metadata.epoch - self.settings.metadata_log_retention, 0)
+        self.storage.save_metadata(applied, snapshot=snapshot, forget_below=forget_below)
+
+    def _set(self, metadata: ClusterMetadata, applied: Sequence[MetadataEntry]) -> None:
+        previous = self.metadata
+        self.metadata = metadata
+        if metadata.keyspaces is not previous.keyspaces or not self.tables_by_id:
+            self.tables_by_id = {
+                table.id: table
+                for ks in metadata.keyspaces.values()
+                for table in ks.tables.values()
+            }
+        now_ns = time.time_ns()
+        for entry in applied:
+            self.applied_at.append((entry.epoch, now_ns))
+        if applied:
+            self.metrics.epochs_applied.inc(len(applied))
+            if tracing_enabled():
+                for entry in applied:
+                    _tracer.start_span(
+                        "replica.apply_epoch",
+                        attributes={"epoch": entry.epoch, "node": self.node_id},
+                    ).end()
+        self.metrics.current_epoch.set(metadata.epoch)
+        self._wake_waiters()
+        for callback in self.on_change:
+            callback(metadata)
+
+    # ------------------------------------------------------------------ waiting
+
+    async def wait_for(self, epoch: int) -> None:
+        if self.epoch >= epoch:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((epoch, future))
+        await future
+
+    def _wake_waiters(self) -> None:
+        if not self._waiters:
+            return
+        still = []
+        for epoch, future in self._waiters:
+            if future.done():
+                continue
+            if self.epoch >= epoch:
+                future.set_result(None)
+            else:
+                still.append((epoch, future))
+        self._waiters = still

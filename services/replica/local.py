@@ -1,0 +1,197 @@
+"""A local cluster of real processes on 127.0.0.1: a CMS and replicas, for ``make run``, tests
+and benchmarks.
+
+``form_ring`` makes the registered replicas owners of tokens by committing each one's join
+(PREPARE, START, MID, FINISH) through the CMS, one node after another. That is how a *new, empty*
+cluster is formed; it streams nothing and waits for no progress barrier, so it must not be used
+to add a node to a ring that holds data (replica-driven bootstrap with streaming and barriers
+is the topology-operations issue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from epochal.cms.local import LocalCMS
+from epochal.cms_client import CMSClient
+from epochal.processes import LocalProcess, free_ports
+from epochal.tcm import AdvanceSequence, PrepareJoin, Step
+from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
+
+JOIN_STEPS = (Step.START, Step.MID, Step.FINISH)
+
+
+@dataclass
+class LocalReplica(LocalProcess):
+    datacenter: str = "dc1"
+    rack: str = "r1"
+    node_id: str = ""
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    replicas: int = 3
+    cms_size: int = 3
+    # Per replica (by index), else dc1/r1 for all.
+    locations: Sequence[tuple[str, str]] = ()
+    replica_args: tuple[str, ...] = ()
+    cms_args: tuple[str, ...] = ("--election-timeout-ms", "400", "--heartbeat-interval-ms", "50")
+    env: Mapping[str, str] = field(default_factory=dict)
+    test_hooks: bool = False
+    cms: LocalCMS = field(init=False)
+    nodes: dict[str, LocalReplica] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cms = LocalCMS(self.data_dir / "cms", size=self.cms_size, extra_args=self.cms_args)
+        for index in range(self.replicas):
+            self.add_replica(index)
+
+    def add_replica(self, index: int | None = None) -> LocalReplica:
+        index = len(self.nodes) if index is None else index
+        name = f"replica{index + 1}"
+        (port,) = free_ports(1)
+        datacenter, rack = self.locations[index] if index < len(self.locations) else ("dc1", "r1")
+        replica = LocalReplica(
+            name,
+            f"127.0.0.1:{port}",
+            self.data_dir / f"{name}.log",
+            datacenter=datacenter,
+            rack=rack,
+        )
+        self.nodes[name] = replica
+        return replica
+
+    @property
+    def addresses(self) -> list[str]:
+        return [r.address for r in self.nodes.values()]
+
+    def command(self, name: str) -> list[str]:
+        replica = self.nodes[name]
+        args = [
+            sys.executable,
+            "-m",
+            "epochal.replica",
+            "--listen",
+            replica.address,
+            "--cms",
+            ",".join(self.cms.addresses),
+            "--data-dir",
+            str(self.data_dir / name),
+            "--datacenter",
+            replica.datacenter,
+            "--rack",
+            replica.rack,
+            *self.replica_args,
+        ]
+        if self.test_hooks:
+            args.append("--enable-test-hooks")
+        return args
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.cms.start()
+        for name in self.nodes:
+            self.start_replica(name)
+
+    def start_replica(self, name: str) -> None:
+        self.nodes[name].start(self.command(name), self.env)
+
+    def stop_replica(self, name: str, timeout_s: float = 10.0) -> None:
+        self.nodes[name].stop(timeout_s)
+
+    def kill_replica(self, name: str) -> None:
+        self.nodes[name].kill()
+
+    def stop(self) -> None:
+        for replica in self.nodes.values():
+            replica.stop()
+        self.cms.stop()
+
+    def close(self) -> None:
+        for replica in self.nodes.values():
+            replica.kill()
+        self.cms.close()
+
+    async def wait_ready(self, names: Sequence[str] | None = None, timeout_s: float = 60.0) -> None:
+        """Until the CMS and each selected replica answer SERVING; learns their node ids."""
+        deadline = time.monotonic() + timeout_s
+        await self.cms.wait_serving(timeout_s=timeout_s)
+        for name in names or list(self.nodes):
+            replica = self.nodes[name]
+            await replica.wait_serving(deadline)
+            replica.node_id = (await self.describe(name)).node_id
+
+    # ------------------------------------------------------------------ the ring
+
+    async def form_ring(
+        self, tokens: Mapping[str, Sequence[int]] | None = None, num_tokens: int = 16
+    ) -> int:
+        """Join every replica (explicit ``tokens`` by name, else ``num_tokens`` each), in name
+        order, into a new empty ring; returns the epoch of the last FINISH."""
+        epoch = 0
+        async with CMSClient(self.cms.addresses) as cms:
+            for name, replica in self.nodes.items():
+                chosen = tuple(tokens.get(name, ())) if tokens else ()
+                await cms.commit(
+                    PrepareJoin(node_id=replica.node_id, tokens=chosen, num_tokens=num_tokens)
+                )
+                for step in JOIN_STEPS:
+                    epoch = (
+                        await cms.commit(AdvanceSequence(node_id=replica.node_id, step=step))
+                    ).epoch
+        await self.wait_for_epoch(epoch)
+        return epoch
+
+    async def wait_for_epoch(
+        self, epoch: int, names: Sequence[str] | None = None, timeout_s: float = 30.0
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        for name in names or [n for n, r in self.nodes.items() if r.running]:
+            while (await self.describe(name)).epoch < epoch:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} did not reach epoch {epoch} in {timeout_s} s")
+                await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------------ RPCs
+
+    async def describe(
+        self, name: str, timeout_s: float = 5.0
+    ) -> replica_pb2.ReplicaDescribeResponse:
+        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
+            stub = replica_pb2_grpc.ReplicaStub(channel)
+            return await stub.Describe(replica_pb2.ReplicaDescribeRequest(), timeout=timeout_s)
+
+    async def metric(self, name: str, metric: str) -> float:
+        return (await self.describe(name)).metrics.get(metric, 0.0)
+
+    async def set_hooks(self, name: str, **hooks: bool) -> None:
+        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
+            stub = replica_pb2_grpc.ReplicaTestingStub(channel)
+            await stub.SetHooks(replica_pb2.TestHooks(**hooks), timeout=5.0)
+
+    def by_node_id(self, node_id: str) -> str:
+        return next(n for n, r in self.nodes.items() if r.node_id == node_id)
+
+
+@contextlib.asynccontextmanager
+async def running(cluster: LocalCluster, *, form: bool = True, **ring: object):  # type: ignore[no-untyped-def]
+    """Start ``cluster``, wait until it serves, form its ring; always close it afterwards."""
+    try:
+        cluster.start()
+        await cluster.wait_ready()
+        if form:
+            await cluster.form_ring(**ring)  # type: ignore[arg-type]
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,0 +1,263 @@
+"""This node as a replica: what it does for a coordinator (a peer's, or its own in-process).
+
+Theory of operation
+-------------------
+Every request names the coordinator's epoch. A replica behind it catches up first (bounded by
+``--catch-up-timeout-ms``; else it answers BEHIND). Then it checks the request against its own
+epoch, which may be newer: a write or repair is accepted only if this node is in the token's
+write group, a read only if it is in the read group; otherwise it refuses with NOT_A_REPLICA,
+and the epoch in every answer lets the coordinator catch up and re-check its plan.
+
+Writes are group-committed: everything submitted during one pass of the event loop is stored
+in one durable transaction, each mutation whole, and each is acknowledged only after it is
+durable. The queue is bounded (``--max-pending-applies``): past it the replica answers
+OVERLOADED. A partition's row data and its summary are read with no await between them, and
+every write runs on this loop, so they describe the same state (one snapshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.replica.follower import MetadataFollower
+from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.model import Cell, Mutation, digest
+from epochal.replica.settings import ReplicaSettings
+from epochal.replica.storage import CellRepair, ReplicaStorage
+from epochal.tcm import ClusterMetadata
+from epochal.tcm.keys import EVERYTHING, KeyBounds
+
+log = logging.getLogger(__name__)
+EXIT_STORAGE_FAILED = 75
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    NOT_A_REPLICA = "not_a_replica"
+    UNKNOWN_TABLE = "unknown_table"
+    BEHIND = "behind"
+    OVERLOADED = "overloaded"
+    CLOCK_SKEW = "clock_skew"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerReply:
+    """A replica's answer to a coordinator; ``epoch`` is the replica's."""
+
+    epoch: int
+    outcome: Outcome
+    message: str = ""
+    cells: tuple[Cell, ...] = ()
+    summary: LogDigests | None = None
+    digest: bytes = b""
+    sketch: Sketch | None = None
+    bodies: tuple[bytes, ...] = ()  # fetched mutations, encoded
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    keyspace: str
+    table_id: str
+    token: int
+    partition_key: bytes
+    bounds: KeyBounds = EVERYTHING
+
+
+def fatal(message: str) -> None:
+    """Storage refused a write: nothing this node acknowledges can be trusted to be durable."""
+    log.critical("%s; exiting so that a restart recovers from what is on disk", message)
+    logging.shutdown()
+    os._exit(EXIT_STORAGE_FAILED)
+
+
+class LocalReplica:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        storage: ReplicaStorage,
+        follower: MetadataFollower,
+        metrics: ReplicaMetrics,
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.follower = follower
+        self.metrics = metrics
+        self.node_id = ""
+        self._mutations: list[tuple[Mutation, bytes, asyncio.Future[bool]]] = []
+        self._repairs: list[tuple[CellRepair, asyncio.Future[bool]]] = []
+        self._flush_scheduled = False
+
+    # ------------------------------------------------------------------ the epoch gate
+
+    async def _gate(
+        self, epoch: int, keyspace: str, table_id: str, token: int, *, write: bool
+    ) -> PeerReply | None:
+        """None when this node may serve the request at its epoch; else the refusal."""
+        follower = self.follower
+        if epoch > follower.epoch and not await follower.catch_up(
+            epoch, self.settings.catch_up_timeout_ms / 1000
+        ):
+            return self._refuse(
+                Outcome.BEHIND,
+                f"{self.node_id} could not catch up from epoch {follower.epoch} to {epoch} in time",
+            )
+        metadata = follower.metadata
+        table = follower.tables_by_id.get(table_id)
+        if table is None or table.keyspace != keyspace:
+            return self._refuse(
+                Outcome.UNKNOWN_TABLE,
+                f"table {table_id} of keyspace {keyspace!r} does not exist at epoch "
+                f"{metadata.epoch} on {self.node_id}",
+            )
+        if self.node_id not in replica_group(metadata, keyspace, token, write=write):
+            what = "write" if write else "read"
+            return self._refuse(
+                Outcome.NOT_A_REPLICA,
+                f"{self.node_id} is not in the {what} group of token {token} at epoch "
+                f"{metadata.epoch}",
+            )
+        return None
+
+    def _refuse(self, outcome: Outcome, message: str) -> PeerReply:
+        self.metrics.refused.labels(outcome.value).inc()
+        return PeerReply(self.follower.epoch, outcome, message)
+
+    def _ok(self, **fields: object) -> PeerReply:
+        return PeerReply(self.follower.epoch, Outcome.OK, **fields)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ writes
+
+    async def apply(
+        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool
+    ) -> PeerReply:
+        refusal = await self._gate(
+            epoch, mutation.keyspace, mutation.table_id, mutation.token, write=True
+        )
+        if refusal is not None:
+            return refusal
+        if self._pending() >= self.settings.max_pending_applies:
+            return self._overloaded()
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._mutations.append((mutation, body, future))
+        self._schedule_flush()
+        fresh = await future
+        origin = "repair" if repair else "write"
+        if fresh:
+            self.metrics.mutations_stored.labels(origin).inc()
+        else:
+            self.metrics.mutations_duplicate.inc()
+        return self._ok()
+
+    async def apply_cells(self, epoch: int, repair: CellRepair, keyspace: str) -> PeerReply:
+        refusal = await self._gate(epoch, keyspace, repair.table_id, repair.token, write=True)
+        if refusal is not None:
+            return refusal
+        if self._pending() >= self.settings.max_pending_applies:
+            return self._overloaded()
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._repairs.append((repair, future))
+        self._schedule_flush()
+        await future
+        return self._ok()
+
+    def _pending(self) -> int:
+        return len(self._mutations) + len(self._repairs)
+
+    def _overloaded(self) -> PeerReply:
+        self.metrics.overloaded.labels("replica").inc()
+        return PeerReply(
+            self.follower.epoch,
+            Outcome.OVERLOADED,
+            f"{self.node_id} has {self._pending()} writes queued for storage "
+            "(--max-pending-applies)",
+        )
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """One durable transaction for everything queued during this loop pass."""
+        self._flush_scheduled = False
+        mutations, self._mutations = self._mutations, []
+        repairs, self._repairs = self._repairs, []
+        if not mutations and not repairs:
+            return
+        try:
+            fresh = self.storage.write(
+                [(m, body) for m, body, _ in mutations], [r for r, _ in repairs]
+            )
+        except Exception as error:
+            fatal(f"writing {len(mutations) + len(repairs)} mutation(s) failed: {error!r}")
+            raise
+        self.metrics.storage_transactions.inc()
+        for (_, _, future), is_new in zip(mutations, fresh, strict=True):
+            if not future.done():
+                future.set_result(is_new)
+        for _, future in repairs:
+            if not future.done():
+                future.set_result(True)
+
+    # ------------------------------------------------------------------ reads
+
+    async def read(
+        self, epoch: int, read: PartitionRead, *, data: bool, summary: bool, want_digest: bool
+    ) -> PeerReply:
+        refusal = await self._gate(epoch, read.keyspace, read.table_id, read.token, write=False)
+        if refusal is not None:
+            return refusal
+        # No await from here on: the data and the summary describe one state.
+        cells: list[Cell] = []
+        if data or want_digest:
+            cells = self.storage.read_cells(
+                read.table_id, read.token, read.partition_key, read.bounds
+            )
+        digests = None
+        if summary:
+            digests = LogDigests.of(self._partition_ids(read))
+            self.metrics.summary_reads.inc()
+        if data:
+            self.metrics.row_data_reads.inc()
+            return self._ok(cells=tuple(cells), summary=digests)
+        return self._ok(summary=digests, digest=digest(cells) if want_digest else b"")
+
+    def _partition_ids(self, read: PartitionRead) -> list[MutationId]:
+        return self.storage.partition_ids(
+            read.keyspace, read.table_id, read.token, read.partition_key
+        )
+
+    async def sketch(
+        self, epoch: int, read: PartitionRead, logs: Sequence[tuple[int, int]], cells: int
+    ) -> PeerReply:
+        refusal = await self._gate(epoch, read.keyspace, read.table_id, read.token, write=False)
+        if refusal is not None:
+            return refusal
+        wanted = frozenset(logs)
+        ids = [i for i in self._partition_ids(read) if (i.node, i.log) in wanted]
+        return self._ok(sketch=Sketch.of(ids, cells))
+
+    async def fetch(self, epoch: int, ids: Sequence[MutationId]) -> PeerReply:
+        if epoch > self.follower.epoch:
+            await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
+        return self._ok(bodies=tuple(self.storage.mutation_bodies(ids)))
+
+
+def replica_group(
+    metadata: ClusterMetadata, keyspace: str, token: int, *, write: bool
+) -> frozenset[str]:
+    """The token's write (or read) group at ``metadata``'s epoch; empty when there is none."""
+    found = metadata.keyspaces.get(keyspace)
+    if found is None:
+        return frozenset()
+    placement = metadata.placements.get(found.replication)
+    if placement is None or not placement.points:
+        return frozenset()
+    index = placement.index_of(token)
+    return placement.writes[index] if write else placement.reads[index]

@@ -1,0 +1,82 @@
+"""The replica's metrics: the seed's TCM metrics (current epoch, fetch-log latency,
+coordinator-behind counters, unreachable CMS members) plus the data path's."""
+
+from __future__ import annotations
+
+from epochal.telemetry.metrics import Metrics
+
+
+class ReplicaMetrics:
+    def __init__(self) -> None:
+        m = self.metrics = Metrics()
+        self.current_epoch = m.gauge("current_epoch", "the newest epoch this node has applied")
+        self.epochs_applied = m.counter("epochs_applied", "metadata log entries applied")
+        self.fetch_log_latency = m.histogram(
+            "fetch_log_latency_seconds",
+            "catch-up fetches of the metadata log, by source (cms or peer)",
+            ("source",),
+        )
+        self.fetch_log_failures = m.counter(
+            "fetch_log_failures", "metadata log fetches that failed, by source", ("source",)
+        )
+        self.catch_ups = m.counter(
+            "catch_ups", "on-demand catch-ups a message with a newer epoch asked for"
+        )
+        self.unreachable_cms_members = m.gauge(
+            "unreachable_cms_members", "CMS members whose last call from this node failed"
+        )
+        self.stopped_applying = m.gauge(
+            "metadata_stopped", "1 when a log entry could not be applied and the node stopped"
+        )
+        self.coordinator_behind_placements = m.counter(
+            "coordinator_behind_placements",
+            "coordinated requests whose replica group changed in a newer epoch a reply revealed",
+        )
+        self.coordinator_behind_schema = m.counter(
+            "coordinator_behind_schema",
+            "coordinated requests whose keyspace or table changed in a newer epoch a reply "
+            "revealed",
+        )
+        self.write_latency = m.histogram(
+            "write_latency_seconds", "coordinated writes, by consistency level", ("consistency",)
+        )
+        self.read_latency = m.histogram(
+            "read_latency_seconds", "coordinated reads, by consistency level", ("consistency",)
+        )
+        self.request_failures = m.counter(
+            "request_failures",
+            "coordinated requests that failed, by operation and reason",
+            ("operation", "reason"),
+        )
+        self.read_repaired_mutations = m.counter(
+            "read_repaired_mutations", "whole mutations a tracked read repaired"
+        )
+        self.read_repaired_cells = m.counter(
+            "read_repaired_cells", "cells an untracked (digest) read repaired"
+        )
+        self.digest_mismatches = m.counter(
+            "digest_mismatches", "untracked reads whose replicas' digests differed"
+        )
+        self.summary_mismatches = m.counter(
+            "summary_mismatches", "tracked reads whose replicas' summaries differed"
+        )
+        self.row_data_reads = m.counter(
+            "row_data_reads", "partitions whose row data this replica read from storage"
+        )
+        self.summary_reads = m.counter("summary_reads", "partition summaries this replica computed")
+        self.mutations_stored = m.counter(
+            "mutations_stored", "mutations stored here, by origin (write or repair)", ("origin",)
+        )
+        self.mutations_duplicate = m.counter(
+            "mutations_duplicate", "tracked mutations received again and stored once"
+        )
+        self.refused = m.counter("refused", "replica-side requests refused, by reason", ("reason",))
+        self.overloaded = m.counter(
+            "overloaded", "requests refused with RESOURCE_EXHAUSTED, by where", ("where",)
+        )
+        self.storage_transactions = m.counter(
+            "storage_transactions", "durable write transactions (several mutations share one)"
+        )
+
+    def snapshot(self) -> dict[str, float]:
+        return self.metrics.snapshot()

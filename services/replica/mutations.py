@@ -1,0 +1,229 @@
+"""What a client asks for, checked against the schema of the coordinator's epoch. Pure.
+
+A client's write arrives as a ``WriteDraft`` (values already decoded from the wire, cell
+values still encoded); ``prepare_write`` checks it against the table — columns exist and are not
+key columns, every value fits its column's type and the size limits — encodes its keys and finds
+its token. The coordinator then gives it an id (``PreparedWrite.with_id``), which fixes its
+timestamp: one ``Mutation``, the unit replicas store and exchange whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from epochal.mtrack import MutationId
+from epochal.replica.model import Mutation, RowWrite
+from epochal.tcm import ClusterMetadata, Keyspace, ReplicationType, Table
+from epochal.tcm.keys import (
+    BadKey,
+    KeyBounds,
+    KeyValue,
+    clustering_columns,
+    encode_key,
+    partition_columns,
+    partition_token,
+    slice_bounds,
+)
+from epochal.wire.values import KIND_OF_TYPE
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+class BadRequest(ValueError):
+    """The request does not fit the schema; the message says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class CellDraft:
+    column: str
+    kind: str | None  # the value's type on the wire; None: delete the cell
+    encoded: bytes | None
+    number: int | None = None  # an int value, for the 32-bit range check
+
+
+@dataclass(frozen=True, slots=True)
+class RowDraft:
+    clustering: tuple[KeyValue, ...]
+    cells: tuple[CellDraft, ...]
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteDraft:
+    keyspace: str
+    table: str
+    partition_key: tuple[KeyValue, ...]
+    rows: tuple[RowDraft, ...]
+    delete_partition: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDraft:
+    start: tuple[KeyValue, ...] | None
+    start_exclusive: bool
+    end: tuple[KeyValue, ...] | None
+    end_exclusive: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadDraft:
+    keyspace: str
+    table: str
+    partition_key: tuple[KeyValue, ...]
+    slice: SliceDraft | None = None
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedWrite:
+    keyspace: Keyspace
+    table: Table
+    partition_key: bytes
+    token: int
+    rows: tuple[RowWrite, ...]
+    partition_deleted: bool
+    size_bytes: int
+
+    def with_id(self, mutation_id: MutationId) -> Mutation:
+        return Mutation(
+            id=mutation_id,
+            keyspace=self.keyspace.name,
+            table_id=self.table.id,
+            token=self.token,
+            partition_key=self.partition_key,
+            rows=self.rows,
+            partition_deleted=self.partition_deleted,
+            tracked=self.keyspace.replication_type is ReplicationType.TRACKED,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedRead:
+    keyspace: Keyspace
+    table: Table
+    partition_key: bytes
+    token: int
+    bounds: KeyBounds
+    columns: tuple[str, ...]
+
+    @property
+    def tracked(self) -> bool:
+        return self.keyspace.replication_type is ReplicationType.TRACKED
+
+
+def locate(metadata: ClusterMetadata, keyspace: str, table: str) -> tuple[Keyspace, Table]:
+    found = metadata.keyspaces.get(keyspace)
+    if found is None:
+        raise BadRequest(f"keyspace {keyspace!r} does not exist (at epoch {metadata.epoch})")
+    schema = found.tables.get(table)
+    if schema is None:
+        raise BadRequest(f"table {keyspace}.{table} does not exist (at epoch {metadata.epoch})")
+    return found, schema
+
+
+def partition_of(table: Table, values: Sequence[KeyValue]) -> tuple[bytes, int]:
+    try:
+        key = encode_key(partition_columns(table), values)
+    except BadKey as error:
+        raise BadRequest(f"partition key of {table.keyspace}.{table.name}: {error}") from None
+    return key, partition_token(key)
+
+
+def prepare_write(
+    metadata: ClusterMetadata,
+    draft: WriteDraft,
+    *,
+    max_value_bytes: int,
+    max_mutation_bytes: int,
+) -> PreparedWrite:
+    keyspace, table = locate(metadata, draft.keyspace, draft.table)
+    partition_key, token = partition_of(table, draft.partition_key)
+    if draft.delete_partition and draft.rows:
+        raise BadRequest("a partition deletion carries no rows; send the rows in another write")
+    if not draft.delete_partition and not draft.rows:
+        raise BadRequest("a write needs at least one row (or delete_partition)")
+    clustering = clustering_columns(table)
+    types = {c.name: c.type for c in table.columns}
+    rows = []
+    size = len(partition_key)
+    for row in draft.rows:
+        try:
+            key = encode_key(clustering, row.clustering)
+        except BadKey as error:
+            raise BadRequest(f"clustering key of {table.keyspace}.{table.name}: {error}") from None
+        if row.delete and row.cells:
+            raise BadRequest("a row deletion carries no cells")
+        cells = []
+        seen: set[str] = set()
+        for cell in row.cells:
+            _check_cell(table, types, cell, max_value_bytes)
+            if cell.column in seen:
+                raise BadRequest(f"column {cell.column!r} is written twice in one row")
+            seen.add(cell.column)
+            cells.append((cell.column, cell.encoded if cell.kind is not None else None))
+            size += len(cell.column) + len(cell.encoded or b"")
+        size += len(key)
+        rows.append(RowWrite(key, tuple(cells), row.delete))
+    if size > max_mutation_bytes:
+        raise BadRequest(f"the write is {size} bytes; the limit is {max_mutation_bytes}")
+    return PreparedWrite(
+        keyspace=keyspace,
+        table=table,
+        partition_key=partition_key,
+        token=token,
+        rows=tuple(rows),
+        partition_deleted=draft.delete_partition,
+        size_bytes=size,
+    )
+
+
+def _check_cell(table: Table, types: dict, cell: CellDraft, max_value_bytes: int) -> None:
+    name = f"{table.keyspace}.{table.name}"
+    column_type = types.get(cell.column)
+    if column_type is None:
+        raise BadRequest(f"table {name} has no column {cell.column!r}")
+    if cell.column in table.key_columns:
+        raise BadRequest(f"{cell.column!r} is a key column of {name}: set it in the key")
+    if cell.kind is None:
+        return
+    if cell.kind != KIND_OF_TYPE[column_type]:
+        raise BadRequest(
+            f"column {cell.column!r} of {name} is {column_type.value}; got a {cell.kind} value"
+        )
+    if column_type.value == "int" and not INT32[0] <= (cell.number or 0) <= INT32[1]:
+        raise BadRequest(f"column {cell.column!r} is int (32-bit); {cell.number} is out of range")
+    if cell.encoded is not None and len(cell.encoded) > max_value_bytes:
+        raise BadRequest(
+            f"the value of column {cell.column!r} is {len(cell.encoded)} bytes; the limit is "
+            f"{max_value_bytes} (--max-value-bytes)"
+        )
+
+
+def prepare_read(metadata: ClusterMetadata, draft: ReadDraft) -> PreparedRead:
+    keyspace, table = locate(metadata, draft.keyspace, draft.table)
+    partition_key, token = partition_of(table, draft.partition_key)
+    for column in draft.columns:
+        if table.column(column) is None:
+            raise BadRequest(f"table {table.keyspace}.{table.name} has no column {column!r}")
+    bounds = KeyBounds()
+    if draft.slice is not None:
+        bounds = _bounds(table, draft.slice)
+    return PreparedRead(
+        keyspace=keyspace,
+        table=table,
+        partition_key=partition_key,
+        token=token,
+        bounds=bounds,
+        columns=draft.columns,
+    )
+
+
+def _bounds(table: Table, draft: SliceDraft) -> KeyBounds:
+    clustering = clustering_columns(table)
+    try:
+        start = None if draft.start is None else encode_key(clustering, draft.start, prefix=True)
+        end = None if draft.end is None else encode_key(clustering, draft.end, prefix=True)
+    except BadKey as error:
+        raise BadRequest(f"clustering slice of {table.keyspace}.{table.name}: {error}") from None
+    return slice_bounds(start, draft.start_exclusive, end, draft.end_exclusive)

@@ -1,0 +1,333 @@
+"""gRPC servicers of a replica: translate protobuf <-> domain values, call the core, map errors.
+
+Every answer carries this node's epoch: in the response, or, for an error, in the trailing
+metadata ``epochal-epoch`` (with ``epochal-rule`` naming the rule and, for a write,
+``epochal-mutation-id`` the id a retry must reuse).
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from epochal.replica.codec import (
+    bounds_from_proto,
+    cell_to_proto,
+    cells_from_proto,
+    consistency_from_proto,
+    id_from_proto,
+    id_to_proto,
+    mutation_from_proto,
+    read_draft,
+    rows_to_proto,
+    write_draft,
+)
+from epochal.replica.coordinator import Coordinator, Hooks
+from epochal.replica.errors import RequestError
+from epochal.replica.follower import MetadataFollower
+from epochal.replica.handles import OUTCOME_NUMBERS
+from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
+from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.settings import ReplicaSettings
+from epochal.replica.storage import CellRepair, ReplicaStorage
+from epochal.wire.fields import MalformedInput
+from epochal.wire.handlers import require_parsed
+from epochal.wire.log import fetch_response_to_proto
+from epochal.wire.metadata import MetadataEncoder
+from epochal.wire.v1 import cms_pb2
+from epochal.wire.v1 import replica_pb2 as pb
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: RequestError, epoch: int) -> None:
+    trailers = [("epochal-epoch", str(epoch)), ("epochal-rule", error.rule)]
+    if error.mutation_id is not None:
+        trailers.append(("epochal-mutation-id", error.mutation_id.pack().hex()))
+    context.set_trailing_metadata(tuple(trailers))
+    await context.abort(grpc.StatusCode[error.code], error.message)
+
+
+async def _malformed(context: grpc.aio.ServicerContext, error: MalformedInput, epoch: int) -> None:
+    context.set_trailing_metadata((("epochal-epoch", str(epoch)), ("epochal-rule", "malformed")))
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+
+
+class ReplicaServicer:
+    """epochal.v1.Replica: the client API."""
+
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        follower: MetadataFollower,
+        coordinator: Coordinator,
+        storage: ReplicaStorage,
+        metrics: ReplicaMetrics,
+    ) -> None:
+        self.settings = settings
+        self.follower = follower
+        self.coordinator = coordinator
+        self.storage = storage
+        self.metrics = metrics
+        self._encoder = MetadataEncoder()
+
+    async def Write(
+        self, request: pb.WriteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WriteResponse:
+        await require_parsed(request, context)
+        try:
+            draft = write_draft(request.mutation)
+            level = consistency_from_proto(request.consistency)
+            retry_of = (
+                id_from_proto(request.mutation_id) if request.HasField("mutation_id") else None
+            )
+        except MalformedInput as error:
+            await _malformed(context, error, self.follower.epoch)
+            raise
+        try:
+            result = await self.coordinator.write(
+                draft,
+                level,
+                client_epoch=request.epoch,
+                session_hlc=request.session_hlc,
+                retry_of=retry_of,
+            )
+        except RequestError as error:
+            await _abort(context, error, self.follower.epoch)
+            raise
+        return pb.WriteResponse(
+            epoch=result.epoch,
+            mutation_id=id_to_proto(result.mutation_id),
+            acknowledged=result.acknowledged,
+        )
+
+    async def Read(
+        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadResponse:
+        await require_parsed(request, context)
+        try:
+            draft = read_draft(request)
+            level = consistency_from_proto(request.consistency)
+        except MalformedInput as error:
+            await _malformed(context, error, self.follower.epoch)
+            raise
+        try:
+            result = await self.coordinator.read(
+                draft, level, client_epoch=request.epoch, session_hlc=request.session_hlc
+            )
+        except RequestError as error:
+            await _abort(context, error, self.follower.epoch)
+            raise
+        stats = result.stats
+        return pb.ReadResponse(
+            epoch=result.epoch,
+            rows=rows_to_proto(result.table, result.rows),
+            hlc=result.hlc,
+            stats=pb.ReadStats(
+                replicas=stats.replicas,
+                data_replica=stats.data_replica,
+                repaired_mutations=len(stats.repaired),
+                repaired=[id_to_proto(i) for i in stats.repaired[:1000]],
+                digest_mismatch=stats.digest_mismatch,
+                repaired_cells=stats.repaired_cells,
+            ),
+        )
+
+    async def FetchLog(
+        self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.FetchLogResponse:
+        """The log as applied here: entries after since_epoch, or this node's metadata as a
+        snapshot when it no longer keeps the entries the caller needs."""
+        await require_parsed(request, context)
+        metadata = self.follower.metadata
+        latest = metadata.epoch
+        since = request.since_epoch
+        if since >= latest:
+            return fetch_response_to_proto(
+                snapshot_encoded=None, entries=[], latest_epoch=latest, has_more=False
+            )
+        oldest = self.storage.oldest_metadata_epoch()
+        if since == 0 or oldest == 0 or since + 1 < oldest:
+            return fetch_response_to_proto(
+                snapshot_encoded=self._encoder.encode(metadata),
+                entries=[],
+                latest_epoch=latest,
+                has_more=False,
+            )
+        page = min(
+            request.max_entries or self.settings.fetch_page_entries,
+            self.settings.fetch_page_entries,
+        )
+        rows = [
+            (e.epoch, e.entry_id, e.transformation)
+            for e in self.storage.metadata_entries(since, page)
+            if e.epoch <= latest
+        ]
+        reached = rows[-1][0] if rows else since
+        return fetch_response_to_proto(
+            snapshot_encoded=None, entries=rows, latest_epoch=latest, has_more=reached < latest
+        )
+
+    async def Describe(
+        self, request: pb.ReplicaDescribeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReplicaDescribeResponse:
+        await require_parsed(request, context)
+        metadata = self.follower.metadata
+        node = metadata.nodes.get(self.coordinator.node_id)
+        ids = self.coordinator.ids
+        return pb.ReplicaDescribeResponse(
+            node_id=self.coordinator.node_id,
+            address=self.settings.address,
+            datacenter=self.settings.datacenter,
+            rack=self.settings.rack,
+            epoch=metadata.epoch,
+            ready=self.follower.caught_up and bool(self.coordinator.node_id),
+            state=node.state.value if node is not None else "",
+            hlc=ids.hlc.last if ids is not None else 0,
+            metrics=self.metrics.snapshot(),
+            cms_addresses=self.follower.cms_addresses(),
+        )
+
+    async def AppliedEpochs(
+        self, request: pb.AppliedEpochsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppliedEpochsResponse:
+        await require_parsed(request, context)
+        return pb.AppliedEpochsResponse(
+            epochs=[
+                pb.AppliedEpoch(epoch=epoch, applied_unix_ns=ns)
+                for epoch, ns in self.follower.applied_at
+                if epoch > request.since_epoch
+            ]
+        )
+
+
+def _peer_response(kind: type, reply: PeerReply, **fields: object) -> object:
+    return kind(
+        epoch=reply.epoch, outcome=OUTCOME_NUMBERS[reply.outcome], message=reply.message, **fields
+    )
+
+
+class PeerServicer:
+    """epochal.v1.ReplicaPeer: what other replicas' coordinators ask of this one."""
+
+    def __init__(self, local: LocalReplica, follower: MetadataFollower) -> None:
+        self.local = local
+        self.follower = follower
+
+    async def Apply(
+        self, request: pb.ApplyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApplyResponse:
+        await require_parsed(request, context)
+        try:
+            if request.HasField("cell_repair"):
+                repair = request.cell_repair
+                reply = await self.local.apply_cells(
+                    request.epoch,
+                    CellRepair(
+                        repair.table_id,
+                        repair.token,
+                        repair.partition_key,
+                        tuple(cells_from_proto(repair.cells)),
+                    ),
+                    repair.keyspace,
+                )
+            else:
+                mutation = mutation_from_proto(request.mutation)
+                reply = await self.local.apply(
+                    request.epoch,
+                    mutation,
+                    request.mutation.SerializeToString(),
+                    repair=request.repair,
+                )
+        except MalformedInput as error:
+            await _malformed(context, error, self.follower.epoch)
+            raise
+        return _peer_response(pb.ApplyResponse, reply)  # type: ignore[return-value]
+
+    async def ReadLocal(
+        self, request: pb.LocalReadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LocalReadResponse:
+        await require_parsed(request, context)
+        reply = await self.local.read(
+            request.epoch,
+            _partition(request),
+            data=request.data,
+            summary=request.summary,
+            want_digest=request.digest,
+        )
+        return _peer_response(  # type: ignore[return-value]
+            pb.LocalReadResponse,
+            reply,
+            cells=[cell_to_proto(c) for c in reply.cells],
+            summary=reply.summary.encode() if reply.summary is not None else b"",
+            digest=reply.digest,
+        )
+
+    async def SketchLogs(
+        self, request: pb.SketchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SketchResponse:
+        await require_parsed(request, context)
+        if not 3 <= request.cells <= 3 * (1 << 14) or request.cells % 3:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"cells must be a multiple of 3, got {request.cells}",
+            )
+        reply = await self.local.sketch(
+            request.epoch,
+            _partition(request),
+            [(log.node, log.log) for log in request.logs],
+            request.cells,
+        )
+        return _peer_response(  # type: ignore[return-value]
+            pb.SketchResponse,
+            reply,
+            sketch=reply.sketch.encode() if reply.sketch is not None else b"",
+        )
+
+    async def FetchMutations(
+        self, request: pb.FetchMutationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FetchMutationsResponse:
+        await require_parsed(request, context)
+        try:
+            ids = [id_from_proto(i, "ids") for i in request.ids]
+        except MalformedInput as error:
+            await _malformed(context, error, self.follower.epoch)
+            raise
+        reply = await self.local.fetch(request.epoch, ids)
+        return _peer_response(  # type: ignore[return-value]
+            pb.FetchMutationsResponse,
+            reply,
+            mutations=[pb.StoredMutation.FromString(body) for body in reply.bodies],
+        )
+
+
+def _partition(request: pb.LocalReadRequest | pb.SketchRequest) -> PartitionRead:
+    bounds = bounds_from_proto(request.bounds) if isinstance(request, pb.LocalReadRequest) else None
+    if bounds is None:
+        return PartitionRead(
+            request.keyspace, request.table_id, request.token, request.partition_key
+        )
+    return PartitionRead(
+        request.keyspace, request.table_id, request.token, request.partition_key, bounds
+    )
+
+
+class TestingServicer:
+    """epochal.v1.ReplicaTesting: switches for tests, served only with --enable-test-hooks."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, follower: MetadataFollower, coordinator: Coordinator) -> None:
+        self.follower = follower
+        self.coordinator = coordinator
+
+    async def SetHooks(
+        self, request: pb.TestHooks, context: grpc.aio.ServicerContext
+    ) -> pb.TestHooks:
+        await require_parsed(request, context)
+        released = self.follower.hold_pushes and not request.hold_metadata_pushes
+        self.follower.hold_pushes = request.hold_metadata_pushes
+        if released:
+            self.follower.fetch_now()  # follow again at once, not at the next pull
+        self.coordinator.hooks = Hooks(skip_plan_recheck=request.skip_plan_recheck)
+        return pb.TestHooks(
+            hold_metadata_pushes=self.follower.hold_pushes,
+            skip_plan_recheck=self.coordinator.hooks.skip_plan_recheck,
+        )

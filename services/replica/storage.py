@@ -1,0 +1,383 @@
+"""Durable state of a replica, in one SQLite database.
+
+Theory of operation
+-------------------
+SQLAlchemy creates the engine and Alembic the schema (migrations run at start); the statements
+run many times a second are hand-written SQL on the driver's connection underneath, as in the
+CMS (SQLAlchemy's per-statement machinery costs more than the statements). Everything runs on
+the replica's event loop, synchronously: a point write or read takes tens of microseconds, and a
+hand-off to a thread and back costs more than that.
+
+Two connections, for two kinds of write:
+
+* data and identity (``write``, ``set_hlc_ceiling``, ``open_log``, ...) are **durable** when the
+  call returns: WAL mode with ``synchronous=FULL`` fsyncs the WAL at every commit (``--sync
+  normal`` makes it ``NORMAL``: no fsync per commit, a power loss may lose the newest). A
+  mutation's cells, its log entry and its index rows are one transaction; several mutations
+  that arrive together share one (group commit), each whole.
+* the applied metadata log is **lazy** (``synchronous=OFF``): it is a copy of what the CMS holds
+  durably, so losing its tail only means fetching it again after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+
+from epochal.mtrack import MutationId
+from epochal.replica.model import Cell, Mutation
+from epochal.tcm.keys import KeyBounds
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStateRow:
+    node_id: str
+    register_entry_id: str
+    hlc_ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    log: int
+    keyspace: str
+    keyspace_epoch: int
+    range_left: int
+    range_right: int
+    opened_epoch: int
+    sealed: bool
+    sequence_ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataEntry:
+    epoch: int
+    entry_id: str
+    transformation: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMetadata:
+    snapshot_epoch: int
+    snapshot: bytes | None
+    entries: list[MetadataEntry]  # after the snapshot, in order
+
+
+@dataclass(frozen=True, slots=True)
+class CellRepair:
+    """Cells an untracked read repair writes, each with its own timestamp and writer."""
+
+    table_id: str
+    token: int
+    partition_key: bytes
+    cells: tuple[Cell, ...]
+
+
+_UPSERT_CELL = (
+    "INSERT INTO cells (table_id, token, pkey, ckey, col, value, hlc, writer, tombstone) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (table_id, token, pkey, ckey, col) DO UPDATE SET value = excluded.value, "
+    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone "
+    "WHERE (excluded.hlc, excluded.writer, excluded.tombstone) > "
+    "(cells.hlc, cells.writer, cells.tombstone)"
+)
+_INSERT_MUTATION = (
+    "INSERT INTO mutations (node, log, seq, hlc, keyspace, table_id, token, pkey, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, log, seq) DO NOTHING"
+)
+_READ_CELLS = (
+    "SELECT ckey, col, value, hlc, writer, tombstone FROM cells "
+    "WHERE table_id = ? AND token = ? AND pkey = ? AND "
+    "((ckey >= ? {upper}) OR (ckey = x'' AND col = '*'))"
+)
+_PARTITION_IDS = (
+    "SELECT node, log, seq, hlc FROM mutations "
+    "WHERE keyspace = ? AND token = ? AND table_id = ? AND pkey = ? AND hlc >= ?"
+)
+
+
+class ReplicaStorage:
+    def __init__(self, url: str, *, sync: str = "full", echo: bool = False) -> None:
+        if not url.startswith("sqlite"):
+            raise ValueError(f"a replica stores its data in SQLite; {url!r} is not a SQLite URL")
+        self.url = url
+        self.engine = self._create_engine(echo, sync)
+        self._migrate()
+        self._conn = self.engine.connect()
+        self._lazy_conn = self.engine.connect()
+        self._lazy_conn.exec_driver_sql("PRAGMA synchronous=OFF")
+        self._lazy_conn.commit()
+        self._raw: Any = self._conn.connection.dbapi_connection
+        self._lazy_raw: Any = self._lazy_conn.connection.dbapi_connection
+
+    def _create_engine(self, echo: bool, sync: str) -> Engine:
+        path = self.url.removeprefix("sqlite:///")
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(self.url, echo=echo, connect_args={"timeout": 30})
+        synchronous = "FULL" if sync == "full" else "NORMAL"
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA synchronous={synchronous}")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+
+    def _migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self._lazy_conn.close()
+        self._conn.close()
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ identity
+
+    def node_state(self) -> NodeStateRow:
+        row = self._query_one("SELECT node_id, register_entry_id, hlc_ceiling FROM node_state")
+        return NodeStateRow(*row)
+
+    def set_register_entry_id(self, entry_id: str) -> None:
+        self._execute("UPDATE node_state SET register_entry_id = ?", (entry_id,))
+
+    def set_node_id(self, node_id: str) -> None:
+        self._execute("UPDATE node_state SET node_id = ?", (node_id,))
+
+    def set_hlc_ceiling(self, ceiling: int) -> None:
+        self._execute("UPDATE node_state SET hlc_ceiling = ?", (ceiling,))
+
+    # ------------------------------------------------------------------ coordinator logs
+
+    def coordinator_logs(self) -> list[LogRow]:
+        rows = self._query(
+            "SELECT log, keyspace, keyspace_epoch, range_left, range_right, opened_epoch, "
+            "sealed, sequence_ceiling FROM coordinator_logs ORDER BY log"
+        )
+        return [LogRow(*row[:6], bool(row[6]), row[7]) for row in rows]
+
+    def open_log(self, row: LogRow, seal: Sequence[int]) -> None:
+        """Durably record a new log (and seal the logs it replaces) before its first id."""
+        with _transaction(self._raw) as cursor:
+            cursor.executemany(
+                "UPDATE coordinator_logs SET sealed = 1 WHERE log = ?", [(s,) for s in seal]
+            )
+            cursor.execute(
+                "INSERT INTO coordinator_logs (log, keyspace, keyspace_epoch, range_left, "
+                "range_right, opened_epoch, sealed, sequence_ceiling) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.log,
+                    row.keyspace,
+                    row.keyspace_epoch,
+                    row.range_left,
+                    row.range_right,
+                    row.opened_epoch,
+                    row.sealed,
+                    row.sequence_ceiling,
+                ),
+            )
+
+    def set_sequence_ceiling(self, log: int, ceiling: int) -> None:
+        self._execute(
+            "UPDATE coordinator_logs SET sequence_ceiling = ? WHERE log = ?", (ceiling, log)
+        )
+
+    # ------------------------------------------------------------------ applied metadata
+
+    def stored_metadata(self) -> StoredMetadata:
+        snapshot = self._query_one(
+            "SELECT epoch, metadata FROM metadata_snapshots ORDER BY epoch DESC LIMIT 1"
+        )
+        since = snapshot[0] if snapshot else 0
+        entries = self.metadata_entries(since, None)
+        if snapshot is None:
+            return StoredMetadata(0, None, entries)
+        return StoredMetadata(snapshot[0], snapshot[1], entries)
+
+    def metadata_entries(self, since: int, limit: int | None) -> list[MetadataEntry]:
+        sql = "SELECT epoch, entry_id, transformation FROM metadata_log WHERE epoch > ? "
+        sql += "ORDER BY epoch" + ("" if limit is None else f" LIMIT {int(limit)}")
+        return [MetadataEntry(*row) for row in self._query(sql, (since,))]
+
+    def oldest_metadata_epoch(self) -> int:
+        row = self._query_one("SELECT MIN(epoch) FROM metadata_log")
+        return int(row[0] or 0) if row else 0
+
+    def save_metadata(
+        self,
+        entries: Sequence[MetadataEntry],
+        *,
+        snapshot: tuple[int, bytes] | None = None,
+        forget_below: int | None = None,
+    ) -> None:
+        """Lazily: applied entries, a snapshot of the metadata, and what may be forgotten."""
+        with _transaction(self._lazy_raw) as cursor:
+            cursor.executemany(
+                "INSERT INTO metadata_log (epoch, entry_id, transformation) VALUES (?, ?, ?) "
+                "ON CONFLICT (epoch) DO NOTHING",
+                [(e.epoch, e.entry_id, e.transformation) for e in entries],
+            )
+            if snapshot is not None:
+                cursor.execute(
+                    "INSERT INTO metadata_snapshots (epoch, metadata) VALUES (?, ?) "
+                    "ON CONFLICT (epoch) DO NOTHING",
+                    snapshot,
+                )
+                cursor.execute("DELETE FROM metadata_snapshots WHERE epoch < ?", (snapshot[0],))
+            if forget_below is not None:
+                cursor.execute("DELETE FROM metadata_log WHERE epoch < ?", (forget_below,))
+
+    # ------------------------------------------------------------------ data
+
+    def write(
+        self, mutations: Sequence[tuple[Mutation, bytes]], repairs: Sequence[CellRepair] = ()
+    ) -> list[bool]:
+        """One durable transaction: each mutation's cells, and for tracked ones its log entry
+        (keyed by id, so a mutation received twice is stored once). Returns, per mutation,
+        whether it was new here."""
+        fresh = []
+        with _transaction(self._raw) as cursor:
+            for mutation, body in mutations:
+                if mutation.tracked:
+                    mid = mutation.id
+                    cursor.execute(
+                        _INSERT_MUTATION,
+                        (
+                            mid.node,
+                            mid.log,
+                            mid.sequence,
+                            mid.hlc,
+                            mutation.keyspace,
+                            mutation.table_id,
+                            mutation.token,
+                            mutation.partition_key,
+                            body,
+                        ),
+                    )
+                    if cursor.rowcount == 0:
+                        fresh.append(False)
+                        continue
+                fresh.append(True)
+                cursor.executemany(
+                    _UPSERT_CELL,
+                    _cell_rows(
+                        mutation.table_id, mutation.token, mutation.partition_key, mutation.cells()
+                    ),
+                )
+            for repair in repairs:
+                cursor.executemany(
+                    _UPSERT_CELL,
+                    _cell_rows(repair.table_id, repair.token, repair.partition_key, repair.cells),
+                )
+        return fresh
+
+    def read_cells(self, table_id: str, token: int, pkey: bytes, bounds: KeyBounds) -> list[Cell]:
+        """The partition's cells in ``bounds``, with its partition deletion if any."""
+        if bounds.upper is None:
+            sql = _READ_CELLS.format(upper="")
+            params: tuple[Any, ...] = (table_id, token, pkey, bounds.lower)
+        else:
+            sql = _READ_CELLS.format(upper="AND ckey < ?")
+            params = (table_id, token, pkey, bounds.lower, bounds.upper)
+        return [
+            Cell(ckey, col, value, hlc, writer, bool(tombstone))
+            for ckey, col, value, hlc, writer, tombstone in self._query(sql, params)
+        ]
+
+    def partition_ids(
+        self, keyspace: str, table_id: str, token: int, pkey: bytes, low_bound: int = 0
+    ) -> list[MutationId]:
+        rows = self._query(_PARTITION_IDS, (keyspace, token, table_id, pkey, low_bound))
+        return _ids(rows)
+
+    def range_ids(
+        self, keyspace: str, left: int, right: int, low_bound: int = 0
+    ) -> list[MutationId]:
+        """Ids of the keyspace's mutations with tokens in ``(left, right]`` (wrapping when
+        ``left >= right``)."""
+        base = "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = ? AND hlc >= ? AND "
+        if left < right:
+            rows = self._query(
+                base + "token > ? AND token <= ?", (keyspace, low_bound, left, right)
+            )
+        else:
+            rows = self._query(
+                base + "(token > ? OR token <= ?)", (keyspace, low_bound, left, right)
+            )
+        return _ids(rows)
+
+    def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:
+        """The stored bodies of those of ``ids`` held here."""
+        bodies = []
+        for mid in ids:
+            row = self._query_one(
+                "SELECT body FROM mutations WHERE node = ? AND log = ? AND seq = ?",
+                (mid.node, mid.log, mid.sequence),
+            )
+            if row is not None:
+                bodies.append(row[0])
+        return bodies
+
+    def count_mutations(self) -> int:
+        row = self._query_one("SELECT COUNT(*) FROM mutations")
+        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        with _transaction(self._raw) as cursor:
+            cursor.execute(sql, params)
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._raw.cursor()
+        try:
+            return cursor.execute(sql, params).fetchall()
+        finally:
+            cursor.close()
+
+    def _query_one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        rows = self._query(sql, params)
+        return rows[0] if rows else None
+
+
+def _ids(rows: list[tuple[Any, ...]]) -> list[MutationId]:
+    return [MutationId(node=n, log=g, sequence=s, hlc=h) for n, g, s, h in rows]
+
+
+def _cell_rows(
+    table_id: str, token: int, pkey: bytes, cells: Sequence[Cell]
+) -> list[tuple[Any, ...]]:
+    return [
+        (table_id, token, pkey, c.clustering, c.column, c.value, c.hlc, c.writer, c.tombstone)
+        for c in cells
+    ]
+
+
+@contextmanager
+def _transaction(connection: Any) -> Iterator[Any]:
+    """One transaction on the sqlite3 connection (it begins implicitly at the first write)."""
+    cursor = connection.cursor()
+    try:
+        yield cursor
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        cursor.close()

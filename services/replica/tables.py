@@ -1,0 +1,98 @@
+"""The replica's tables (SQLAlchemy Core). Migrations in ``migrations/`` create them."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+)
+
+metadata = MetaData()
+
+# Who this node is: exactly one row.
+node_state = Table(
+    "node_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("node_id", String(64), nullable=False),  # "" until registered
+    Column("register_entry_id", String(128), nullable=False),  # reused by a retried Register
+    Column("hlc_ceiling", BigInteger, nullable=False),  # the HLC never reaches this unpersisted
+)
+
+# This node's coordinator logs: one per (keyspace, range) it coordinated writes for.
+coordinator_logs = Table(
+    "coordinator_logs",
+    metadata,
+    Column("log", BigInteger, primary_key=True, autoincrement=False),
+    Column("keyspace", String(64), nullable=False),
+    Column("keyspace_epoch", BigInteger, nullable=False),  # the keyspace's created_epoch
+    Column("range_left", BigInteger, nullable=False),
+    Column("range_right", BigInteger, nullable=False),
+    Column("opened_epoch", BigInteger, nullable=False),
+    Column("sealed", Boolean, nullable=False),
+    Column("sequence_ceiling", BigInteger, nullable=False),
+)
+
+# The metadata log as applied here, and snapshots of the applied metadata.
+metadata_log = Table(
+    "metadata_log",
+    metadata,
+    Column("epoch", BigInteger, primary_key=True, autoincrement=False),
+    Column("entry_id", String(128), nullable=False),
+    Column("transformation", LargeBinary, nullable=False),
+)
+metadata_snapshots = Table(
+    "metadata_snapshots",
+    metadata,
+    Column("epoch", BigInteger, primary_key=True, autoincrement=False),
+    Column("metadata", LargeBinary, nullable=False),
+)
+
+# Data: one row per cell (see epochal.replica.model); last write wins by (hlc, writer,
+# tombstone).
+cells = Table(
+    "cells",
+    metadata,
+    Column("table_id", String(64), primary_key=True),
+    Column("token", BigInteger, primary_key=True, autoincrement=False),
+    Column("pkey", LargeBinary, primary_key=True),
+    Column("ckey", LargeBinary, primary_key=True),
+    Column("col", String(64), primary_key=True),
+    Column("value", LargeBinary, nullable=True),
+    Column("hlc", BigInteger, nullable=False),
+    Column("writer", LargeBinary, nullable=False),
+    Column("tombstone", Boolean, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# The addressable mutation log of tracked keyspaces: by id, and partition -> ids and
+# range -> ids through the covering index.
+mutations = Table(
+    "mutations",
+    metadata,
+    Column("node", BigInteger, primary_key=True, autoincrement=False),
+    Column("log", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("hlc", BigInteger, nullable=False),
+    Column("keyspace", String(64), nullable=False),
+    Column("table_id", String(64), nullable=False),
+    Column("token", BigInteger, nullable=False),
+    Column("pkey", LargeBinary, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+Index(
+    "ix_mutations_by_token",
+    mutations.c.keyspace,
+    mutations.c.token,
+    mutations.c.table_id,
+    mutations.c.pkey,
+    mutations.c.hlc,
+)
