@@ -341,7 +341,7 @@ class Coordinator:
         progress = _Progress(plan=metadata, view=metadata)
         timeout_s = deadline - asyncio.get_running_loop().time()
 
-        def send(node: str) -> Awaitable[PeerReply]:
+        def send(node: str) -> asyncio.Future[PeerReply]:
             return self.handle(metadata, node).apply(
                 metadata.epoch, mutation, stored, timeout_s=timeout_s
             )
@@ -415,7 +415,7 @@ class Coordinator:
 
     async def _collect(
         self,
-        calls: dict[str, Callable[[str], Awaitable[PeerReply]]],
+        calls: dict[str, Callable[[str], asyncio.Future[PeerReply]]],
         progress: _Progress,
         deadline: float,
         done: Callable[[], Awaitable[bool]],
@@ -423,7 +423,14 @@ class Coordinator:
         """Send every call; after each answer ask ``done``; stop at True, when all answered, or
         at the deadline. Calls still out are left to finish on their own."""
         loop = asyncio.get_running_loop()
-        pending = {loop.create_task(call(node)): node for node, call in calls.items()}
+        pending: dict[asyncio.Future[PeerReply], str] = {}
+        # Others first: this node's own write is an fsync on the loop, and the requests to the
+        # others should be on their way while it runs.
+        for node, call in sorted(calls.items(), key=lambda item: item[0] == self.node_id):
+            try:
+                pending[call(node)] = node
+            except PeerFailed as error:
+                progress.failures[node] = error.reason
         try:
             while pending:
                 remaining = deadline - loop.time()
@@ -561,26 +568,32 @@ class Coordinator:
         tracked = prepared.tracked
         spare = list(order)
         replies: dict[str, PeerReply] = {}
-        pending: dict[asyncio.Task[PeerReply], tuple[str, bool]] = {}
+        pending: dict[asyncio.Future[PeerReply], tuple[str, bool]] = {}
         data_node = ""
 
-        def launch(node: str, data: bool) -> None:
-            stats.replicas.append(node)
-            task = loop.create_task(
-                self.handle(metadata, node).read(
-                    metadata.epoch,
-                    read,
-                    data=data,
-                    summary=tracked,
-                    digest=not tracked and not data,
-                    timeout_s=deadline - loop.time(),
-                )
-            )
-            pending[task] = (node, data)
+        def launch(data: bool) -> None:
+            """Ask the next replica in ``order`` (skipping any that cannot be reached)."""
+            while spare:
+                node = spare.pop(0)
+                try:
+                    future = self.handle(metadata, node).read(
+                        metadata.epoch,
+                        read,
+                        data=data,
+                        summary=tracked,
+                        digest=not tracked and not data,
+                        timeout_s=deadline - loop.time(),
+                    )
+                except PeerFailed as error:
+                    progress.failures[node] = error.reason
+                    continue
+                stats.replicas.append(node)
+                pending[future] = (node, data)
+                return
 
-        launch(spare.pop(0), True)
+        launch(True)
         for _ in range(needed - 1):
-            launch(spare.pop(0), False)
+            launch(False)
         try:
             while not (data_node and len(replies) >= needed):
                 remaining = deadline - loop.time()
@@ -601,13 +614,14 @@ class Coordinator:
                         if data:
                             data_node = stats.data_replica = node
                     elif spare:
-                        launch(spare.pop(0), data)
+                        launch(data)
                     elif data and replies:
                         # No spare: ask one that gave a summary for the data instead.
                         substitute = next(iter(replies))
                         del replies[substitute]
                         progress.answered.discard(substitute)
-                        launch(substitute, True)
+                        spare.append(substitute)
+                        launch(True)
         finally:
             for task in pending:
                 task.add_done_callback(_swallow)
@@ -625,7 +639,7 @@ class Coordinator:
         return Unavailable(f"too few replicas for the read: {detail}")
 
 
-def _swallow(task: asyncio.Task[Any]) -> None:
+def _swallow(task: asyncio.Future[Any]) -> None:
     """A call the answer no longer waits for: retrieve its outcome so nothing is reported."""
     if not task.cancelled():
         task.exception()

@@ -1,12 +1,25 @@
-"""How a coordinator reaches a replica: in-process for itself, over ReplicaPeer for the others.
+"""How a coordinator reaches a replica: in-process for itself, over an Exchange stream for the
+others.
 
-Both kinds answer ``PeerReply``; a remote call that fails at the transport raises
-``PeerFailed`` (the coordinator tries another replica or gives up).
+Every call returns a future of a ``PeerReply`` at once (the coordinator waits on several). A
+remote call that fails at the transport — the stream broke, no answer in time, the replica
+could not parse it — settles with ``PeerFailed``: the coordinator tries another replica or
+gives up.
+
+Theory of operation of ``PeerStream``: one long-lived bidirectional ``Exchange`` stream per
+replica. Requests queued while a batch is being written go together in the next batch; the
+replica answers each by its id, in any order. A request waits at most its timeout (a timer,
+not a task); when the stream breaks, every request on it fails at once, and the next call opens
+a new stream. The number of requests in flight per replica is bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import grpc
 
@@ -18,6 +31,8 @@ from epochal.replica.model import Mutation
 from epochal.replica.storage import CellRepair
 from epochal.wire.v1 import replica_pb2 as pb
 
+log = logging.getLogger(__name__)
+
 OUTCOMES = {
     pb.OK: Outcome.OK,
     pb.NOT_A_REPLICA: Outcome.NOT_A_REPLICA,
@@ -27,6 +42,8 @@ OUTCOMES = {
     pb.CLOCK_SKEW: Outcome.CLOCK_SKEW,
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
+MAX_IN_FLIGHT = 16_384
+MAX_BATCH = 512
 
 
 class PeerFailed(Exception):
@@ -36,6 +53,12 @@ class PeerFailed(Exception):
         self.reason = reason
 
 
+def _settled(reply: PeerReply) -> asyncio.Future[PeerReply]:
+    future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+    future.set_result(reply)
+    return future
+
+
 class LocalHandle:
     """This node, called in-process."""
 
@@ -43,23 +66,23 @@ class LocalHandle:
         self.node_id = node_id
         self.replica = replica
 
-    async def apply(
+    def apply(
         self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         body = stored.SerializeToString()
-        return await self.replica.apply(epoch, mutation, body, repair=False)
+        return self.replica.apply_soon(epoch, mutation, body, repair=False)
 
-    async def repair(
+    def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
-    ) -> PeerReply:
-        return await self.replica.apply(epoch, mutation, body, repair=True)
+    ) -> asyncio.Future[PeerReply]:
+        return self.replica.apply_soon(epoch, mutation, body, repair=True)
 
-    async def repair_cells(
+    def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float
-    ) -> PeerReply:
-        return await self.replica.apply_cells(epoch, repair, keyspace)
+    ) -> asyncio.Future[PeerReply]:
+        return asyncio.ensure_future(self.replica.apply_cells(epoch, repair, keyspace))
 
-    async def read(
+    def read(
         self,
         epoch: int,
         read: PartitionRead,
@@ -68,10 +91,12 @@ class LocalHandle:
         summary: bool,
         digest: bool,
         timeout_s: float,
-    ) -> PeerReply:
-        return await self.replica.read(epoch, read, data=data, summary=summary, want_digest=digest)
+    ) -> asyncio.Future[PeerReply]:
+        return asyncio.ensure_future(
+            self.replica.read(epoch, read, data=data, summary=summary, want_digest=digest)
+        )
 
-    async def sketch(
+    def sketch(
         self,
         epoch: int,
         read: PartitionRead,
@@ -79,46 +104,154 @@ class LocalHandle:
         cells: int,
         *,
         timeout_s: float,
-    ) -> PeerReply:
-        return await self.replica.sketch(epoch, read, logs, cells)
+    ) -> asyncio.Future[PeerReply]:
+        return asyncio.ensure_future(self.replica.sketch(epoch, read, logs, cells))
 
-    async def fetch(self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float) -> PeerReply:
-        return await self.replica.fetch(epoch, ids)
+    def fetch(
+        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+    ) -> asyncio.Future[PeerReply]:
+        return asyncio.ensure_future(self.replica.fetch(epoch, ids))
+
+
+class PeerStream:
+    """The Exchange stream to one replica (see the module docstring)."""
+
+    def __init__(self, node_id: str, stub: Any) -> None:
+        self.node_id = node_id
+        self._stub = stub
+        self._ids = itertools.count(1)
+        self._queue: list[pb.PeerRequest] = []
+        self._waiting: dict[int, asyncio.Future[pb.PeerReply]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def call(self, timeout_s: float, **body: Any) -> asyncio.Future[pb.PeerReply]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[pb.PeerReply] = loop.create_future()
+        if len(self._waiting) >= MAX_IN_FLIGHT:
+            future.set_exception(
+                PeerFailed(self.node_id, f"{MAX_IN_FLIGHT} requests already in flight")
+            )
+            return future
+        request_id = next(self._ids)
+        self._waiting[request_id] = future
+        self._queue.append(pb.PeerRequest(id=request_id, **body))
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        timer = loop.call_later(max(timeout_s, 0.001), self._expire, request_id, timeout_s)
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
+
+    def _expire(self, request_id: int, timeout_s: float) -> None:
+        future = self._waiting.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_exception(PeerFailed(self.node_id, f"no answer within {timeout_s:.3f} s"))
+
+    async def _run(self) -> None:
+        call = self._stub.Exchange()
+        reader = asyncio.get_running_loop().create_task(self._read(call))
+        reason = "the stream ended"
+        try:
+            while not call.done():
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue and not call.done():
+                    batch = self._queue[:MAX_BATCH]
+                    del self._queue[:MAX_BATCH]
+                    await call.write(pb.PeerRequests(requests=batch))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            reason = _describe(error)
+        finally:
+            reader.cancel()
+            call.cancel()
+            self._fail_all(reason)
+
+    async def _read(self, call: Any) -> None:
+        try:
+            async for replies in call:
+                for reply in replies.replies:
+                    future = self._waiting.pop(reply.id, None)
+                    if future is not None and not future.done():
+                        future.set_result(reply)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.debug("stream to %s broke: %s", self.node_id, _describe(error))
+        self._wake.set()  # the writer sees the call is done, fails what waits, and ends
+
+    def _fail_all(self, reason: str) -> None:
+        waiting, self._waiting = self._waiting, {}
+        self._queue.clear()
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(PeerFailed(self.node_id, reason))
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details() or 'no details'}"
+    return f"{type(error).__name__}: {error}"
 
 
 class RemoteHandle:
-    """Another replica, over its ReplicaPeer service."""
+    """Another replica, over its Exchange stream."""
 
     def __init__(self, node_id: str, address: str, channels: Channels) -> None:
         self.node_id = node_id
         self.address = address
-        self.stub = channels.peer(address)
+        self.stream = PeerStream(node_id, channels.peer(address))
 
-    async def _call(self, method: object, request: object, timeout_s: float) -> object:
-        try:
-            return await method(request, timeout=max(timeout_s, 0.001))  # type: ignore[operator]
-        except grpc.aio.AioRpcError as error:
-            raise PeerFailed(
-                self.node_id, f"{error.code().name}: {error.details() or 'no details'}"
-            ) from None
+    def _call(
+        self, timeout_s: float, convert: Callable[[pb.PeerReply], PeerReply], **body: Any
+    ) -> asyncio.Future[PeerReply]:
+        raw = self.stream.call(timeout_s, **body)
+        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
 
-    async def apply(
+        def settle(done: asyncio.Future[pb.PeerReply]) -> None:
+            if future.done():
+                return
+            error = done.exception()
+            if error is not None:
+                future.set_exception(error)
+                return
+            reply = done.result()
+            if reply.WhichOneof("body") == "malformed":
+                future.set_exception(PeerFailed(self.node_id, f"refused: {reply.malformed}"))
+                return
+            try:
+                future.set_result(convert(reply))
+            except MalformedSummary as malformed:
+                future.set_exception(
+                    PeerFailed(self.node_id, f"sent a malformed summary: {malformed}")
+                )
+
+        raw.add_done_callback(settle)
+        return future
+
+    def apply(
         self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         request = pb.ApplyRequest(epoch=epoch, mutation=stored)
-        return _reply(await self._call(self.stub.Apply, request, timeout_s))
+        return self._call(timeout_s, _applied, apply=request)
 
-    async def repair(
+    def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         request = pb.ApplyRequest(
             epoch=epoch, mutation=pb.StoredMutation.FromString(body), repair=True
         )
-        return _reply(await self._call(self.stub.Apply, request, timeout_s))
+        return self._call(timeout_s, _applied, apply=request)
 
-    async def repair_cells(
+    def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         request = pb.ApplyRequest(
             epoch=epoch,
             repair=True,
@@ -130,9 +263,9 @@ class RemoteHandle:
                 cells=[cell_to_proto(c) for c in repair.cells],
             ),
         )
-        return _reply(await self._call(self.stub.Apply, request, timeout_s))
+        return self._call(timeout_s, _applied, apply=request)
 
-    async def read(
+    def read(
         self,
         epoch: int,
         read: PartitionRead,
@@ -141,7 +274,7 @@ class RemoteHandle:
         summary: bool,
         digest: bool,
         timeout_s: float,
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         request = pb.LocalReadRequest(
             epoch=epoch,
             keyspace=read.keyspace,
@@ -153,21 +286,9 @@ class RemoteHandle:
             summary=summary,
             digest=digest,
         )
-        response = await self._call(self.stub.ReadLocal, request, timeout_s)
-        try:
-            digests = LogDigests.decode(response.summary) if response.summary else None  # type: ignore[attr-defined]
-        except MalformedSummary as error:
-            raise PeerFailed(self.node_id, f"sent a malformed summary: {error}") from None
-        return PeerReply(
-            response.epoch,  # type: ignore[attr-defined]
-            OUTCOMES.get(response.outcome, Outcome.BEHIND),  # type: ignore[attr-defined]
-            response.message,  # type: ignore[attr-defined]
-            cells=tuple(cells_from_proto(response.cells)),  # type: ignore[attr-defined]
-            summary=digests,
-            digest=response.digest,  # type: ignore[attr-defined]
-        )
+        return self._call(timeout_s, _read, read=request)
 
-    async def sketch(
+    def sketch(
         self,
         epoch: int,
         read: PartitionRead,
@@ -175,7 +296,7 @@ class RemoteHandle:
         cells: int,
         *,
         timeout_s: float,
-    ) -> PeerReply:
+    ) -> asyncio.Future[PeerReply]:
         request = pb.SketchRequest(
             epoch=epoch,
             keyspace=read.keyspace,
@@ -185,34 +306,49 @@ class RemoteHandle:
             logs=[pb.LogKey(node=n, log=g) for n, g in logs],
             cells=cells,
         )
-        response = await self._call(self.stub.SketchLogs, request, timeout_s)
-        try:
-            sketch = Sketch.decode(response.sketch) if response.sketch else None  # type: ignore[attr-defined]
-        except MalformedSummary as error:
-            raise PeerFailed(self.node_id, f"sent a malformed sketch: {error}") from None
-        return PeerReply(
-            response.epoch,  # type: ignore[attr-defined]
-            OUTCOMES.get(response.outcome, Outcome.BEHIND),  # type: ignore[attr-defined]
-            response.message,  # type: ignore[attr-defined]
-            sketch=sketch,
-        )
+        return self._call(timeout_s, _sketched, sketch=request)
 
-    async def fetch(self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float) -> PeerReply:
+    def fetch(
+        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+    ) -> asyncio.Future[PeerReply]:
         request = pb.FetchMutationsRequest(epoch=epoch, ids=[id_to_proto(i) for i in ids])
-        response = await self._call(self.stub.FetchMutations, request, timeout_s)
-        return PeerReply(
-            response.epoch,  # type: ignore[attr-defined]
-            OUTCOMES.get(response.outcome, Outcome.BEHIND),  # type: ignore[attr-defined]
-            response.message,  # type: ignore[attr-defined]
-            bodies=tuple(m.SerializeToString() for m in response.mutations),  # type: ignore[attr-defined]
-        )
+        return self._call(timeout_s, _fetched, fetch=request)
+
+    def close(self) -> None:
+        self.stream.close()
 
 
-def _reply(response: object) -> PeerReply:
+def _outcome(response: Any) -> tuple[int, Outcome, str]:
+    return response.epoch, OUTCOMES.get(response.outcome, Outcome.BEHIND), response.message
+
+
+def _applied(reply: pb.PeerReply) -> PeerReply:
+    return PeerReply(*_outcome(reply.apply))
+
+
+def _read(reply: pb.PeerReply) -> PeerReply:
+    response = reply.read
     return PeerReply(
-        response.epoch,  # type: ignore[attr-defined]
-        OUTCOMES.get(response.outcome, Outcome.BEHIND),  # type: ignore[attr-defined]
-        response.message,  # type: ignore[attr-defined]
+        *_outcome(response),
+        cells=tuple(cells_from_proto(response.cells)),
+        summary=LogDigests.decode(response.summary) if response.summary else None,
+        digest=response.digest,
+    )
+
+
+def _sketched(reply: pb.PeerReply) -> PeerReply:
+    response = reply.sketch
+    return PeerReply(
+        *_outcome(response),
+        sketch=Sketch.decode(response.sketch) if response.sketch else None,
+    )
+
+
+def _fetched(reply: pb.PeerReply) -> PeerReply:
+    response = reply.fetch
+    return PeerReply(
+        *_outcome(response),
+        bodies=tuple(m.SerializeToString() for m in response.mutations),
     )
 
 

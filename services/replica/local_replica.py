@@ -89,8 +89,8 @@ class LocalReplica:
         self.follower = follower
         self.metrics = metrics
         self.node_id = ""
-        self._mutations: list[tuple[Mutation, bytes, asyncio.Future[bool]]] = []
-        self._repairs: list[tuple[CellRepair, asyncio.Future[bool]]] = []
+        self._mutations: list[tuple[Mutation, bytes, bool, asyncio.Future[PeerReply]]] = []
+        self._repairs: list[tuple[CellRepair, asyncio.Future[PeerReply]]] = []
         self._flush_scheduled = False
 
     # ------------------------------------------------------------------ the epoch gate
@@ -107,8 +107,14 @@ class LocalReplica:
                 Outcome.BEHIND,
                 f"{self.node_id} could not catch up from epoch {follower.epoch} to {epoch} in time",
             )
-        metadata = follower.metadata
-        table = follower.tables_by_id.get(table_id)
+        return self._gate_now(keyspace, table_id, token, write=write)
+
+    def _gate_now(
+        self, keyspace: str, table_id: str, token: int, *, write: bool
+    ) -> PeerReply | None:
+        """The gate at this node's epoch (the request's is not newer)."""
+        metadata = self.follower.metadata
+        table = self.follower.tables_by_id.get(table_id)
         if table is None or table.keyspace != keyspace:
             return self._refuse(
                 Outcome.UNKNOWN_TABLE,
@@ -133,6 +139,22 @@ class LocalReplica:
 
     # ------------------------------------------------------------------ writes
 
+    def apply_soon(
+        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool
+    ) -> asyncio.Future[PeerReply]:
+        """Store ``mutation``; the future answers once it is durable (or refused). Unless a
+        catch-up must be waited for, no task is created: the group commit settles the future."""
+        loop = asyncio.get_running_loop()
+        if epoch > self.follower.epoch:
+            return loop.create_task(self.apply(epoch, mutation, body, repair=repair))
+        future: asyncio.Future[PeerReply] = loop.create_future()
+        refusal = self._gate_now(mutation.keyspace, mutation.table_id, mutation.token, write=True)
+        if refusal is None:
+            refusal = self._enqueue_mutation(mutation, body, repair, future)
+        if refusal is not None:
+            future.set_result(refusal)
+        return future
+
     async def apply(
         self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool
     ) -> PeerReply:
@@ -141,18 +163,18 @@ class LocalReplica:
         )
         if refusal is not None:
             return refusal
+        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+        refusal = self._enqueue_mutation(mutation, body, repair, future)
+        return refusal if refusal is not None else await future
+
+    def _enqueue_mutation(
+        self, mutation: Mutation, body: bytes, repair: bool, future: asyncio.Future[PeerReply]
+    ) -> PeerReply | None:
         if self._pending() >= self.settings.max_pending_applies:
             return self._overloaded()
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._mutations.append((mutation, body, future))
+        self._mutations.append((mutation, body, repair, future))
         self._schedule_flush()
-        fresh = await future
-        origin = "repair" if repair else "write"
-        if fresh:
-            self.metrics.mutations_stored.labels(origin).inc()
-        else:
-            self.metrics.mutations_duplicate.inc()
-        return self._ok()
+        return None
 
     async def apply_cells(self, epoch: int, repair: CellRepair, keyspace: str) -> PeerReply:
         refusal = await self._gate(epoch, keyspace, repair.table_id, repair.token, write=True)
@@ -160,11 +182,10 @@ class LocalReplica:
             return refusal
         if self._pending() >= self.settings.max_pending_applies:
             return self._overloaded()
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
         self._repairs.append((repair, future))
         self._schedule_flush()
-        await future
-        return self._ok()
+        return await future
 
     def _pending(self) -> int:
         return len(self._mutations) + len(self._repairs)
@@ -192,18 +213,23 @@ class LocalReplica:
             return
         try:
             fresh = self.storage.write(
-                [(m, body) for m, body, _ in mutations], [r for r, _ in repairs]
+                [(m, body) for m, body, _, _ in mutations], [r for r, _ in repairs]
             )
         except Exception as error:
             fatal(f"writing {len(mutations) + len(repairs)} mutation(s) failed: {error!r}")
             raise
         self.metrics.storage_transactions.inc()
-        for (_, _, future), is_new in zip(mutations, fresh, strict=True):
+        done = self._ok()
+        for (_, _, repair, future), is_new in zip(mutations, fresh, strict=True):
+            if is_new:
+                self.metrics.mutations_stored.labels("repair" if repair else "write").inc()
+            else:
+                self.metrics.mutations_duplicate.inc()
             if not future.done():
-                future.set_result(is_new)
+                future.set_result(done)
         for _, future in repairs:
             if not future.done():
-                future.set_result(True)
+                future.set_result(done)
 
     # ------------------------------------------------------------------ reads
 

@@ -7,8 +7,14 @@ metadata ``epochal-epoch`` (with ``epochal-rule`` naming the rule and, for a wri
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from collections.abc import AsyncIterator
+from typing import Any
+
 import grpc
 
+from epochal.mtrack import MAX_CELLS
 from epochal.replica.codec import (
     bounds_from_proto,
     cell_to_proto,
@@ -198,104 +204,123 @@ class ReplicaServicer:
         )
 
 
-def _peer_response(kind: type, reply: PeerReply, **fields: object) -> object:
-    return kind(
-        epoch=reply.epoch, outcome=OUTCOME_NUMBERS[reply.outcome], message=reply.message, **fields
-    )
-
-
 class PeerServicer:
-    """epochal.v1.ReplicaPeer: what other replicas' coordinators ask of this one."""
+    """epochal.v1.ReplicaPeer: what other replicas' coordinators ask of this one, over one
+    Exchange stream each. Every request is served as soon as it arrives (a write joins the next
+    group commit without a task of its own); answers go back in batches, each by its id."""
 
     def __init__(self, local: LocalReplica, follower: MetadataFollower) -> None:
         self.local = local
         self.follower = follower
 
-    async def Apply(
-        self, request: pb.ApplyRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ApplyResponse:
-        await require_parsed(request, context)
+    async def Exchange(
+        self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PeerReplies]:
+        answers: list[pb.PeerReply] = []
+        wake = asyncio.Event()
+        unanswered = 0
+        closed = False
+
+        def answered(request_id: int, kind: str, future: asyncio.Future[PeerReply]) -> None:
+            nonlocal unanswered
+            unanswered -= 1
+            reply = _reply_to_proto(kind, future.result())
+            answers.append(pb.PeerReply(id=request_id, **{kind: reply}))
+            wake.set()
+
+        async def read() -> None:
+            nonlocal unanswered, closed
+            try:
+                async for batch in requests:
+                    await require_parsed(batch, context)
+                    for request in batch.requests:
+                        kind = request.WhichOneof("body")
+                        try:
+                            future = self._serve(kind, getattr(request, kind) if kind else None)
+                        except MalformedInput as error:
+                            answers.append(pb.PeerReply(id=request.id, malformed=str(error)))
+                            wake.set()
+                            continue
+                        unanswered += 1
+                        future.add_done_callback(functools.partial(answered, request.id, kind))
+            finally:
+                closed = True
+                wake.set()
+
+        reader = asyncio.get_running_loop().create_task(read())
         try:
+            while not (closed and unanswered == 0 and not answers):
+                await wake.wait()
+                wake.clear()
+                if answers:
+                    batch, answers = answers, []
+                    yield pb.PeerReplies(replies=batch)
+        finally:
+            reader.cancel()
+
+    def _serve(self, kind: str | None, request: Any) -> asyncio.Future[PeerReply]:
+        """Start serving one request; raises MalformedInput for one that makes no sense."""
+        local = self.local
+        if kind == "apply":
             if request.HasField("cell_repair"):
                 repair = request.cell_repair
-                reply = await self.local.apply_cells(
-                    request.epoch,
-                    CellRepair(
-                        repair.table_id,
-                        repair.token,
-                        repair.partition_key,
-                        tuple(cells_from_proto(repair.cells)),
-                    ),
-                    repair.keyspace,
+                cells = CellRepair(
+                    repair.table_id,
+                    repair.token,
+                    repair.partition_key,
+                    tuple(cells_from_proto(repair.cells)),
                 )
-            else:
-                mutation = mutation_from_proto(request.mutation)
-                reply = await self.local.apply(
-                    request.epoch,
-                    mutation,
-                    request.mutation.SerializeToString(),
-                    repair=request.repair,
+                return asyncio.ensure_future(
+                    local.apply_cells(request.epoch, cells, repair.keyspace)
                 )
-        except MalformedInput as error:
-            await _malformed(context, error, self.follower.epoch)
-            raise
-        return _peer_response(pb.ApplyResponse, reply)  # type: ignore[return-value]
+            mutation = mutation_from_proto(request.mutation)
+            body = request.mutation.SerializeToString()
+            return local.apply_soon(request.epoch, mutation, body, repair=request.repair)
+        if kind == "read":
+            return asyncio.ensure_future(
+                local.read(
+                    request.epoch,
+                    _partition(request),
+                    data=request.data,
+                    summary=request.summary,
+                    want_digest=request.digest,
+                )
+            )
+        if kind == "sketch":
+            if not 3 <= request.cells <= MAX_CELLS or request.cells % 3:
+                raise MalformedInput(f"cells must be a multiple of 3 up to {MAX_CELLS}")
+            logs = [(log.node, log.log) for log in request.logs]
+            return asyncio.ensure_future(
+                local.sketch(request.epoch, _partition(request), logs, request.cells)
+            )
+        if kind == "fetch":
+            ids = [id_from_proto(i, "ids") for i in request.ids]
+            return asyncio.ensure_future(local.fetch(request.epoch, ids))
+        raise MalformedInput("a peer request needs a body: apply, read, sketch or fetch")
 
-    async def ReadLocal(
-        self, request: pb.LocalReadRequest, context: grpc.aio.ServicerContext
-    ) -> pb.LocalReadResponse:
-        await require_parsed(request, context)
-        reply = await self.local.read(
-            request.epoch,
-            _partition(request),
-            data=request.data,
-            summary=request.summary,
-            want_digest=request.digest,
-        )
-        return _peer_response(  # type: ignore[return-value]
-            pb.LocalReadResponse,
-            reply,
+
+def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
+    common = {
+        "epoch": reply.epoch,
+        "outcome": OUTCOME_NUMBERS[reply.outcome],
+        "message": reply.message,
+    }
+    if kind == "apply":
+        return pb.ApplyResponse(**common)
+    if kind == "read":
+        return pb.LocalReadResponse(
+            **common,
             cells=[cell_to_proto(c) for c in reply.cells],
             summary=reply.summary.encode() if reply.summary is not None else b"",
             digest=reply.digest,
         )
-
-    async def SketchLogs(
-        self, request: pb.SketchRequest, context: grpc.aio.ServicerContext
-    ) -> pb.SketchResponse:
-        await require_parsed(request, context)
-        if not 3 <= request.cells <= 3 * (1 << 14) or request.cells % 3:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"cells must be a multiple of 3, got {request.cells}",
-            )
-        reply = await self.local.sketch(
-            request.epoch,
-            _partition(request),
-            [(log.node, log.log) for log in request.logs],
-            request.cells,
+    if kind == "sketch":
+        return pb.SketchResponse(
+            **common, sketch=reply.sketch.encode() if reply.sketch is not None else b""
         )
-        return _peer_response(  # type: ignore[return-value]
-            pb.SketchResponse,
-            reply,
-            sketch=reply.sketch.encode() if reply.sketch is not None else b"",
-        )
-
-    async def FetchMutations(
-        self, request: pb.FetchMutationsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.FetchMutationsResponse:
-        await require_parsed(request, context)
-        try:
-            ids = [id_from_proto(i, "ids") for i in request.ids]
-        except MalformedInput as error:
-            await _malformed(context, error, self.follower.epoch)
-            raise
-        reply = await self.local.fetch(request.epoch, ids)
-        return _peer_response(  # type: ignore[return-value]
-            pb.FetchMutationsResponse,
-            reply,
-            mutations=[pb.StoredMutation.FromString(body) for body in reply.bodies],
-        )
+    return pb.FetchMutationsResponse(
+        **common, mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies]
+    )
 
 
 def _partition(request: pb.LocalReadRequest | pb.SketchRequest) -> PartitionRead:

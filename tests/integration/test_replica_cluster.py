@@ -124,9 +124,6 @@ def test_quorum_writes_read_back_and_a_stopped_replica_is_repaired_mutation_by_m
             assert result.stats.repaired_mutations > 0
             repaired = set(result.stats.repaired)
             assert repaired <= missed
-            assert len(repaired) == sum(
-                1 for mid in missed if written[mid][0]["id"] == partition
-            ), "every mutation replica3 missed in the partition is repaired at once"
             # Every cell of every repaired mutation arrived on replica3, not only the row read.
             local = await client.read(
                 "tks",
@@ -140,6 +137,9 @@ def test_quorum_writes_read_back_and_a_stopped_replica_is_repaired_mutation_by_m
             for mutation_id in repaired:
                 for row in written[mutation_id]:
                     assert {k: v for k, v in held[row["seq"]].items() if k != "c"} == row
+            # ... and it lacks nothing of the partition any more (writes in flight at the kill
+            # may have reached it, so what it lacked is known only by what it holds now).
+            assert set(held) == set(expected[partition])
             assert await cluster.metric(
                 "replica3", 'mutations_stored_total{origin="repair"}'
             ) >= len(repaired)
@@ -334,8 +334,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
                         )
                     ],
                 ),
-                epoch=epoch,
-                **fields,  # type: ignore[arg-type]
+                **({"epoch": epoch} | fields),  # type: ignore[arg-type]
             )
 
         cases = [
@@ -404,24 +403,31 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
                     timeout=10,
                 )
             assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            # Garbage bytes, to the client API and to the replica-to-replica API.
-            for method in (
-                "/epochal.v1.Replica/Write",
-                "/epochal.v1.Replica/Read",
-                "/epochal.v1.ReplicaPeer/Apply",
-            ):
+            # Garbage bytes, to the client API and to the replica-to-replica stream.
+            for method in ("/epochal.v1.Replica/Write", "/epochal.v1.Replica/Read"):
                 call = channel.unary_unary(method)  # bytes in, bytes out
                 with pytest.raises(grpc.aio.AioRpcError) as failed:
                     await call(b"\xff\xff\xff garbage", timeout=10)
                 assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
                 assert "not a valid" in (failed.value.details() or "")
-            peer = replica_pb2_grpc.ReplicaPeerStub(channel)
+            exchange = channel.stream_stream("/epochal.v1.ReplicaPeer/Exchange")()
+            await exchange.write(b"\xff\xff\xff garbage")
             with pytest.raises(grpc.aio.AioRpcError) as failed:
-                await peer.Apply(
-                    pb.ApplyRequest(epoch=epoch, mutation=pb.StoredMutation()), timeout=10
-                )
+                await exchange.read()
             assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "mutation.id is required" in (failed.value.details() or "")
+            assert "not a valid epochal.v1.PeerRequests" in (failed.value.details() or "")
+            # A request that parses but makes no sense is answered as malformed, by its id.
+            peer = replica_pb2_grpc.ReplicaPeerStub(channel).Exchange()
+            apply = pb.ApplyRequest(epoch=epoch, mutation=pb.StoredMutation())
+            await peer.write(
+                pb.PeerRequests(requests=[pb.PeerRequest(id=7, apply=apply), pb.PeerRequest(id=8)])
+            )
+            replies = []
+            while len(replies) < 2:
+                replies.extend((await peer.read()).replies)
+            await peer.done_writing()
+            assert {r.id: r.WhichOneof("body") for r in replies} == {7: "malformed", 8: "malformed"}
+            assert "mutation.id is required" in next(r.malformed for r in replies if r.id == 7)
             # Nothing was written, and the replica still serves.
             for name in cluster.nodes:
                 assert await cluster.metric(name, 'mutations_stored_total{origin="write"}') == 0

@@ -461,6 +461,48 @@ class FetchMutationsResponse(_message.Message):
     mutations: _containers.RepeatedCompositeFieldContainer[StoredMutation]
     def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ...) -> None: ...
 
+class PeerRequest(_message.Message):
+    __slots__ = ("id", "apply", "read", "sketch", "fetch")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    FETCH_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    apply: ApplyRequest
+    read: LocalReadRequest
+    sketch: SketchRequest
+    fetch: FetchMutationsRequest
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., sketch: _Optional[_Union[SketchRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ...) -> None: ...
+
+class PeerRequests(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[PeerRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[PeerRequest, _Mapping]]] = ...) -> None: ...
+
+class PeerReply(_message.Message):
+    __slots__ = ("id", "apply", "read", "sketch", "fetch", "malformed")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    FETCH_FIELD_NUMBER: _ClassVar[int]
+    MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    apply: ApplyResponse
+    read: LocalReadResponse
+    sketch: SketchResponse
+    fetch: FetchMutationsResponse
+    malformed: str
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyResponse, _Mapping]] = ..., read: _Optional[_Union[LocalReadResponse, _Mapping]] = ..., sketch: _Optional[_Union[SketchResponse, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsResponse, _Mapping]] = ..., malformed: _Optional[str] = ...) -> None: ...
+
+class PeerReplies(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[PeerReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[PeerReply, _Mapping]]] = ...) -> None: ...
+
 class TestHooks(_message.Message):
     __slots__ = ("hold_metadata_pushes", "skip_plan_recheck")
     HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]

@@ -281,7 +281,9 @@ class Replica:
 
 
 class ReplicaPeerStub:
-    """Internal: between replicas only.
+    """Internal: between replicas only. A coordinator keeps one Exchange stream to each replica it
+    asks something of; its requests go in batches (what queued while the last batch was being
+    written), and the replica answers each by its id, in batches, in any order.
     """
 
     def __init__(self, channel):
@@ -290,56 +292,21 @@ class ReplicaPeerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Apply = channel.unary_unary(
-                '/epochal.v1.ReplicaPeer/Apply',
-                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyRequest.SerializeToString,
-                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyResponse.FromString,
-                _registered_method=True)
-        self.ReadLocal = channel.unary_unary(
-                '/epochal.v1.ReplicaPeer/ReadLocal',
-                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadRequest.SerializeToString,
-                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadResponse.FromString,
-                _registered_method=True)
-        self.SketchLogs = channel.unary_unary(
-                '/epochal.v1.ReplicaPeer/SketchLogs',
-                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SketchRequest.SerializeToString,
-                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SketchResponse.FromString,
-                _registered_method=True)
-        self.FetchMutations = channel.unary_unary(
-                '/epochal.v1.ReplicaPeer/FetchMutations',
-                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsRequest.SerializeToString,
-                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsResponse.FromString,
+        self.Exchange = channel.stream_stream(
+                '/epochal.v1.ReplicaPeer/Exchange',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.FromString,
                 _registered_method=True)
 
 
 class ReplicaPeerServicer:
-    """Internal: between replicas only.
+    """Internal: between replicas only. A coordinator keeps one Exchange stream to each replica it
+    asks something of; its requests go in batches (what queued while the last batch was being
+    written), and the replica answers each by its id, in batches, in any order.
     """
 
-    def Apply(self, request, context):
-        """Store a mutation durably (a coordinator's write, or a read repair).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReadLocal(self, request, context):
-        """Read one partition: data (raw cells), a mutation-id summary (tracked) or a data digest.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SketchLogs(self, request, context):
-        """Round 2 of summary comparison: the ids of some logs in one partition, as a sketch.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FetchMutations(self, request, context):
-        """Whole mutations by id, from the addressable log.
-        """
+    def Exchange(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -347,25 +314,10 @@ class ReplicaPeerServicer:
 
 def add_ReplicaPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Apply': grpc.unary_unary_rpc_method_handler(
-                    servicer.Apply,
-                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyRequest.FromString,
-                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyResponse.SerializeToString,
-            ),
-            'ReadLocal': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReadLocal,
-                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadRequest.FromString,
-                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadResponse.SerializeToString,
-            ),
-            'SketchLogs': grpc.unary_unary_rpc_method_handler(
-                    servicer.SketchLogs,
-                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SketchRequest.FromString,
-                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SketchResponse.SerializeToString,
-            ),
-            'FetchMutations': grpc.unary_unary_rpc_method_handler(
-                    servicer.FetchMutations,
-                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsRequest.FromString,
-                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsResponse.SerializeToString,
+            'Exchange': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -376,11 +328,13 @@ def add_ReplicaPeerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ReplicaPeer:
-    """Internal: between replicas only.
+    """Internal: between replicas only. A coordinator keeps one Exchange stream to each replica it
+    asks something of; its requests go in batches (what queued while the last batch was being
+    written), and the replica answers each by its id, in batches, in any order.
     """
 
     @staticmethod
-    def Apply(request,
+    def Exchange(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -390,93 +344,12 @@ class ReplicaPeer:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
-            '/epochal.v1.ReplicaPeer/Apply',
-            epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyRequest.SerializeToString,
-            epochal_dot_wire_dot_v1_dot_replica__pb2.ApplyResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReadLocal(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/epochal.v1.ReplicaPeer/ReadLocal',
-            epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadRequest.SerializeToString,
-            epochal_dot_wire_dot_v1_dot_replica__pb2.LocalReadResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SketchLogs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/epochal.v1.ReplicaPeer/SketchLogs',
-            epochal_dot_wire_dot_v1_dot_replica__pb2.SketchRequest.SerializeToString,
-            epochal_dot_wire_dot_v1_dot_replica__pb2.SketchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FetchMutations(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/epochal.v1.ReplicaPeer/FetchMutations',
-            epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsRequest.SerializeToString,
-            epochal_dot_wire_dot_v1_dot_replica__pb2.FetchMutationsResponse.FromString,
+            '/epochal.v1.ReplicaPeer/Exchange',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.FromString,
             options,
             channel_credentials,
             insecure,
