@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	$(PY) -m epochal.cms.devcluster
+	$(PY) -m epochal.replica.devcluster
 
 test: install lint
 	$(PY) -m pytest tests

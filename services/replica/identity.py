@@ -51,7 +51,7 @@ async def register(
         address=settings.address,
         datacenter=settings.datacenter,
         rack=settings.rack,
-        version=settings.version,
+        version=settings.software_version,
     )
     async with CMSClient(settings.cms, total_timeout_s=60.0) as cms:
         try:

@@ -55,7 +55,7 @@ class ReplicaSettings:
     shutdown_grace_s: float = 5.0
     trace_dir: str = ""
     log_level: str = "INFO"
-    version: str = SOFTWARE_VERSION
+    software_version: str = SOFTWARE_VERSION
 
     def __post_init__(self) -> None:
         if not self.listen:
@@ -124,7 +124,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
-    "version": (str, "software version registered in the directory"),
+    "software_version": (str, "software version registered in the directory"),
 }
 
 
