@@ -39,7 +39,7 @@ import grpc
 
 from epochal.cms_client import CMSClient
 from epochal.consistency import Consistency
-from epochal.errors import RETRYABLE, EpochalError, InvalidRequest, Unavailable, from_rpc_error
+from epochal.errors import RETRYABLE, EpochalError, InvalidRequest, Unavailable, error_for
 from epochal.mtrack import MutationId
 from epochal.tcm import (
     AlterTable,
@@ -59,6 +59,7 @@ from epochal.tcm import (
 from epochal.tcm.keys import encode_key, partition_columns, partition_token
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import fetch_request, fetch_response
+from epochal.wire.multiplex import Multiplexer
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from epochal.wire.values import BadValue, from_proto, to_proto
@@ -71,6 +72,7 @@ __all__ = [
     "WriteResult",
 ]
 
+MAX_IN_FLIGHT_PER_REPLICA = 4096
 _LEVELS = {
     Consistency.ONE: pb.ONE,
     Consistency.QUORUM: pb.QUORUM,
@@ -137,6 +139,7 @@ class Client:
         self._turn = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._cms: CMSClient | None = None
+        self._sessions: dict[tuple[str, bool], Multiplexer] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,6 +164,9 @@ class Client:
     async def close(self) -> None:
         if self._refresh is not None:
             self._refresh.cancel()
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
         if self._cms is not None:
             await self._cms.close()
         for channel in self._channels.values():
@@ -334,6 +340,30 @@ class Client:
         start = next(self._turn) % len(replicas)
         return replicas[start:] + replicas[:start]
 
+    # ------------------------------------------------------------------ sessions
+
+    def _session(self, address: str, pinned: bool) -> Multiplexer:
+        """The session stream to ``address`` (a pinned coordinator's waits for the channel to
+        connect; otherwise a replica that cannot be reached fails at once, and the next is
+        tried)."""
+        session = self._sessions.get((address, pinned))
+        if session is None:
+            stub = self._stub(address)
+            session = self._sessions[address, pinned] = Multiplexer(
+                lambda: stub.Session(wait_for_ready=pinned),
+                lambda requests: pb.SessionRequests(requests=requests),
+                max_in_flight=MAX_IN_FLIGHT_PER_REPLICA,
+                name=address,
+                failure=lambda reason, code: error_for(code, reason),
+            )
+        return session
+
+    async def _send(self, address: str, pinned: bool, **body: Any) -> pb.SessionReply:
+        """One request on the session to ``address``; a failure raises an EpochalError."""
+        return await self._session(address, pinned).call(
+            pb.SessionRequest(**body), self.timeout_s, _session_reply
+        )
+
     # ------------------------------------------------------------------ writes
 
     async def write(
@@ -457,14 +487,11 @@ class Client:
             request.epoch = self.seen_epoch
             request.session_hlc = self.session_hlc
             try:
-                response = await self._stub(address).Write(
-                    request, timeout=self.timeout_s, wait_for_ready=pinned
-                )
-            except grpc.aio.AioRpcError as rpc_error:
-                error = from_rpc_error(rpc_error)
+                response = (await self._send(address, pinned, write=request)).write
+            except EpochalError as error:
                 self._observe(error.epoch, address)
-                if rpc_error.code() not in RETRYABLE or attempt > self.retries:
-                    raise error from None
+                if error.code not in RETRYABLE or attempt > self.retries:
+                    raise
                 if error.mutation_id:
                     request.mutation_id.CopyFrom(_id_proto(error.mutation_id))
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
@@ -528,14 +555,11 @@ class Client:
             request.epoch = self.seen_epoch
             request.session_hlc = self.session_hlc
             try:
-                response = await self._stub(address).Read(
-                    request, timeout=self.timeout_s, wait_for_ready=pinned
-                )
-            except grpc.aio.AioRpcError as rpc_error:
-                error = from_rpc_error(rpc_error)
+                response = (await self._send(address, pinned, read=request)).read
+            except EpochalError as error:
                 self._observe(error.epoch, address)
-                if rpc_error.code() not in RETRYABLE or attempt > self.retries:
-                    raise error from None
+                if error.code not in RETRYABLE or attempt > self.retries:
+                    raise
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
                 continue
             self._observe(response.epoch, address, response.hlc)
@@ -585,6 +609,23 @@ class Client:
             coordinator=address,
             written=written,
         )
+
+
+def _session_reply(reply: pb.SessionReply) -> pb.SessionReply:
+    """The reply, or the EpochalError its failure describes (what Write or Read would raise)."""
+    if reply.WhichOneof("body") != "failure":
+        return reply
+    failure = reply.failure
+    mutation_id = ""
+    if failure.HasField("mutation_id"):
+        mutation_id = _mutation_id(failure.mutation_id).pack().hex()
+    raise error_for(
+        getattr(grpc.StatusCode, failure.code, grpc.StatusCode.UNKNOWN),
+        failure.message,
+        rule=failure.rule,
+        epoch=failure.epoch,
+        mutation_id=mutation_id,
+    )
 
 
 def _id_proto(packed_hex: str) -> pb.MutationId:

@@ -65,11 +65,18 @@ RETRYABLE = frozenset(
 def from_rpc_error(error: grpc.aio.AioRpcError) -> EpochalError:
     trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
     epoch = trailers.get("epochal-epoch", "0")
-    kind = _BY_CODE.get(error.code(), EpochalError)
-    return kind(
+    return error_for(
+        error.code(),
         error.details() or error.code().name,
-        code=error.code(),
         rule=trailers.get("epochal-rule", ""),
         epoch=int(epoch) if epoch.isdigit() else 0,
         mutation_id=trailers.get("epochal-mutation-id", ""),
     )
+
+
+def error_for(
+    code: grpc.StatusCode, message: str, *, rule: str = "", epoch: int = 0, mutation_id: str = ""
+) -> EpochalError:
+    """The exception for a status (an RPC's, or one a session answered in-band)."""
+    kind = _BY_CODE.get(code, EpochalError)
+    return kind(message, code=code, rule=rule, epoch=epoch, mutation_id=mutation_id)

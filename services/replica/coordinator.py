@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,7 @@ class Coordinator:
         self.hooks = Hooks()
         self._handles: dict[tuple[str, str], ReplicaHandle] = {}
         self._in_flight = 0
+        self._datacenters: tuple[object, Mapping[str, str]] = (None, {})
         self._random = random.Random()
         self.read_repair = ReadRepair(self)
 
@@ -198,8 +199,12 @@ class Coordinator:
                 )
         return follower.metadata
 
-    def datacenters(self, metadata: ClusterMetadata, nodes: Collection[str]) -> dict[str, str]:
-        return {n: metadata.nodes[n].datacenter for n in nodes if n in metadata.nodes}
+    def datacenters(self, metadata: ClusterMetadata) -> Mapping[str, str]:
+        """Node id -> datacenter at ``metadata`` (computed once per directory)."""
+        if self._datacenters[0] is not metadata.nodes:
+            by_node = {n.node_id: n.datacenter for n in metadata.nodes.values()}
+            self._datacenters = (metadata.nodes, by_node)
+        return self._datacenters[1]
 
     def is_satisfied(
         self,
@@ -209,16 +214,14 @@ class Coordinator:
         answered: set[str],
     ) -> bool:
         return satisfied(
-            level, group, answered, self.datacenters(metadata, group), self.settings.datacenter
+            level, group, answered, self.datacenters(metadata), self.settings.datacenter
         )
 
     def _needed(
         self, level: Consistency, metadata: ClusterMetadata, group: frozenset[str]
     ) -> frozenset[str]:
         """The members whose answers count; raises Unavailable when none can."""
-        counting = counted(
-            level, group, self.datacenters(metadata, group), self.settings.datacenter
-        )
+        counting = counted(level, group, self.datacenters(metadata), self.settings.datacenter)
         if required(level, counting) == 0:
             where = f" in {self.settings.datacenter}" if level is Consistency.LOCAL_QUORUM else ""
             raise Unavailable(f"no replica{where} can answer at {level.value}")
@@ -300,7 +303,7 @@ class Coordinator:
                 result = await self._write(
                     draft, level, client_epoch, session_hlc, retry_of, deadline, span
                 )
-            self.metrics.write_latency.labels(level.value).observe(time.monotonic() - started)
+            self.metrics.write_latency_by_level[level].observe(time.monotonic() - started)
             return result
 
     async def _write(
@@ -335,9 +338,10 @@ class Coordinator:
                 mutation_id=mutation_id,
             )
         self._needed(level, metadata, group)
-        span.set_attribute("epoch", metadata.epoch)
-        span.set_attribute("mutation_id", str(mutation_id))
-        span.set_attribute("replicas", sorted(group))
+        if span.is_recording():
+            span.set_attribute("epoch", metadata.epoch)
+            span.set_attribute("mutation_id", str(mutation_id))
+            span.set_attribute("replicas", sorted(group))
         progress = _Progress(plan=metadata, view=metadata)
         timeout_s = deadline - asyncio.get_running_loop().time()
 
@@ -352,7 +356,8 @@ class Coordinator:
             deadline,
             lambda: self._write_done(progress, level, keyspace, prepared.token, deadline),
         )
-        span.set_attribute("acknowledged", sorted(progress.answered))
+        if span.is_recording():
+            span.set_attribute("acknowledged", sorted(progress.answered))
         if done:
             return WriteResult(mutation_id, self.follower.epoch, tuple(sorted(progress.answered)))
         raise self._write_failure(
@@ -423,38 +428,28 @@ class Coordinator:
         """Send every call; after each answer ask ``done``; stop at True, when all answered, or
         at the deadline. Calls still out are left to finish on their own."""
         loop = asyncio.get_running_loop()
-        pending: dict[asyncio.Future[PeerReply], str] = {}
+        arrivals = _Arrivals()
         # Others first: this node's own write is an fsync on the loop, and the requests to the
         # others should be on their way while it runs.
         for node, call in sorted(calls.items(), key=lambda item: item[0] == self.node_id):
             try:
-                pending[call(node)] = node
+                arrivals.watch(node, call(node))
             except PeerFailed as error:
                 progress.failures[node] = error.reason
-        try:
-            while pending:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                finished, _ = await asyncio.wait(
-                    pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not finished:
-                    return False
-                counted_one = False
-                for task in finished:
-                    node = pending.pop(task)
-                    try:
-                        counted_one |= self.note_reply(progress, node, task.result())
-                    except PeerFailed as error:
-                        progress.failures[node] = error.reason
-                newer = progress.newest_epoch > progress.view.epoch
-                if (counted_one or newer) and await done():
-                    return True
-            return await done()
-        finally:
-            for task in pending:
-                task.add_done_callback(_swallow)
+        while arrivals.outstanding:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await arrivals.next(remaining):
+                return False
+            counted_one = False
+            for node, future in arrivals.take():
+                try:
+                    counted_one |= self.note_reply(progress, node, future.result())
+                except PeerFailed as error:
+                    progress.failures[node] = error.reason
+            newer = progress.newest_epoch > progress.view.epoch
+            if (counted_one or newer) and await done():
+                return True
+        return await done()
 
     # ------------------------------------------------------------------ reads
 
@@ -476,7 +471,7 @@ class Coordinator:
                 span.set_attribute("replicas", result.stats.replicas)
                 span.set_attribute("repaired_mutations", len(result.stats.repaired))
                 span.set_attribute("repaired_cells", result.stats.repaired_cells)
-            self.metrics.read_latency.labels(level.value).observe(time.monotonic() - started)
+            self.metrics.read_latency_by_level[level].observe(time.monotonic() - started)
             return result
 
     async def _read(
@@ -637,6 +632,51 @@ class Coordinator:
         if asyncio.get_running_loop().time() >= deadline:
             return TimedOut(f"read timed out: {detail}")
         return Unavailable(f"too few replicas for the read: {detail}")
+
+
+class _Arrivals:
+    """Answers of one request's calls as they arrive, for the one coroutine that waits on
+    them (cheaper than ``asyncio.wait``, which re-registers on every call each time). An answer
+    nobody takes any more is dropped, its exception retrieved."""
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+        self._ready: list[tuple[str, asyncio.Future[PeerReply]]] = []
+        self._waiter: asyncio.Future[None] | None = None
+
+    def watch(self, node: str, future: asyncio.Future[PeerReply]) -> None:
+        self.outstanding += 1
+        future.add_done_callback(lambda done: self._arrived(node, done))
+
+    def _arrived(self, node: str, future: asyncio.Future[PeerReply]) -> None:
+        if not future.cancelled():
+            future.exception()  # retrieved: the answer may be taken by nobody
+        self._ready.append((node, future))
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self, timeout_s: float) -> bool:
+        """Until an answer is ready (True) or ``timeout_s`` passed (False)."""
+        if not self._ready:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(timeout_s, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return bool(self._ready)
+
+    def take(self) -> list[tuple[str, asyncio.Future[PeerReply]]]:
+        ready, self._ready = self._ready, []
+        self.outstanding -= len(ready)
+        return ready
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _swallow(task: asyncio.Future[Any]) -> None:

@@ -6,22 +6,17 @@ remote call that fails at the transport — the stream broke, no answer in time,
 could not parse it — settles with ``PeerFailed``: the coordinator tries another replica or
 gives up.
 
-Theory of operation of ``PeerStream``: one long-lived bidirectional ``Exchange`` stream per
-replica. Requests queued while a batch is being written go together in the next batch; the
-replica answers each by its id, in any order. A request waits at most its timeout (a timer,
-not a task); when the stream breaks, every request on it fails at once, and the next call opens
-a new stream. The number of requests in flight per replica is bounded.
+Each remote replica is reached over one long-lived ``Exchange`` stream
+(``epochal.wire.multiplex.Multiplexer``): requests batched, answered by id, bounded in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import grpc
 
 from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
 from epochal.replica.channels import Channels
@@ -29,6 +24,7 @@ from epochal.replica.codec import bounds_to_proto, cell_to_proto, cells_from_pro
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
 from epochal.replica.storage import CellRepair
+from epochal.wire.multiplex import Multiplexer
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -43,7 +39,6 @@ OUTCOMES = {
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 MAX_IN_FLIGHT = 16_384
-MAX_BATCH = 512
 
 
 class PeerFailed(Exception):
@@ -113,127 +108,37 @@ class LocalHandle:
         return asyncio.ensure_future(self.replica.fetch(epoch, ids))
 
 
-class PeerStream:
-    """The Exchange stream to one replica (see the module docstring)."""
-
-    def __init__(self, node_id: str, stub: Any) -> None:
-        self.node_id = node_id
-        self._stub = stub
-        self._ids = itertools.count(1)
-        self._queue: list[pb.PeerRequest] = []
-        self._waiting: dict[int, asyncio.Future[pb.PeerReply]] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def call(self, timeout_s: float, **body: Any) -> asyncio.Future[pb.PeerReply]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[pb.PeerReply] = loop.create_future()
-        if len(self._waiting) >= MAX_IN_FLIGHT:
-            future.set_exception(
-                PeerFailed(self.node_id, f"{MAX_IN_FLIGHT} requests already in flight")
-            )
-            return future
-        request_id = next(self._ids)
-        self._waiting[request_id] = future
-        self._queue.append(pb.PeerRequest(id=request_id, **body))
-        self._wake.set()
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
-        timer = loop.call_later(max(timeout_s, 0.001), self._expire, request_id, timeout_s)
-        future.add_done_callback(lambda _: timer.cancel())
-        return future
-
-    def _expire(self, request_id: int, timeout_s: float) -> None:
-        future = self._waiting.pop(request_id, None)
-        if future is not None and not future.done():
-            future.set_exception(PeerFailed(self.node_id, f"no answer within {timeout_s:.3f} s"))
-
-    async def _run(self) -> None:
-        call = self._stub.Exchange()
-        reader = asyncio.get_running_loop().create_task(self._read(call))
-        reason = "the stream ended"
-        try:
-            while not call.done():
-                await self._wake.wait()
-                self._wake.clear()
-                while self._queue and not call.done():
-                    batch = self._queue[:MAX_BATCH]
-                    del self._queue[:MAX_BATCH]
-                    await call.write(pb.PeerRequests(requests=batch))
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            reason = _describe(error)
-        finally:
-            reader.cancel()
-            call.cancel()
-            self._fail_all(reason)
-
-    async def _read(self, call: Any) -> None:
-        try:
-            async for replies in call:
-                for reply in replies.replies:
-                    future = self._waiting.pop(reply.id, None)
-                    if future is not None and not future.done():
-                        future.set_result(reply)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            log.debug("stream to %s broke: %s", self.node_id, _describe(error))
-        self._wake.set()  # the writer sees the call is done, fails what waits, and ends
-
-    def _fail_all(self, reason: str) -> None:
-        waiting, self._waiting = self._waiting, {}
-        self._queue.clear()
-        for future in waiting.values():
-            if not future.done():
-                future.set_exception(PeerFailed(self.node_id, reason))
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, grpc.aio.AioRpcError):
-        return f"{error.code().name}: {error.details() or 'no details'}"
-    return f"{type(error).__name__}: {error}"
-
-
 class RemoteHandle:
     """Another replica, over its Exchange stream."""
 
     def __init__(self, node_id: str, address: str, channels: Channels) -> None:
         self.node_id = node_id
         self.address = address
-        self.stream = PeerStream(node_id, channels.peer(address))
+        stub = channels.peer(address)
+        self.stream = Multiplexer(
+            stub.Exchange,
+            lambda requests: pb.PeerRequests(requests=requests),
+            max_in_flight=MAX_IN_FLIGHT,
+            name=node_id,
+            failure=lambda reason, _: PeerFailed(node_id, reason),
+        )
 
     def _call(
         self, timeout_s: float, convert: Callable[[pb.PeerReply], PeerReply], **body: Any
     ) -> asyncio.Future[PeerReply]:
-        raw = self.stream.call(timeout_s, **body)
-        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+        return self.stream.call(
+            pb.PeerRequest(**body), timeout_s, functools.partial(self._checked, convert)
+        )
 
-        def settle(done: asyncio.Future[pb.PeerReply]) -> None:
-            if future.done():
-                return
-            error = done.exception()
-            if error is not None:
-                future.set_exception(error)
-                return
-            reply = done.result()
-            if reply.WhichOneof("body") == "malformed":
-                future.set_exception(PeerFailed(self.node_id, f"refused: {reply.malformed}"))
-                return
-            try:
-                future.set_result(convert(reply))
-            except MalformedSummary as malformed:
-                future.set_exception(
-                    PeerFailed(self.node_id, f"sent a malformed summary: {malformed}")
-                )
-
-        raw.add_done_callback(settle)
-        return future
+    def _checked(
+        self, convert: Callable[[pb.PeerReply], PeerReply], reply: pb.PeerReply
+    ) -> PeerReply:
+        if reply.WhichOneof("body") == "malformed":
+            raise PeerFailed(self.node_id, f"refused: {reply.malformed}")
+        try:
+            return convert(reply)
+        except MalformedSummary as malformed:
+            raise PeerFailed(self.node_id, f"sent a malformed summary: {malformed}") from None
 
     def apply(
         self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float

@@ -222,7 +222,7 @@ class LocalReplica:
         done = self._ok()
         for (_, _, repair, future), is_new in zip(mutations, fresh, strict=True):
             if is_new:
-                self.metrics.mutations_stored.labels("repair" if repair else "write").inc()
+                self.metrics.stored_by_origin[repair].inc()
             else:
                 self.metrics.mutations_duplicate.inc()
             if not future.done():

@@ -3,6 +3,7 @@ coordinator-behind counters, unreachable CMS members) plus the data path's."""
 
 from __future__ import annotations
 
+from epochal.consistency import Consistency
 from epochal.telemetry.metrics import Metrics
 
 
@@ -43,6 +44,9 @@ class ReplicaMetrics:
         self.read_latency = m.histogram(
             "read_latency_seconds", "coordinated reads, by consistency level", ("consistency",)
         )
+        # Labelled children looked up once (each lookup takes a lock).
+        self.write_latency_by_level = {c: self.write_latency.labels(c.value) for c in Consistency}
+        self.read_latency_by_level = {c: self.read_latency.labels(c.value) for c in Consistency}
         self.request_failures = m.counter(
             "request_failures",
             "coordinated requests that failed, by operation and reason",
@@ -67,6 +71,10 @@ class ReplicaMetrics:
         self.mutations_stored = m.counter(
             "mutations_stored", "mutations stored here, by origin (write or repair)", ("origin",)
         )
+        self.stored_by_origin = {
+            False: self.mutations_stored.labels("write"),
+            True: self.mutations_stored.labels("repair"),
+        }
         self.mutations_duplicate = m.counter(
             "mutations_duplicate", "tracked mutations received again and stored once"
         )

@@ -8,7 +8,7 @@ metadata ``epochal-epoch`` (with ``epochal-rule`` naming the rule and, for a wri
 from __future__ import annotations
 
 import asyncio
-import functools
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,7 +28,7 @@ from epochal.replica.codec import (
     write_draft,
 )
 from epochal.replica.coordinator import Coordinator, Hooks
-from epochal.replica.errors import RequestError
+from epochal.replica.errors import InvalidRequest, RequestError
 from epochal.replica.follower import MetadataFollower
 from epochal.replica.handles import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
@@ -39,8 +39,17 @@ from epochal.wire.fields import MalformedInput
 from epochal.wire.handlers import require_parsed
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
+from epochal.wire.multiplex import answer_with, serve
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+def _request_error(error: MalformedInput | RequestError) -> RequestError:
+    if isinstance(error, MalformedInput):
+        return InvalidRequest(str(error), rule="malformed")
+    return error
 
 
 async def _abort(context: grpc.aio.ServicerContext, error: RequestError, epoch: int) -> None:
@@ -49,11 +58,6 @@ async def _abort(context: grpc.aio.ServicerContext, error: RequestError, epoch: 
         trailers.append(("epochal-mutation-id", error.mutation_id.pack().hex()))
     context.set_trailing_metadata(tuple(trailers))
     await context.abort(grpc.StatusCode[error.code], error.message)
-
-
-async def _malformed(context: grpc.aio.ServicerContext, error: MalformedInput, epoch: int) -> None:
-    context.set_trailing_metadata((("epochal-epoch", str(epoch)), ("epochal-rule", "malformed")))
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
 
 class ReplicaServicer:
@@ -79,48 +83,86 @@ class ReplicaServicer:
     ) -> pb.WriteResponse:
         await require_parsed(request, context)
         try:
-            draft = write_draft(request.mutation)
-            level = consistency_from_proto(request.consistency)
-            retry_of = (
-                id_from_proto(request.mutation_id) if request.HasField("mutation_id") else None
-            )
-        except MalformedInput as error:
-            await _malformed(context, error, self.follower.epoch)
+            return await self._write(request)
+        except (MalformedInput, RequestError) as error:
+            await _abort(context, _request_error(error), self.follower.epoch)
             raise
-        try:
-            result = await self.coordinator.write(
-                draft,
-                level,
-                client_epoch=request.epoch,
-                session_hlc=request.session_hlc,
-                retry_of=retry_of,
-            )
-        except RequestError as error:
-            await _abort(context, error, self.follower.epoch)
-            raise
-        return pb.WriteResponse(
-            epoch=result.epoch,
-            mutation_id=id_to_proto(result.mutation_id),
-            acknowledged=result.acknowledged,
-        )
 
     async def Read(
         self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReadResponse:
         await require_parsed(request, context)
         try:
-            draft = read_draft(request)
-            level = consistency_from_proto(request.consistency)
-        except MalformedInput as error:
-            await _malformed(context, error, self.follower.epoch)
+            return await self._read(request)
+        except (MalformedInput, RequestError) as error:
+            await _abort(context, _request_error(error), self.follower.epoch)
             raise
-        try:
-            result = await self.coordinator.read(
-                draft, level, client_epoch=request.epoch, session_hlc=request.session_hlc
+
+    async def Session(
+        self, requests: AsyncIterator[pb.SessionRequests], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SessionReplies]:
+        async for replies in serve(
+            requests, context, self._session_request, lambda r: pb.SessionReplies(replies=r)
+        ):
+            yield replies
+
+    def _session_request(self, request: pb.SessionRequest) -> Any:
+        request_id = request.id
+        kind = request.WhichOneof("body")
+        if kind is None:
+            failure = self._failure(MalformedInput("a session request needs a write or a read"))
+            return pb.SessionReply(id=request_id, failure=failure)
+        work = self._write(request.write) if kind == "write" else self._read(request.read)
+        return answer_with(
+            asyncio.ensure_future(work),
+            lambda response: pb.SessionReply(id=request_id, **{kind: response}),
+            lambda error: pb.SessionReply(id=request_id, failure=self._failure(error)),
+        )
+
+    def _failure(self, error: BaseException) -> pb.SessionFailure:
+        """What Write or Read would have answered as a status, as a message."""
+        if not isinstance(error, MalformedInput | RequestError):
+            log.error("a session request failed unexpectedly", exc_info=error)
+            error = RequestError(
+                f"internal error: {type(error).__name__}: {error}", rule="internal"
             )
-        except RequestError as error:
-            await _abort(context, error, self.follower.epoch)
-            raise
+            error.code = "INTERNAL"
+        failure = _request_error(error)
+        message = pb.SessionFailure(
+            code=failure.code,
+            message=failure.message,
+            rule=failure.rule,
+            epoch=self.follower.epoch,
+        )
+        if failure.mutation_id is not None:
+            message.mutation_id.CopyFrom(id_to_proto(failure.mutation_id))
+        return message
+
+    async def _write(self, request: pb.WriteRequest) -> pb.WriteResponse:
+        """Raises MalformedInput or RequestError."""
+        draft = write_draft(request.mutation)
+        level = consistency_from_proto(request.consistency)
+        retry_of = id_from_proto(request.mutation_id) if request.HasField("mutation_id") else None
+        result = await self.coordinator.write(
+            draft,
+            level,
+            client_epoch=request.epoch,
+            session_hlc=request.session_hlc,
+            retry_of=retry_of,
+        )
+        return pb.WriteResponse(
+            epoch=result.epoch,
+            mutation_id=id_to_proto(result.mutation_id),
+            acknowledged=result.acknowledged,
+        )
+
+    async def _read(self, request: pb.ReadRequest) -> pb.ReadResponse:
+        """Raises MalformedInput or RequestError."""
+        draft = read_draft(request)
+        level = consistency_from_proto(request.consistency)
+        result = await self.coordinator.read(
+            draft, level, client_epoch=request.epoch, session_hlc=request.session_hlc
+        )
         stats = result.stats
         return pb.ReadResponse(
             epoch=result.epoch,
@@ -216,47 +258,23 @@ class PeerServicer:
     async def Exchange(
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.PeerReplies]:
-        answers: list[pb.PeerReply] = []
-        wake = asyncio.Event()
-        unanswered = 0
-        closed = False
+        async for replies in serve(
+            requests, context, self._request, lambda r: pb.PeerReplies(replies=r)
+        ):
+            yield replies
 
-        def answered(request_id: int, kind: str, future: asyncio.Future[PeerReply]) -> None:
-            nonlocal unanswered
-            unanswered -= 1
-            reply = _reply_to_proto(kind, future.result())
-            answers.append(pb.PeerReply(id=request_id, **{kind: reply}))
-            wake.set()
-
-        async def read() -> None:
-            nonlocal unanswered, closed
-            try:
-                async for batch in requests:
-                    await require_parsed(batch, context)
-                    for request in batch.requests:
-                        kind = request.WhichOneof("body")
-                        try:
-                            future = self._serve(kind, getattr(request, kind) if kind else None)
-                        except MalformedInput as error:
-                            answers.append(pb.PeerReply(id=request.id, malformed=str(error)))
-                            wake.set()
-                            continue
-                        unanswered += 1
-                        future.add_done_callback(functools.partial(answered, request.id, kind))
-            finally:
-                closed = True
-                wake.set()
-
-        reader = asyncio.get_running_loop().create_task(read())
+    def _request(self, request: pb.PeerRequest) -> Any:
+        request_id = request.id
+        kind = request.WhichOneof("body")
         try:
-            while not (closed and unanswered == 0 and not answers):
-                await wake.wait()
-                wake.clear()
-                if answers:
-                    batch, answers = answers, []
-                    yield pb.PeerReplies(replies=batch)
-        finally:
-            reader.cancel()
+            future = self._serve(kind, getattr(request, kind) if kind else None)
+        except MalformedInput as error:
+            return pb.PeerReply(id=request_id, malformed=str(error))
+        return answer_with(
+            future,
+            lambda reply: pb.PeerReply(id=request_id, **{kind: _reply_to_proto(kind, reply)}),
+            lambda error: pb.PeerReply(id=request_id, malformed=f"failed: {error!r}"),
+        )
 
     def _serve(self, kind: str | None, request: Any) -> asyncio.Future[PeerReply]:
         """Start serving one request; raises MalformedInput for one that makes no sense."""

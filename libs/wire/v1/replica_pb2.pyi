@@ -206,6 +206,54 @@ class ReadResponse(_message.Message):
     hlc: int
     def __init__(self, epoch: _Optional[int] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., stats: _Optional[_Union[ReadStats, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
 
+class SessionRequest(_message.Message):
+    __slots__ = ("id", "write", "read")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    write: WriteRequest
+    read: ReadRequest
+    def __init__(self, id: _Optional[int] = ..., write: _Optional[_Union[WriteRequest, _Mapping]] = ..., read: _Optional[_Union[ReadRequest, _Mapping]] = ...) -> None: ...
+
+class SessionRequests(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[SessionRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[SessionRequest, _Mapping]]] = ...) -> None: ...
+
+class SessionFailure(_message.Message):
+    __slots__ = ("code", "message", "rule", "epoch", "mutation_id")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    rule: str
+    epoch: int
+    mutation_id: MutationId
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ..., epoch: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
+
+class SessionReply(_message.Message):
+    __slots__ = ("id", "write", "read", "failure")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    write: WriteResponse
+    read: ReadResponse
+    failure: SessionFailure
+    def __init__(self, id: _Optional[int] = ..., write: _Optional[_Union[WriteResponse, _Mapping]] = ..., read: _Optional[_Union[ReadResponse, _Mapping]] = ..., failure: _Optional[_Union[SessionFailure, _Mapping]] = ...) -> None: ...
+
+class SessionReplies(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[SessionReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[SessionReply, _Mapping]]] = ...) -> None: ...
+
 class ReplicaDescribeRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -60,6 +60,11 @@ class ReplicaStub:
                 request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/epochal.v1.Replica/Session',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SessionRequests.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SessionReplies.FromString,
+                _registered_method=True)
 
 
 class ReplicaServicer:
@@ -105,6 +110,15 @@ class ReplicaServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Many writes and reads over one stream (what the SDK uses): each request is answered by its
+        id, in any order, with what Write or Read would answer — a failure as a SessionFailure
+        carrying the status code, message and trailing-metadata values Write or Read would send.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -132,6 +146,11 @@ def add_ReplicaServicer_to_server(servicer, server):
                     servicer.AppliedEpochs,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SessionRequests.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.SessionReplies.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +288,33 @@ class Replica:
             '/epochal.v1.Replica/AppliedEpochs',
             epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsRequest.SerializeToString,
             epochal_dot_wire_dot_v1_dot_replica__pb2.AppliedEpochsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/epochal.v1.Replica/Session',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.SessionRequests.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.SessionReplies.FromString,
             options,
             channel_credentials,
             insecure,

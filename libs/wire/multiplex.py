@@ -1,0 +1,249 @@
+"""Many requests over one gRPC bidirectional stream, each answered by its id.
+
+A unary call costs far more CPU than a message on an open stream (call set-up, metadata, status,
+and their thread hops), so the SDK's requests to a replica (``Replica.Session``) and a
+coordinator's requests to another replica (``ReplicaPeer.Exchange``) travel as messages of one
+long-lived stream per peer. Both ends batch: what queued while the last batch was written goes
+in the next one.
+
+Theory of operation, client side (``Multiplexer``): ``call`` gives the request the next id,
+queues it and returns a future at once; one writer task per stream sends the queue in batches,
+one reader settles futures as answers arrive, in any order. A request waits at most its timeout
+(a timer, not a task). When the stream breaks, every request on it fails at once with
+``StreamFailed`` (the caller decides whether to retry, e.g. with the same mutation id), and the
+next call opens a new stream. Requests in flight are bounded.
+
+Server side (``serve``): each request is handed to a function that answers with a reply, or a
+future of one; replies are written back in batches as they are ready. A batch that does not
+parse aborts the stream with INVALID_ARGUMENT; the end of the client's stream ends the call once
+every request is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from epochal.wire.handlers import require_parsed
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 512
+
+
+class StreamFailed(Exception):
+    """The request got no answer: the stream broke, or the timeout passed."""
+
+    def __init__(self, reason: str, *, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+def describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details() or 'no details'}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _stream_failed(reason: str, code: grpc.StatusCode) -> Exception:
+    return StreamFailed(reason, code=code)
+
+
+class Multiplexer:
+    """Client side of one stream (see the module docstring).
+
+    ``open_call`` starts the stream-stream call; ``batch`` wraps a list of requests into one
+    message; requests and replies carry an ``id`` field; a reply batch lists them in
+    ``replies``. ``failure`` makes the exception a request fails with (default
+    ``StreamFailed``); a call's ``convert`` turns its reply into its result (what it raises,
+    the future raises)."""
+
+    def __init__(
+        self,
+        open_call: Callable[[], Any],
+        batch: Callable[[list[Any]], Any],
+        *,
+        max_in_flight: int,
+        name: str,
+        failure: Callable[[str, grpc.StatusCode], Exception] = _stream_failed,
+    ) -> None:
+        self._open_call = open_call
+        self._batch = batch
+        self._max_in_flight = max_in_flight
+        self._failure = failure
+        self.name = name
+        self._ids = itertools.count(1)
+        self._queue: list[Any] = []
+        self._waiting: dict[int, tuple[asyncio.Future[Any], Callable[[Any], Any] | None]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def call(
+        self, request: Any, timeout_s: float, convert: Callable[[Any], Any] | None = None
+    ) -> asyncio.Future[Any]:
+        """Send ``request`` (its id is set here); the future settles with the (converted)
+        reply."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if len(self._waiting) >= self._max_in_flight:
+            future.set_exception(
+                self._failure(
+                    f"{self._max_in_flight} requests already in flight to {self.name}",
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                )
+            )
+            return future
+        request.id = next(self._ids)
+        self._waiting[request.id] = (future, convert)
+        self._queue.append(request)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        timer = loop.call_later(max(timeout_s, 0.001), self._expire, request.id, timeout_s)
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
+
+    def _expire(self, request_id: int, timeout_s: float) -> None:
+        waiting = self._waiting.pop(request_id, None)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_exception(
+                self._failure(
+                    f"no answer from {self.name} within {timeout_s:.3f} s",
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                )
+            )
+
+    async def _run(self) -> None:
+        call = self._open_call()
+        reader = asyncio.get_running_loop().create_task(self._read(call))
+        reason = "the stream ended"
+        try:
+            while not call.done():
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue and not call.done():
+                    batch = self._queue[:MAX_BATCH]
+                    del self._queue[:MAX_BATCH]
+                    await call.write(self._batch(batch))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            reason = describe(error)
+        finally:
+            reader.cancel()
+            call.cancel()
+            self._fail_all(reason)
+
+    async def _read(self, call: Any) -> None:
+        try:
+            async for replies in call:
+                for reply in replies.replies:
+                    waiting = self._waiting.pop(reply.id, None)
+                    if waiting is not None and not waiting[0].done():
+                        _settle(waiting[0], waiting[1], reply)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.debug("stream to %s broke: %s", self.name, describe(error))
+        self._wake.set()  # the writer sees the call is done, fails what waits, and ends
+
+    def _fail_all(self, reason: str) -> None:
+        waiting, self._waiting = self._waiting, {}
+        self._queue.clear()
+        for future, _ in waiting.values():
+            if not future.done():
+                future.set_exception(
+                    self._failure(f"{self.name}: {reason}", grpc.StatusCode.UNAVAILABLE)
+                )
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _settle(future: asyncio.Future[Any], convert: Callable[[Any], Any] | None, reply: Any) -> None:
+    if convert is None:
+        future.set_result(reply)
+        return
+    try:
+        future.set_result(convert(reply))
+    except Exception as error:
+        future.set_exception(error)
+
+
+Answer = Any  # a reply message, or a future of one
+
+
+def answer_with(
+    future: asyncio.Future[Any],
+    convert: Callable[[Any], Any],
+    on_error: Callable[[BaseException], Any],
+) -> asyncio.Future[Any]:
+    """A future of ``convert(result)``, or of ``on_error(exception)``: ``serve`` wants futures
+    that always settle with a reply."""
+    answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            answer.set_result(on_error(asyncio.CancelledError()))
+        elif done.exception() is not None:
+            answer.set_result(on_error(done.exception()))  # type: ignore[arg-type]
+        else:
+            answer.set_result(convert(done.result()))
+
+    future.add_done_callback(settle)
+    return answer
+
+
+async def serve(
+    requests: AsyncIterator[Any],
+    context: grpc.aio.ServicerContext,
+    handle: Callable[[Any], Answer],
+    batch: Callable[[list[Any]], Any],
+) -> AsyncIterator[Any]:
+    """Server side of one stream (see the module docstring): an async generator of reply
+    batches for a stream-stream servicer method to return."""
+    answers: list[Any] = []
+    wake = asyncio.Event()
+    unanswered = 0
+    closed = False
+
+    def answered(future: asyncio.Future[Any]) -> None:
+        nonlocal unanswered
+        unanswered -= 1
+        answers.append(future.result())
+        wake.set()
+
+    async def read() -> None:
+        nonlocal unanswered, closed
+        try:
+            async for requests_batch in requests:
+                await require_parsed(requests_batch, context)
+                for request in requests_batch.requests:
+                    answer = handle(request)
+                    if isinstance(answer, asyncio.Future):
+                        unanswered += 1
+                        answer.add_done_callback(answered)
+                    else:
+                        answers.append(answer)
+                        wake.set()
+        finally:
+            closed = True
+            wake.set()
+
+    reader = asyncio.get_running_loop().create_task(read())
+    try:
+        while not (closed and unanswered == 0 and not answers):
+            await wake.wait()
+            wake.clear()
+            if answers:
+                ready, answers = answers, []
+                yield batch(ready)
+    finally:
+        reader.cancel()
