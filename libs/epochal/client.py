@@ -472,14 +472,32 @@ class Client:
     ) -> WriteResult:
         level = _LEVELS[consistency or self.consistency]
         request = pb.WriteRequest(mutation=mutation, consistency=level)
-        # A pinned coordinator is waited for (its channel may be reconnecting); otherwise a
-        # replica that cannot be reached fails fast and the next one is tried.
-        pinned = coordinator is not None
-        candidates = (
-            [coordinator]
-            if coordinator
-            else self._coordinators(mutation.keyspace, token, write=True)
+        candidates = self._candidates(coordinator, mutation.keyspace, token, write=True)
+        reply, address, attempts = await self._with_retries(
+            candidates, coordinator is not None, write=request
         )
+        response = reply.write
+        self._observe(response.epoch, address, response.mutation_id.hlc)
+        return WriteResult(
+            _mutation_id(response.mutation_id),
+            response.epoch,
+            tuple(response.acknowledged),
+            address,
+            attempts,
+        )
+
+    def _candidates(
+        self, coordinator: str | None, keyspace: str, token: int, *, write: bool
+    ) -> list[str]:
+        return [coordinator] if coordinator else self._coordinators(keyspace, token, write=write)
+
+    async def _with_retries(
+        self, candidates: list[str], pinned: bool, **body: Any
+    ) -> tuple[pb.SessionReply, str, int]:
+        """Send the request (``write=`` or ``read=``) to the candidates in turn until one
+        answers or a failure is not worth retrying; a write's retry reuses the mutation id
+        its failure named. Returns the reply, who answered, and the attempts made."""
+        request = next(iter(body.values()))
         attempt = 0
         while True:
             address = candidates[attempt % len(candidates)]
@@ -487,23 +505,14 @@ class Client:
             request.epoch = self.seen_epoch
             request.session_hlc = self.session_hlc
             try:
-                response = (await self._send(address, pinned, write=request)).write
+                return await self._send(address, pinned, **body), address, attempt
             except EpochalError as error:
                 self._observe(error.epoch, address)
                 if error.code not in RETRYABLE or attempt > self.retries:
                     raise
-                if error.mutation_id:
+                if error.mutation_id and "write" in body:
                     request.mutation_id.CopyFrom(_id_proto(error.mutation_id))
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-                continue
-            self._observe(response.epoch, address, response.mutation_id.hlc)
-            return WriteResult(
-                _mutation_id(response.mutation_id),
-                response.epoch,
-                tuple(response.acknowledged),
-                address,
-                attempt,
-            )
 
     # ------------------------------------------------------------------ reads
 
@@ -544,26 +553,12 @@ class Client:
                     end_exclusive=end_exclusive,
                 )
             )
-        pinned = coordinator is not None
-        candidates = (
-            [coordinator] if coordinator else self._coordinators(keyspace, token, write=False)
+        candidates = self._candidates(coordinator, keyspace, token, write=False)
+        reply, address, _ = await self._with_retries(
+            candidates, coordinator is not None, read=request
         )
-        attempt = 0
-        while True:
-            address = candidates[attempt % len(candidates)]
-            attempt += 1
-            request.epoch = self.seen_epoch
-            request.session_hlc = self.session_hlc
-            try:
-                response = (await self._send(address, pinned, read=request)).read
-            except EpochalError as error:
-                self._observe(error.epoch, address)
-                if error.code not in RETRYABLE or attempt > self.retries:
-                    raise
-                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-                continue
-            self._observe(response.epoch, address, response.hlc)
-            return self._read_result(schema, partition_key, response, address)
+        self._observe(reply.read.epoch, address, reply.read.hlc)
+        return self._read_result(schema, partition_key, reply.read, address)
 
     @staticmethod
     def _prefix(

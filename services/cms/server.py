@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -90,16 +89,6 @@ class CMSServer:
         await self.server.stop(self.settings.shutdown_grace_s)
         await self.member.stop()
         shutdown_tracing()
-
-    async def serve_until_signalled(self) -> None:
-        await self.start()
-        loop = asyncio.get_running_loop()
-        done = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, done.set)
-        await done.wait()
-        log.info("CMS member %s shutting down", self.settings.member_id)
-        await self.stop()
 
 
 def _redact(url: str) -> str:

@@ -30,8 +30,7 @@ table live there; ``search_path`` is set on every connection).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from sqlalchemy import (
 )
 
 from epochal.cms import tables as t
+from epochal.dbapi import transaction
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -179,7 +179,7 @@ class CMSStorage:
     ) -> None:
         """Durable when it returns. The one write on the commit path: hand-written SQL on the
         driver's connection (SQLAlchemy's per-statement machinery costs more than the write)."""
-        with _transaction(self._raw) as cursor:
+        with transaction(self._raw) as cursor:
             if promised is not None:
                 cursor.execute(self._sql.update_promise, (promised[0], promised[1]))
             if accepted:
@@ -200,7 +200,7 @@ class CMSStorage:
     ) -> None:
         """Atomic but lazy: a crash may lose it, never half of it."""
         sql = self._sql
-        with _transaction(self._lazy_raw) as cursor:
+        with transaction(self._lazy_raw) as cursor:
             self._write_entries(cursor, entries)
             self._write_entry_ids(cursor, entry_ids)
             if forget_entry_ids_below_epoch is not None:
@@ -220,7 +220,7 @@ class CMSStorage:
     ) -> None:
         """Durably replace the applied state with one copied from a peer (state transfer)."""
         sql = self._sql
-        with _transaction(self._raw) as cursor:
+        with transaction(self._raw) as cursor:
             if snapshot is not None:
                 # Entries held already stay: they are a prefix of the same log. The gap
                 # between them and the snapshot is filled later (insert_entries).
@@ -236,7 +236,7 @@ class CMSStorage:
 
     def insert_entries(self, entries: Sequence[LogEntryRow]) -> None:
         """Fill a gap in the log with entries copied from a peer (already known ones are kept)."""
-        with _transaction(self._lazy_raw) as cursor:
+        with transaction(self._lazy_raw) as cursor:
             self._write_entries(cursor, entries)
 
     def _write_entries(self, cursor: Any, entries: Sequence[LogEntryRow]) -> None:
@@ -358,21 +358,6 @@ class CMSStorage:
             .limit(1)
         ).first()
         return SnapshotRow(*row) if row is not None else None
-
-
-@contextmanager
-def _transaction(connection: Any) -> Iterator[Any]:
-    """One transaction on a DBAPI connection: both drivers begin one implicitly at the first
-    write (sqlite3's default isolation level; psycopg outside autocommit)."""
-    cursor = connection.cursor()
-    try:
-        yield cursor
-        connection.commit()
-    except BaseException:
-        connection.rollback()
-        raise
-    finally:
-        cursor.close()
 
 
 class _HotSQL:

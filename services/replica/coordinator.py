@@ -293,12 +293,7 @@ class Coordinator:
             started = time.monotonic()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.settings.write_timeout_ms / 1000
-            span_cm = (
-                _tracer.start_as_current_span("replica.write", kind=trace.SpanKind.INTERNAL)
-                if tracing_enabled()
-                else contextlib.nullcontext(trace.INVALID_SPAN)
-            )
-            with span_cm as span:
+            with _span("replica.write") as span:
                 span.set_attribute("consistency", level.value)
                 result = await self._write(
                     draft, level, client_epoch, session_hlc, retry_of, deadline, span
@@ -459,12 +454,7 @@ class Coordinator:
         with self._admitted("read"):
             started = time.monotonic()
             deadline = asyncio.get_running_loop().time() + self.settings.read_timeout_ms / 1000
-            span_cm = (
-                _tracer.start_as_current_span("replica.read", kind=trace.SpanKind.INTERNAL)
-                if tracing_enabled()
-                else contextlib.nullcontext(trace.INVALID_SPAN)
-            )
-            with span_cm as span:
+            with _span("replica.read") as span:
                 span.set_attribute("consistency", level.value)
                 result = await self._read(draft, level, client_epoch, session_hlc, deadline)
                 span.set_attribute("epoch", result.epoch)
@@ -632,6 +622,13 @@ class Coordinator:
         if asyncio.get_running_loop().time() >= deadline:
             return TimedOut(f"read timed out: {detail}")
         return Unavailable(f"too few replicas for the read: {detail}")
+
+
+def _span(name: str) -> contextlib.AbstractContextManager[trace.Span]:
+    """A span for a coordinated request, or nothing to build when tracing is off."""
+    if tracing_enabled():
+        return _tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
+    return contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class _Arrivals:

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -171,13 +170,3 @@ class ReplicaServer:
         await self.channels.close()
         self.storage.close()
         shutdown_tracing()
-
-    async def serve_until_signalled(self) -> None:
-        await self.start()
-        loop = asyncio.get_running_loop()
-        done = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, done.set)
-        await done.wait()
-        log.info("replica %s shutting down", self.coordinator.node_id or self.settings.address)
-        await self.stop()

@@ -21,8 +21,7 @@ Two connections, for two kinds of write:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 
+from epochal.dbapi import transaction
 from epochal.mtrack import MutationId
 from epochal.replica.model import Cell, Mutation
 from epochal.tcm.keys import KeyBounds
@@ -173,7 +173,7 @@ class ReplicaStorage:
 
     def open_log(self, row: LogRow, seal: Sequence[int]) -> None:
         """Durably record a new log (and seal the logs it replaces) before its first id."""
-        with _transaction(self._raw) as cursor:
+        with transaction(self._raw) as cursor:
             cursor.executemany(
                 "UPDATE coordinator_logs SET sealed = 1 WHERE log = ?", [(s,) for s in seal]
             )
@@ -227,7 +227,7 @@ class ReplicaStorage:
         forget_below: int | None = None,
     ) -> None:
         """Lazily: applied entries, a snapshot of the metadata, and what may be forgotten."""
-        with _transaction(self._lazy_raw) as cursor:
+        with transaction(self._lazy_raw) as cursor:
             cursor.executemany(
                 "INSERT INTO metadata_log (epoch, entry_id, transformation) VALUES (?, ?, ?) "
                 "ON CONFLICT (epoch) DO NOTHING",
@@ -252,7 +252,7 @@ class ReplicaStorage:
         (keyed by id, so a mutation received twice is stored once). Returns, per mutation,
         whether it was new here."""
         fresh = []
-        with _transaction(self._raw) as cursor:
+        with transaction(self._raw) as cursor:
             for mutation, body in mutations:
                 if mutation.tracked:
                     mid = mutation.id
@@ -341,7 +341,7 @@ class ReplicaStorage:
     # ------------------------------------------------------------------ helpers
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
-        with _transaction(self._raw) as cursor:
+        with transaction(self._raw) as cursor:
             cursor.execute(sql, params)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -367,17 +367,3 @@ def _cell_rows(
         (table_id, token, pkey, c.clustering, c.column, c.value, c.hlc, c.writer, c.tombstone)
         for c in cells
     ]
-
-
-@contextmanager
-def _transaction(connection: Any) -> Iterator[Any]:
-    """One transaction on the sqlite3 connection (it begins implicitly at the first write)."""
-    cursor = connection.cursor()
-    try:
-        yield cursor
-        connection.commit()
-    except BaseException:
-        connection.rollback()
-        raise
-    finally:
-        cursor.close()

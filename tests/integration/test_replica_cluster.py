@@ -12,8 +12,9 @@ test bites); a tracked QUORUM read of agreeing replicas reads row data on exactl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -42,6 +43,20 @@ async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@contextlib.asynccontextmanager
+async def events_table(cluster: LocalCluster) -> AsyncIterator[Client]:
+    """Start the cluster, form its ring, and create the tracked table ``tks.events``."""
+    cluster.start()
+    await cluster.wait_ready()
+    await cluster.form_ring(num_tokens=4)
+    async with Client(cluster.addresses) as client:
+        await client.create_keyspace("tks", replication_factor=3, tracked=True)
+        await client.create_table(
+            "tks", "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
+        )
+        yield client
+
+
 def run(cluster: LocalCluster, scenario: Callable[[], Awaitable[None]], timeout_s: float) -> None:
     try:
         asyncio.run(asyncio.wait_for(scenario(), timeout_s))
@@ -58,14 +73,7 @@ def test_quorum_writes_read_back_and_a_stopped_replica_is_repaired_mutation_by_m
     cluster = LocalCluster(tmp_path / "cluster")
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(num_tokens=4)
-        async with Client(cluster.addresses) as client:
-            await client.create_keyspace("tks", replication_factor=3, tracked=True)
-            await client.create_table(
-                "tks", "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-            )
+        async with events_table(cluster) as client:
             written: dict[MutationId, list[dict[str, object]]] = {}
             stop = asyncio.Event()
             numbers = itertools.count()
@@ -264,14 +272,7 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
     reads = 40
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(num_tokens=4)
-        async with Client(cluster.addresses) as client:
-            await client.create_keyspace("tks", replication_factor=3, tracked=True)
-            await client.create_table(
-                "tks", "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-            )
+        async with events_table(cluster) as client:
             for n in range(20):  # at ALL: every replica holds every mutation
                 await client.write(
                     "tks",
