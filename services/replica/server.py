@@ -59,7 +59,8 @@ class ReplicaServer:
 
     async def start(self) -> None:
         settings = self.settings
-        trace_file = setup_tracing("replica", settings.address, settings.trace_dir or None)
+        instance = settings.address.replace(":", "_")
+        trace_file = setup_tracing("replica", instance, settings.trace_dir or None)
         if trace_file is not None:
             log.info("writing spans to %s", trace_file)
         self.storage = ReplicaStorage(settings.db_url, sync=settings.sync)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -268,7 +269,9 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
 def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replica(
     tmp_path: Path,
 ) -> None:
-    cluster = LocalCluster(tmp_path / "cluster")
+    """Also: every replica writes spans of its writes, reads and applied epochs."""
+    traces = tmp_path / "traces"
+    cluster = LocalCluster(tmp_path / "cluster", env={"EPOCHAL_TRACE_DIR": str(traces)})
     reads = 40
 
     async def scenario() -> None:
@@ -294,8 +297,42 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
             assert await totals("row_data_reads_total") - data_before == reads
             # Both replicas summarise; only one reads rows.
             assert await totals("summary_reads_total") - summaries_before == 2 * reads
+            epoch = client.epoch
+        cluster.stop()  # graceful: the span files are flushed
+        spans = read_spans(traces)
+        writes = [a for name, a in spans if name == "replica.write"]
+        assert len(writes) == 20 and {a["consistency"] for a in writes} == {"ALL"}
+        assert all(len(a["acknowledged"]) == 3 for a in writes)
+        quorum_reads = [a for name, a in spans if name == "replica.read"]
+        assert len(quorum_reads) == reads
+        assert all(len(a["replicas"]) == 2 and a["repaired_mutations"] == 0 for a in quorum_reads)
+        applied = {(a["node"], a["epoch"]) for name, a in spans if name == "replica.apply_epoch"}
+        for node in cluster.nodes.values():
+            assert (node.node_id, epoch) in applied, node.node_id
 
     run(cluster, scenario, 180)
+
+
+def read_spans(folder: Path) -> list[tuple[str, dict[str, object]]]:
+    """(name, attributes) of every span in the replicas' OTLP-JSON files."""
+    spans = []
+    for path in folder.glob("replica-*.jsonl"):
+        for line in path.read_text().splitlines():
+            for resource in json.loads(line).get("resourceSpans", []):
+                for scope in resource.get("scopeSpans", []):
+                    for span in scope.get("spans", []):
+                        attributes = {
+                            a["key"]: _attribute(a["value"]) for a in span.get("attributes", [])
+                        }
+                        spans.append((span["name"], attributes))
+    return spans
+
+
+def _attribute(value: dict[str, object]) -> object:
+    if "arrayValue" in value:
+        return [_attribute(v) for v in value["arrayValue"].get("values", [])]  # type: ignore[union-attr]
+    kind, raw = next(iter(value.items()))
+    return int(raw) if kind == "intValue" else raw  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------- bad input
