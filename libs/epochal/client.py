@@ -198,11 +198,18 @@ class Client:
             if page.snapshot is not None and page.snapshot.epoch > metadata.epoch:
                 metadata = page.snapshot
             for record in page.records:
-                if record.epoch == metadata.epoch + 1 and record.transformation is not None:
-                    metadata = record.transformation.execute(metadata)
+                if record.epoch != metadata.epoch + 1:
+                    continue
+                if record.transformation is None:
+                    raise EpochalError(
+                        f"the metadata log has an entry this SDK cannot apply (epoch "
+                        f"{record.epoch}: {record.problem}); upgrade the SDK"
+                    )
+                metadata = record.transformation.execute(metadata)
+            moved = metadata.epoch > self.metadata.epoch
             self.metadata = metadata
             self.seen_epoch = max(self.seen_epoch, metadata.epoch)
-            if not page.has_more or metadata.epoch >= page.latest_epoch:
+            if not page.has_more or metadata.epoch >= page.latest_epoch or not moved:
                 return
 
     def _observe(self, epoch: int, address: str, hlc: int = 0) -> None:

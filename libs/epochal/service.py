@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -15,6 +16,16 @@ log = logging.getLogger(__name__)
 # gRPC's poller thread hands every incoming message to the event loop; with the default 5 ms
 # GIL switch interval each hand-off can wait that long, which would dominate request latency.
 SWITCH_INTERVAL_S = 0.0002
+EXIT_STORAGE_FAILED = 75  # EX_TEMPFAIL: a restart recovers from what is on disk
+
+
+def fatal(message: str) -> None:
+    """Storage refused a write: what this process would acknowledge next could not be trusted to
+    be durable, so it exits at once (no cleanup that could write more) and a restart recovers
+    from what is on disk."""
+    log.critical("%s; exiting so that a restart recovers from what is on disk", message)
+    logging.shutdown()
+    os._exit(EXIT_STORAGE_FAILED)
 
 
 class Server(Protocol):

@@ -22,6 +22,7 @@ from epochal.mtrack.hlc import (
 from epochal.mtrack.iblt import MAX_CELLS
 from epochal.mtrack.ids import MutationId, SequenceBlock
 from epochal.mtrack.summary import (
+    MAX_SKETCH_ROUNDS,
     Difference,
     LogDigest,
     LogDigests,
@@ -35,6 +36,7 @@ from epochal.mtrack.summary import (
 __all__ = [
     "LOGICAL_BITS",
     "MAX_CELLS",
+    "MAX_SKETCH_ROUNDS",
     "ClockSkew",
     "Difference",
     "HybridClock",

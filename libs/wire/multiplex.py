@@ -34,6 +34,34 @@ from epochal.wire.handlers import require_parsed
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
+# A batch stays well under the channels' message limit (epochal.wire.channels), and so does one
+# request: a message over the limit would break the stream for every request on it.
+MAX_BATCH_BYTES = 16 << 20
+MAX_REQUEST_BYTES = 48 << 20
+
+
+def _take_batch(queue: list[Any], keep: Callable[[Any], bool]) -> list[Any]:
+    """Pop the next batch off ``queue`` (at most MAX_BATCH messages and MAX_BATCH_BYTES, at
+    least one message), dropping those ``keep`` refuses (expired requests)."""
+    batch: list[Any] = []
+    size = 0
+    while queue and len(batch) < MAX_BATCH:
+        message = queue[0]
+        if not keep(message):
+            queue.pop(0)
+            continue
+        message_size = message.ByteSize()
+        if batch and size + message_size > MAX_BATCH_BYTES:
+            break
+        batch.append(queue.pop(0))
+        size += message_size
+    return batch
+
+
+def _code_of(error: BaseException) -> grpc.StatusCode:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code()
+    return grpc.StatusCode.UNAVAILABLE
 
 
 class StreamFailed(Exception):
@@ -99,6 +127,15 @@ class Multiplexer:
                 )
             )
             return future
+        if request.ByteSize() > MAX_REQUEST_BYTES:
+            future.set_exception(
+                self._failure(
+                    f"a request of {request.ByteSize()} bytes cannot go to {self.name} (the "
+                    f"limit is {MAX_REQUEST_BYTES})",
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                )
+            )
+            return future
         request.id = next(self._ids)
         self._waiting[request.id] = (future, convert)
         self._queue.append(request)
@@ -120,25 +157,30 @@ class Multiplexer:
             )
 
     async def _run(self) -> None:
-        call = self._open_call()
-        reader = asyncio.get_running_loop().create_task(self._read(call))
-        reason = "the stream ended"
+        call = None
+        reader = None
+        self._broken: tuple[str, grpc.StatusCode] | None = None
         try:
+            call = self._open_call()
+            reader = asyncio.get_running_loop().create_task(self._read(call))
             while not call.done():
                 await self._wake.wait()
                 self._wake.clear()
                 while self._queue and not call.done():
-                    batch = self._queue[:MAX_BATCH]
-                    del self._queue[:MAX_BATCH]
-                    await call.write(self._batch(batch))
+                    batch = _take_batch(self._queue, lambda r: r.id in self._waiting)
+                    if batch:
+                        await call.write(self._batch(batch))
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            reason = describe(error)
+            self._broken = self._broken or (describe(error), _code_of(error))
         finally:
-            reader.cancel()
-            call.cancel()
-            self._fail_all(reason)
+            if reader is not None:
+                reader.cancel()
+            if call is not None:
+                call.cancel()
+            reason, code = self._broken or ("the stream ended", grpc.StatusCode.UNAVAILABLE)
+            self._fail_all(reason, code)
 
     async def _read(self, call: Any) -> None:
         try:
@@ -150,17 +192,18 @@ class Multiplexer:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.debug("stream to %s broke: %s", self.name, describe(error))
+            # Kept: a peer that refused the stream itself (INVALID_ARGUMENT) is not worth
+            # retrying, one that went away is.
+            self._broken = (describe(error), _code_of(error))
+            log.debug("stream to %s broke: %s", self.name, self._broken[0])
         self._wake.set()  # the writer sees the call is done, fails what waits, and ends
 
-    def _fail_all(self, reason: str) -> None:
+    def _fail_all(self, reason: str, code: grpc.StatusCode) -> None:
         waiting, self._waiting = self._waiting, {}
         self._queue.clear()
         for future, _ in waiting.values():
             if not future.done():
-                future.set_exception(
-                    self._failure(f"{self.name}: {reason}", grpc.StatusCode.UNAVAILABLE)
-                )
+                future.set_exception(self._failure(f"{self.name}: {reason}", code))
 
     def close(self) -> None:
         if self._task is not None:
@@ -242,8 +285,7 @@ async def serve(
         while not (closed and unanswered == 0 and not answers):
             await wake.wait()
             wake.clear()
-            if answers:
-                ready, answers = answers, []
-                yield batch(ready)
+            while answers:
+                yield batch(_take_batch(answers, lambda _: True))
     finally:
         reader.cancel()

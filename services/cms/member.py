@@ -92,6 +92,7 @@ from epochal.paxos import (
 )
 from epochal.paxos import NotLeader as CoreNotLeader
 from epochal.paxos import Overloaded as CoreOverloaded
+from epochal.service import fatal
 from epochal.tcm import (
     CMS_KINDS,
     AddCMSCandidate,
@@ -117,7 +118,6 @@ _tracer = tracer("epochal.cms")
 T = TypeVar("T")
 
 TICK_INTERVAL_S = 0.01
-EXIT_STORAGE_FAILED = 75
 EXIT_CANNOT_JOIN = 78  # EX_CONFIG: the running CMS refused this member as a candidate
 
 
@@ -155,13 +155,6 @@ class _Pending:
         self.item = item
         self.future = future
         self.origin = origin  # the member that forwarded it, which learns its outcome itself
-
-
-def _fatal(message: str) -> None:
-    """Storage refused a write: this member's state can no longer be trusted to be durable."""
-    log.critical("%s; exiting so that a restart recovers from what is on disk", message)
-    logging.shutdown()
-    os._exit(EXIT_STORAGE_FAILED)
 
 
 def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
@@ -400,7 +393,7 @@ class CMSMemberLoop:
         except Exception as error:
             # An acceptor that cannot store its vote must not cast it: crash, and let the
             # others carry on (Paxos tolerates a crashed member, not a lying one).
-            _fatal(f"acceptor write failed: {error!r}")
+            fatal(f"acceptor write failed: {error!r}")
         for ready in readies:
             self._send(ready.messages_after_persist)
         # Applying waits one more loop step, so the peer streams send these replies first: a
@@ -501,7 +494,7 @@ class CMSMemberLoop:
                 forget_accepted_up_to=slot,
             )
         except Exception as error:
-            _fatal(f"writing applied slots up to {slot} failed: {error!r}")
+            fatal(f"writing applied slots up to {slot} failed: {error!r}")
         self._compact(slot - self.settings.retain_slots)
 
     def _compact(self, up_to: int) -> None:
@@ -905,7 +898,7 @@ class CMSMemberLoop:
                 applied_slot=applied_slot,
             )
         except Exception as error:
-            _fatal(f"installing the state copied from {peer} failed: {error!r}")
+            fatal(f"installing the state copied from {peer} failed: {error!r}")
         self.log.reset("UNAVAILABLE", "member state replaced by a state transfer; resume")
         self._check_ready()
         self._process()

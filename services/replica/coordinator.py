@@ -28,7 +28,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
 
@@ -40,6 +40,7 @@ from epochal.replica.errors import (
     ClockSkewed,
     InvalidRequest,
     Overloaded,
+    RequestError,
     StalePlan,
     TimedOut,
     Unavailable,
@@ -71,7 +72,7 @@ from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 
 _tracer = tracer("epochal.replica")
-MAX_REPAIRED_IDS_SHOWN = 1000
+Label = TypeVar("Label")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ class Coordinator:
         self.node_id = ""
         self.ids: MutationIds | None = None
         self.hooks = Hooks()
-        self._handles: dict[tuple[str, str], ReplicaHandle] = {}
+        self._handles: dict[str, RemoteHandle] = {}
         self._in_flight = 0
         self._datacenters: tuple[object, Mapping[str, str]] = (None, {})
         self._random = random.Random()
@@ -143,7 +144,7 @@ class Coordinator:
     def attach(self, node_id: str, ids: MutationIds) -> None:
         self.node_id = node_id
         self.ids = ids
-        self._handles.clear()
+        self.close()
 
     # ------------------------------------------------------------------ shared
 
@@ -153,11 +154,17 @@ class Coordinator:
         node = metadata.nodes.get(node_id)
         if node is None:
             raise PeerFailed(node_id, f"not in the directory at epoch {metadata.epoch}")
-        key = (node_id, node.address)
-        handle = self._handles.get(key)
-        if handle is None:
-            handle = self._handles[key] = RemoteHandle(node_id, node.address, self.channels)
+        handle = self._handles.get(node_id)
+        if handle is None or handle.address != node.address:
+            if handle is not None:
+                handle.close()  # the node moved: its old stream goes
+            handle = self._handles[node_id] = RemoteHandle(node_id, node.address, self.channels)
         return handle
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
 
     @contextlib.contextmanager
     def _admitted(self, operation: str) -> Any:
@@ -237,8 +244,10 @@ class Coordinator:
         write: bool,
         deadline: float,
     ) -> bool:
-        """Catch up to the newest epoch a reply revealed, then: do the answers still satisfy the
-        level under the newer placements? (True also when nothing newer was seen.)"""
+        """Catch up to the newest epoch a reply revealed (or this node applied meanwhile),
+        then: do the answers still satisfy the level under the newer placements? (True also
+        when nothing newer was seen.)"""
+        progress.newest_epoch = max(progress.newest_epoch, self.follower.epoch)
         if progress.newest_epoch <= progress.view.epoch:
             return self.is_satisfied(
                 level,
@@ -321,18 +330,18 @@ class Coordinator:
             )
         except BadRequest as error:
             raise InvalidRequest(str(error)) from None
-        mutation_id = self._mutation_id(metadata, prepared, session_hlc, retry_of)
-        mutation = prepared.with_id(mutation_id)
-        stored = mutation_to_proto(mutation)
         keyspace = prepared.keyspace.name
         group = replica_group(metadata, keyspace, prepared.token, write=True)
         if not group:
             raise Unavailable(
                 f"no replica owns token {prepared.token} of {keyspace} at epoch {metadata.epoch} "
                 "(has the ring been formed?)",
-                mutation_id=mutation_id,
             )
         self._needed(level, metadata, group)
+        mutation_id = self._mutation_id(metadata, prepared, session_hlc, retry_of)
+        mutation = prepared.with_id(mutation_id)
+        # Encoded once, for every replica (the local one stores these bytes as the log entry).
+        stored = mutation_to_proto(mutation)
         if span.is_recording():
             span.set_attribute("epoch", metadata.epoch)
             span.set_attribute("mutation_id", str(mutation_id))
@@ -345,12 +354,17 @@ class Coordinator:
                 metadata.epoch, mutation, stored, timeout_s=timeout_s
             )
 
-        done = await self._collect(
-            {node: send for node in group},
-            progress,
-            deadline,
-            lambda: self._write_done(progress, level, keyspace, prepared.token, deadline),
-        )
+        try:
+            done = await self._collect(
+                {node: send for node in group},
+                progress,
+                deadline,
+                lambda: self._write_done(progress, level, keyspace, prepared.token, deadline),
+            )
+        except RequestError as error:
+            # Replicas may hold the mutation already: a retry must reuse its id.
+            error.mutation_id = error.mutation_id or mutation_id
+            raise
         if span.is_recording():
             span.set_attribute("acknowledged", sorted(progress.answered))
         if done:
@@ -423,7 +437,7 @@ class Coordinator:
         """Send every call; after each answer ask ``done``; stop at True, when all answered, or
         at the deadline. Calls still out are left to finish on their own."""
         loop = asyncio.get_running_loop()
-        arrivals = _Arrivals()
+        arrivals: _Arrivals[str] = _Arrivals()
         # Others first: this node's own write is an fsync on the loop, and the requests to the
         # others should be on their way while it runs.
         for node, call in sorted(calls.items(), key=lambda item: item[0] == self.node_id):
@@ -553,7 +567,7 @@ class Coordinator:
         tracked = prepared.tracked
         spare = list(order)
         replies: dict[str, PeerReply] = {}
-        pending: dict[asyncio.Future[PeerReply], tuple[str, bool]] = {}
+        arrivals: _Arrivals[tuple[str, bool]] = _Arrivals()
         data_node = ""
 
         def launch(data: bool) -> None:
@@ -573,43 +587,39 @@ class Coordinator:
                     progress.failures[node] = error.reason
                     continue
                 stats.replicas.append(node)
-                pending[future] = (node, data)
+                arrivals.watch((node, data), future)
                 return
 
         launch(True)
         for _ in range(needed - 1):
             launch(False)
-        try:
-            while not (data_node and len(replies) >= needed):
-                remaining = deadline - loop.time()
-                if not pending or remaining <= 0:
-                    raise self._read_failure(progress, needed, deadline)
-                finished, _ = await asyncio.wait(
-                    pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in finished:
-                    node, data = pending.pop(task)
-                    try:
-                        ok = self.note_reply(progress, node, task.result())
-                    except PeerFailed as error:
-                        progress.failures[node] = error.reason
-                        ok = False
-                    if ok:
-                        replies[node] = task.result()
-                        if data:
-                            data_node = stats.data_replica = node
-                    elif spare:
-                        launch(data)
-                    elif data and replies:
-                        # No spare: ask one that gave a summary for the data instead.
-                        substitute = next(iter(replies))
-                        del replies[substitute]
-                        progress.answered.discard(substitute)
-                        spare.append(substitute)
-                        launch(True)
-        finally:
-            for task in pending:
-                task.add_done_callback(_swallow)
+        while not (data_node and len(replies) >= needed):
+            remaining = deadline - loop.time()
+            if not arrivals.outstanding or remaining <= 0 or not await arrivals.next(remaining):
+                raise self._read_failure(progress, needed, deadline)
+            for (node, data), future in arrivals.take():
+                try:
+                    reply = future.result()
+                    ok = self.note_reply(progress, node, reply)
+                except PeerFailed as error:
+                    progress.failures[node] = error.reason
+                    ok = False
+                else:
+                    if reply.outcome is Outcome.TOO_LARGE:
+                        raise InvalidRequest(reply.message, rule="too_large")
+                if ok:
+                    replies[node] = reply
+                    if data:
+                        data_node = stats.data_replica = node
+                elif spare:
+                    launch(data)
+                elif data and replies:
+                    # No spare: ask one that gave a summary for the data instead.
+                    substitute = next(iter(replies))
+                    del replies[substitute]
+                    progress.answered.discard(substitute)
+                    spare.append(substitute)
+                    launch(True)
         return {
             node: replies[node] for node in [data_node, *[n for n in replies if n != data_node]]
         }
@@ -631,24 +641,24 @@ def _span(name: str) -> contextlib.AbstractContextManager[trace.Span]:
     return contextlib.nullcontext(trace.INVALID_SPAN)
 
 
-class _Arrivals:
-    """Answers of one request's calls as they arrive, for the one coroutine that waits on
-    them (cheaper than ``asyncio.wait``, which re-registers on every call each time). An answer
-    nobody takes any more is dropped, its exception retrieved."""
+class _Arrivals(Generic[Label]):
+    """Answers of one request's calls as they arrive, each with its label, for the one
+    coroutine that waits on them (cheaper than ``asyncio.wait``, which re-registers on every
+    call each time). An answer nobody takes any more is dropped, its exception retrieved."""
 
     def __init__(self) -> None:
         self.outstanding = 0
-        self._ready: list[tuple[str, asyncio.Future[PeerReply]]] = []
+        self._ready: list[tuple[Label, asyncio.Future[PeerReply]]] = []
         self._waiter: asyncio.Future[None] | None = None
 
-    def watch(self, node: str, future: asyncio.Future[PeerReply]) -> None:
+    def watch(self, label: Label, future: asyncio.Future[PeerReply]) -> None:
         self.outstanding += 1
-        future.add_done_callback(lambda done: self._arrived(node, done))
+        future.add_done_callback(lambda done: self._arrived(label, done))
 
-    def _arrived(self, node: str, future: asyncio.Future[PeerReply]) -> None:
+    def _arrived(self, label: Label, future: asyncio.Future[PeerReply]) -> None:
         if not future.cancelled():
             future.exception()  # retrieved: the answer may be taken by nobody
-        self._ready.append((node, future))
+        self._ready.append((label, future))
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
@@ -665,7 +675,7 @@ class _Arrivals:
                 self._waiter = None
         return bool(self._ready)
 
-    def take(self) -> list[tuple[str, asyncio.Future[PeerReply]]]:
+    def take(self) -> list[tuple[Label, asyncio.Future[PeerReply]]]:
         ready, self._ready = self._ready, []
         self.outstanding -= len(ready)
         return ready
@@ -674,9 +684,3 @@ class _Arrivals:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _swallow(task: asyncio.Future[Any]) -> None:
-    """A call the answer no longer waits for: retrieve its outcome so nothing is reported."""
-    if not task.cancelled():
-        task.exception()

@@ -75,8 +75,7 @@ class MetadataFollower:
         self.cms_epoch = 0  # the newest epoch a CMS member has reported
         self.on_change: list[Callable[[ClusterMetadata], None]] = []
         self.applied_at: deque[tuple[int, int]] = deque(maxlen=APPLIED_TIMES_KEPT)
-        self._fetch_task: asyncio.Task[bool] | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._fetch_task: asyncio.Task[str] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._unreachable: set[str] = set()
         self._snapshot_epoch = 0
@@ -156,7 +155,7 @@ class MetadataFollower:
                 except TimeoutError:
                     return False
                 if self.epoch < epoch:
-                    if fetched and self.cms_epoch < epoch:
+                    if fetched == "cms" and self.cms_epoch < epoch:
                         short_rounds += 1
                         self._cms_turn += 1  # ask another member next: this one may lag
                     await asyncio.sleep(min(0.05, max(deadline - loop.time(), 0)))
@@ -170,21 +169,23 @@ class MetadataFollower:
         """Start a fetch to the newest epoch (or join the one in flight)."""
         self._shared_fetch()
 
-    def _shared_fetch(self) -> asyncio.Task[bool]:
+    def _shared_fetch(self) -> asyncio.Task[str]:
         """The fetch in flight, or a new one: every waiter shares it (the debounce)."""
         if self._fetch_task is None or self._fetch_task.done():
             self._fetch_task = asyncio.get_running_loop().create_task(self._fetch_round())
         return self._fetch_task
 
-    async def _fetch_round(self) -> bool:
-        """Fetch to the newest epoch from a CMS member, else from any peer replica."""
+    async def _fetch_round(self) -> str:
+        """Fetch to the newest epoch from a CMS member ("cms"), else from a peer replica that
+        has something newer ("peer"); "" when no source answered."""
         for address in self._cms_order():
             if await self._fetch_from(address, "cms"):
-                return True
+                return "cms"
         for address in self._peer_addresses():
-            if await self._fetch_from(address, "peer"):
-                return True
-        return False
+            before = self.epoch
+            if await self._fetch_from(address, "peer") and self.epoch > before:
+                return "peer"
+        return ""
 
     async def _fetch_from(self, address: str, source: str) -> bool:
         started = time.monotonic()
@@ -193,6 +194,7 @@ class MetadataFollower:
         )
         try:
             while True:
+                before = self.epoch
                 response = await stub.FetchLog(
                     fetch_request(self.epoch), timeout=FETCH_ATTEMPT_TIMEOUT_S
                 )
@@ -200,8 +202,8 @@ class MetadataFollower:
                 if source == "cms":
                     self._reached(address, page.latest_epoch)
                 self.install(page)
-                if not page.has_more or self.stopped_reason:
-                    break
+                if not page.has_more or self.stopped_reason or self.epoch == before:
+                    break  # done, stopped, or a page that moved nothing (asking again would spin)
         except (grpc.aio.AioRpcError, MalformedInput) as error:
             self.metrics.fetch_log_failures.labels(source).inc()
             if source == "cms":
@@ -269,6 +271,8 @@ class MetadataFollower:
                 log.debug("watch on %s ended: %s", address, error.code().name)
             except MalformedInput as error:
                 log.warning("watch on %s sent something undecodable: %s", address, error)
+            except Exception:
+                log.exception("following the push stream of %s failed; reconnecting", address)
             finally:
                 call.cancel()
             self._cms_turn += 1
@@ -283,7 +287,11 @@ class MetadataFollower:
             if self.hold_pushes:
                 delay_s = interval_s
                 continue
-            fetched = await asyncio.shield(self._shared_fetch())
+            try:
+                fetched = await asyncio.shield(self._shared_fetch())
+            except Exception:
+                log.exception("pulling the metadata log failed")
+                fetched = ""
             if fetched:
                 delay_s = interval_s
             else:
@@ -313,7 +321,12 @@ class MetadataFollower:
             if record.transformation is None:
                 self._stop(record.epoch, record.problem)
                 break
-            metadata = record.transformation.execute(metadata)
+            try:
+                metadata = record.transformation.execute(metadata)
+            except Exception as error:  # a bug, or a log this version reads differently
+                log.exception("applying epoch %d failed", record.epoch)
+                self._stop(record.epoch, f"applying {record.transformation} failed: {error!r}")
+                break
             applied.append(MetadataEntry(record.epoch, record.entry_id, record.encoded))
         if metadata is self.metadata:
             return
@@ -368,28 +381,5 @@ class MetadataFollower:
                         attributes={"epoch": entry.epoch, "node": self.node_id},
                     ).end()
         self.metrics.current_epoch.set(metadata.epoch)
-        self._wake_waiters()
         for callback in self.on_change:
             callback(metadata)
-
-    # ------------------------------------------------------------------ waiting
-
-    async def wait_for(self, epoch: int) -> None:
-        if self.epoch >= epoch:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((epoch, future))
-        await future
-
-    def _wake_waiters(self) -> None:
-        if not self._waiters:
-            return
-        still = []
-        for epoch, future in self._waiters:
-            if future.done():
-                continue
-            if self.epoch >= epoch:
-                future.set_result(None)
-            else:
-                still.append((epoch, future))
-        self._waiters = still

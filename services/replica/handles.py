@@ -36,6 +36,7 @@ OUTCOMES = {
     pb.BEHIND: Outcome.BEHIND,
     pb.OVERLOADED: Outcome.OVERLOADED,
     pb.CLOCK_SKEW: Outcome.CLOCK_SKEW,
+    pb.TOO_LARGE: Outcome.TOO_LARGE,
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 MAX_IN_FLIGHT = 16_384
@@ -246,6 +247,7 @@ def _sketched(reply: pb.PeerReply) -> PeerReply:
     return PeerReply(
         *_outcome(response),
         sketch=Sketch.decode(response.sketch) if response.sketch else None,
+        summary=LogDigests.decode(response.summary) if response.summary else None,
     )
 
 
@@ -254,6 +256,7 @@ def _fetched(reply: pb.PeerReply) -> PeerReply:
     return PeerReply(
         *_outcome(response),
         bodies=tuple(m.SerializeToString() for m in response.mutations),
+        examined=response.examined,
     )
 
 

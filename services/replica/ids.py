@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from epochal.mtrack import HybridClock, MutationId, SequenceBlock
 from epochal.replica.storage import LogRow, ReplicaStorage
+from epochal.service import fatal
 from epochal.tcm import ClusterMetadata, Keyspace
 from epochal.tcm.tokens import TokenRange
 
@@ -75,15 +76,22 @@ class MutationIds:
     def next_id(self, metadata: ClusterMetadata, keyspace: Keyspace, token: int) -> MutationId:
         log = self._log_for(metadata, keyspace, token)
         sequence, ceiling = log.block.allocate()
-        if ceiling is not None:
-            self.storage.set_sequence_ceiling(log.row.log, ceiling)
         tick = self.hlc.tick(self.clock_ms())
-        if tick.persist_ceiling is not None:
-            self.storage.set_hlc_ceiling(tick.persist_ceiling)
+        try:
+            if ceiling is not None:
+                self.storage.set_sequence_ceiling(log.row.log, ceiling)
+            if tick.persist_ceiling is not None:
+                self.storage.set_hlc_ceiling(tick.persist_ceiling)
+        except Exception as error:
+            # The clock and the log already count past what the disk holds: going on would
+            # let a restart issue these ids again.
+            fatal(f"reserving mutation ids failed: {error!r}")
+            raise
         return MutationId(node=self.node, log=log.row.log, sequence=sequence, hlc=tick.hlc)
 
     def _log_for(self, metadata: ClusterMetadata, keyspace: Keyspace, token: int) -> _OpenLog:
         placement = metadata.placements[keyspace.replication]
+        assert placement.points, "the coordinator checks the token has replicas first"
         index = placement.index_of(token)
         left, right = placement.points[index - 1], placement.points[index]
         key = (keyspace.name, keyspace.created_epoch, left, right)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,11 +29,11 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage
+from epochal.service import fatal
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.keys import EVERYTHING, KeyBounds
 
 log = logging.getLogger(__name__)
-EXIT_STORAGE_FAILED = 75
 
 
 class Outcome(enum.Enum):
@@ -44,6 +43,12 @@ class Outcome(enum.Enum):
     BEHIND = "behind"
     OVERLOADED = "overloaded"
     CLOCK_SKEW = "clock_skew"
+    TOO_LARGE = "too_large"
+
+
+# Answers stay well under the channels' message limit (epochal.wire.channels).
+MAX_REPLY_BYTES = 32 << 20
+FETCH_REPLY_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class PeerReply:
     digest: bytes = b""
     sketch: Sketch | None = None
     bodies: tuple[bytes, ...] = ()  # fetched mutations, encoded
+    examined: int = 0  # how many of the ids asked for a fetch looked up
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +73,6 @@ class PartitionRead:
     token: int
     partition_key: bytes
     bounds: KeyBounds = EVERYTHING
-
-
-def fatal(message: str) -> None:
-    """Storage refused a write: nothing this node acknowledges can be trusted to be durable."""
-    log.critical("%s; exiting so that a restart recovers from what is on disk", message)
-    logging.shutdown()
-    os._exit(EXIT_STORAGE_FAILED)
 
 
 class LocalReplica:
@@ -113,6 +112,8 @@ class LocalReplica:
         self, keyspace: str, table_id: str, token: int, *, write: bool
     ) -> PeerReply | None:
         """The gate at this node's epoch (the request's is not newer)."""
+        if self.follower.stopped_reason:
+            return self._refuse(Outcome.BEHIND, self.follower.stopped_reason)
         metadata = self.follower.metadata
         table = self.follower.tables_by_id.get(table_id)
         if table is None or table.keyspace != keyspace:
@@ -250,6 +251,13 @@ class LocalReplica:
             digests = LogDigests.of(self._partition_ids(read))
             self.metrics.summary_reads.inc()
         if data:
+            size = sum(len(c.clustering) + len(c.value or b"") for c in cells)
+            if size > MAX_REPLY_BYTES:
+                return self._refuse(
+                    Outcome.TOO_LARGE,
+                    f"the partition holds {size} bytes in the slice read, more than one answer "
+                    f"may carry ({MAX_REPLY_BYTES}); read a narrower clustering slice",
+                )
             self.metrics.row_data_reads.inc()
             return self._ok(cells=tuple(cells), summary=digests)
         return self._ok(summary=digests, digest=digest(cells) if want_digest else b"")
@@ -267,12 +275,24 @@ class LocalReplica:
             return refusal
         wanted = frozenset(logs)
         ids = [i for i in self._partition_ids(read) if (i.node, i.log) in wanted]
-        return self._ok(sketch=Sketch.of(ids, cells))
+        return self._ok(sketch=Sketch.of(ids, cells), summary=LogDigests.of(ids))
 
     async def fetch(self, epoch: int, ids: Sequence[MutationId]) -> PeerReply:
+        """The bodies of those of ``ids`` held here, in order, up to a size budget; ``examined``
+        says how many of the ids were looked up (the caller asks again for the rest)."""
         if epoch > self.follower.epoch:
             await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
-        return self._ok(bodies=tuple(self.storage.mutation_bodies(ids)))
+        bodies: list[bytes] = []
+        size = 0
+        examined = 0
+        for mutation_id in ids:
+            if bodies and size >= FETCH_REPLY_BYTES:
+                break
+            examined += 1
+            for body in self.storage.mutation_bodies([mutation_id]):
+                bodies.append(body)
+                size += len(body)
+        return self._ok(bodies=tuple(bodies), examined=examined)
 
 
 def replica_group(

@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING
 
 from epochal.mtrack import (
     MAX_CELLS,
-    LogDigests,
+    MAX_SKETCH_ROUNDS,
     MutationId,
-    Sketch,
     Undecodable,
     cells_for,
     difference,
@@ -40,10 +39,10 @@ from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
 from epochal.replica.storage import CellRepair
 
+REPAIRS_IN_FLIGHT = 256
+
 if TYPE_CHECKING:
     from epochal.replica.coordinator import Coordinator, ReadStats
-
-MAX_SKETCH_ROUNDS = 12
 
 
 class ReadRepair:
@@ -79,11 +78,7 @@ class ReadRepair:
         only_data: dict[str, frozenset[MutationId]] = {}
         only_other: dict[str, frozenset[MutationId]] = {}
         for node, logs in differing.items():
-            summary = replies[node].summary
-            assert summary is not None
-            found = await self._difference(
-                epoch, read, data_node, base, node, summary, logs, deadline
-            )
+            found = await self._difference(epoch, read, data_node, node, logs, deadline)
             only_data[node], only_other[node] = found
         missing_on_data = frozenset().union(*only_other.values())
         lacking = {data_node: missing_on_data}
@@ -105,21 +100,26 @@ class ReadRepair:
         epoch: int,
         read: PartitionRead,
         data_node: str,
-        data_summary: LogDigests,
         node: str,
-        summary: LogDigests,
         logs: Mapping[tuple[int, int], int],
         deadline: float,
     ) -> tuple[frozenset[MutationId], frozenset[MutationId]]:
-        """(ids only the data replica holds, ids only ``node`` holds) in the differing logs."""
+        """(ids only the data replica holds, ids only ``node`` holds) in the differing logs.
+        Each sketch comes with a summary of the same logs taken at the same moment, and is
+        checked against that one: a write that reached a replica since round 1 is simply part
+        of the difference."""
         cells = cells_for(sum(logs.values()))
         for _ in range(MAX_SKETCH_ROUNDS):
-            sketch_data, sketch_node = await asyncio.gather(
+            data_reply, node_reply = await asyncio.gather(
                 self._sketch(epoch, read, data_node, list(logs), cells, deadline),
                 self._sketch(epoch, read, node, list(logs), cells, deadline),
             )
+            assert data_reply.summary is not None and node_reply.summary is not None
+            assert data_reply.sketch is not None and node_reply.sketch is not None
             try:
-                found = difference(data_summary, sketch_data, summary, sketch_node)
+                found = difference(
+                    data_reply.summary, data_reply.sketch, node_reply.summary, node_reply.sketch
+                )
             except Undecodable:
                 cells = min(cells * 2, MAX_CELLS)
                 continue
@@ -137,14 +137,12 @@ class ReadRepair:
         logs: list[tuple[int, int]],
         cells: int,
         deadline: float,
-    ) -> Sketch:
-        reply = await self._call(
+    ) -> PeerReply:
+        return await self._call(
             node,
             lambda handle, timeout_s: handle.sketch(epoch, read, logs, cells, timeout_s=timeout_s),
             deadline,
         )
-        assert reply.sketch is not None
-        return reply.sketch
 
     async def _fetch(
         self,
@@ -152,25 +150,26 @@ class ReadRepair:
         holders: Mapping[str, frozenset[MutationId]],
         deadline: float,
     ) -> dict[tuple[int, int, int], tuple[Mutation, bytes]]:
-        """Every id in ``holders``, fetched whole from a replica that holds it."""
-        wanted = {node: sorted(ids) for node, ids in holders.items() if ids}
-        replies = await asyncio.gather(
-            *(
-                self._call(
+        """Every id in ``holders``, fetched whole from a replica that holds it (an answer stops
+        at a size budget; the rest is asked for again)."""
+        fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
+
+        async def from_holder(node: str, ids: list[MutationId]) -> None:
+            while ids:
+                reply = await self._call(
                     node,
-                    lambda handle, timeout_s, ids=ids: handle.fetch(
-                        epoch, ids, timeout_s=timeout_s
+                    lambda handle, timeout_s, chunk=ids: handle.fetch(
+                        epoch, chunk, timeout_s=timeout_s
                     ),
                     deadline,
                 )
-                for node, ids in wanted.items()
-            )
-        )
-        fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
-        for reply in replies:
-            for body in reply.bodies:
-                mutation = mutation_from_body(body)
-                fetched[mutation.id.key] = (mutation, body)
+                for body in reply.bodies:
+                    mutation = mutation_from_body(body)
+                    fetched[mutation.id.key] = (mutation, body)
+                ids = ids[max(reply.examined, 1) :]
+
+        wanted = {node: sorted(ids) for node, ids in holders.items() if ids}
+        await asyncio.gather(*(from_holder(node, ids) for node, ids in wanted.items()))
         missing = [i for ids in wanted.values() for i in ids if i.key not in fetched]
         if missing:
             raise Unavailable(
@@ -186,13 +185,13 @@ class ReadRepair:
         mutations: Mapping[tuple[int, int, int], tuple[Mutation, bytes]],
         deadline: float,
     ) -> set[MutationId]:
-        """Store every mutation on every replica that lacks it; wait for all of them."""
-        calls = []
-        repaired: set[MutationId] = set()
-        for node, ids in lacking.items():
-            for mutation_id in ids:
+        """Store every mutation on every replica that lacks it, at most REPAIRS_IN_FLIGHT at a
+        time (a replica back from a long outage may lack thousands); wait for all of them."""
+        work = [(node, mutation_id) for node, ids in lacking.items() for mutation_id in ids]
+        for start in range(0, len(work), REPAIRS_IN_FLIGHT):
+            calls = []
+            for node, mutation_id in work[start : start + REPAIRS_IN_FLIGHT]:
                 mutation, body = mutations[mutation_id.key]
-                repaired.add(mutation_id)
                 calls.append(
                     self._call(
                         node,
@@ -202,8 +201,8 @@ class ReadRepair:
                         deadline,
                     )
                 )
-        await asyncio.gather(*calls)
-        return repaired
+            await asyncio.gather(*calls)
+        return {mutation_id for _, mutation_id in work}
 
     # ------------------------------------------------------------------ untracked
 
@@ -235,10 +234,11 @@ class ReadRepair:
                 for node in mismatched
             )
         )
-        held = {
-            data_node: cells,
-            **{n: list(r.cells) for n, r in zip(mismatched, full, strict=True)},
-        }
+        # A replica whose digest matched holds what the data replica holds, so it lacks what
+        # that one lacks: repairing only the mismatched ones could leave a cell this read
+        # returns on fewer replicas than a later quorum needs.
+        held = {node: cells for node in replies if node not in mismatched}
+        held.update((n, list(r.cells)) for n, r in zip(mismatched, full, strict=True))
         merged = merge(*held.values())
         repairs = []
         for node, node_cells in held.items():

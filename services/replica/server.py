@@ -122,6 +122,8 @@ class ReplicaServer:
                     logging.shutdown()
                     os._exit(EXIT_CANNOT_REGISTER)
                 log.warning("registration: %s; retrying", error)
+            except Exception:
+                log.exception("registration failed unexpectedly; retrying")
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, REGISTER_RETRY_MAX_S)
         settings = self.settings
@@ -167,6 +169,7 @@ class ReplicaServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._registration
         await self.server.stop(self.settings.shutdown_grace_s)
+        self.coordinator.close()
         await self.follower.stop()
         await self.channels.close()
         self.storage.close()

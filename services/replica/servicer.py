@@ -44,12 +44,7 @@ from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-
-def _request_error(error: MalformedInput | RequestError) -> RequestError:
-    if isinstance(error, MalformedInput):
-        return InvalidRequest(str(error), rule="malformed")
-    return error
+REPAIRED_IDS_SHOWN = 1000  # ReadStats.repaired lists at most this many
 
 
 async def _abort(context: grpc.aio.ServicerContext, error: RequestError, epoch: int) -> None:
@@ -84,8 +79,8 @@ class ReplicaServicer:
         await require_parsed(request, context)
         try:
             return await self._write(request)
-        except (MalformedInput, RequestError) as error:
-            await _abort(context, _request_error(error), self.follower.epoch)
+        except Exception as error:
+            await _abort(context, self._request_error(error), self.follower.epoch)
             raise
 
     async def Read(
@@ -94,8 +89,8 @@ class ReplicaServicer:
         await require_parsed(request, context)
         try:
             return await self._read(request)
-        except (MalformedInput, RequestError) as error:
-            await _abort(context, _request_error(error), self.follower.epoch)
+        except Exception as error:
+            await _abort(context, self._request_error(error), self.follower.epoch)
             raise
 
     async def Session(
@@ -121,13 +116,7 @@ class ReplicaServicer:
 
     def _failure(self, error: BaseException) -> pb.SessionFailure:
         """What Write or Read would have answered as a status, as a message."""
-        if not isinstance(error, MalformedInput | RequestError):
-            log.error("a session request failed unexpectedly", exc_info=error)
-            error = RequestError(
-                f"internal error: {type(error).__name__}: {error}", rule="internal"
-            )
-            error.code = "INTERNAL"
-        failure = _request_error(error)
+        failure = self._request_error(error)
         message = pb.SessionFailure(
             code=failure.code,
             message=failure.message,
@@ -137,6 +126,18 @@ class ReplicaServicer:
         if failure.mutation_id is not None:
             message.mutation_id.CopyFrom(id_to_proto(failure.mutation_id))
         return message
+
+    @staticmethod
+    def _request_error(error: BaseException) -> RequestError:
+        """The one mapping of what a request raised to what the client is told."""
+        if isinstance(error, RequestError):
+            return error
+        if isinstance(error, MalformedInput):
+            return InvalidRequest(str(error), rule="malformed")
+        log.error("a request failed unexpectedly", exc_info=error)
+        internal = RequestError(f"internal error: {type(error).__name__}: {error}", rule="internal")
+        internal.code = "INTERNAL"
+        return internal
 
     async def _write(self, request: pb.WriteRequest) -> pb.WriteResponse:
         """Raises MalformedInput or RequestError."""
@@ -172,7 +173,7 @@ class ReplicaServicer:
                 replicas=stats.replicas,
                 data_replica=stats.data_replica,
                 repaired_mutations=len(stats.repaired),
-                repaired=[id_to_proto(i) for i in stats.repaired[:1000]],
+                repaired=[id_to_proto(i) for i in stats.repaired[:REPAIRED_IDS_SHOWN]],
                 digest_mismatch=stats.digest_mismatch,
                 repaired_cells=stats.repaired_cells,
             ),
@@ -334,10 +335,14 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
         )
     if kind == "sketch":
         return pb.SketchResponse(
-            **common, sketch=reply.sketch.encode() if reply.sketch is not None else b""
+            **common,
+            sketch=reply.sketch.encode() if reply.sketch is not None else b"",
+            summary=reply.summary.encode() if reply.summary is not None else b"",
         )
     return pb.FetchMutationsResponse(
-        **common, mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies]
+        **common,
+        mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies],
+        examined=reply.examined,
     )
 
 

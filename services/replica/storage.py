@@ -8,13 +8,16 @@ CMS (SQLAlchemy's per-statement machinery costs more than the statements). Every
 the replica's event loop, synchronously: a point write or read takes tens of microseconds, and a
 hand-off to a thread and back costs more than that.
 
-Two connections, for two kinds of write:
+Three connections, for three kinds of write:
 
-* data and identity (``write``, ``set_hlc_ceiling``, ``open_log``, ...) are **durable** when the
-  call returns: WAL mode with ``synchronous=FULL`` fsyncs the WAL at every commit (``--sync
-  normal`` makes it ``NORMAL``: no fsync per commit, a power loss may lose the newest). A
-  mutation's cells, its log entry and its index rows are one transaction; several mutations
-  that arrive together share one (group commit), each whole.
+* data (``write``) is **durable** when the call returns: WAL mode with ``synchronous=FULL``
+  fsyncs the WAL at every commit (``--sync normal`` makes it ``NORMAL``: no fsync per commit, a
+  power loss may lose the newest). A mutation's cells, its log entry and its index rows are one
+  transaction; several mutations that arrive together share one (group commit), each whole.
+* identity (the node id, the register entry id, coordinator logs and the reserved sequence
+  and HLC ceilings) is **always durable** (``synchronous=FULL`` whatever ``--sync`` says): an id
+  issued above a ceiling a power loss forgot would be issued again after the restart, and a
+  replica that already holds the first mutation with that id would drop the second.
 * the applied metadata log is **lazy** (``synchronous=OFF``): it is a copy of what the CMS holds
   durably, so losing its tail only means fetching it again after a restart.
 """
@@ -115,8 +118,12 @@ class ReplicaStorage:
         self._lazy_conn = self.engine.connect()
         self._lazy_conn.exec_driver_sql("PRAGMA synchronous=OFF")
         self._lazy_conn.commit()
+        self._durable_conn = self.engine.connect()
+        self._durable_conn.exec_driver_sql("PRAGMA synchronous=FULL")
+        self._durable_conn.commit()
         self._raw: Any = self._conn.connection.dbapi_connection
         self._lazy_raw: Any = self._lazy_conn.connection.dbapi_connection
+        self._durable_raw: Any = self._durable_conn.connection.dbapi_connection
 
     def _create_engine(self, echo: bool, sync: str) -> Engine:
         path = self.url.removeprefix("sqlite:///")
@@ -143,6 +150,7 @@ class ReplicaStorage:
             command.upgrade(config, "head")
 
     def close(self) -> None:
+        self._durable_conn.close()
         self._lazy_conn.close()
         self._conn.close()
         self.engine.dispose()
@@ -173,7 +181,7 @@ class ReplicaStorage:
 
     def open_log(self, row: LogRow, seal: Sequence[int]) -> None:
         """Durably record a new log (and seal the logs it replaces) before its first id."""
-        with transaction(self._raw) as cursor:
+        with transaction(self._durable_raw) as cursor:
             cursor.executemany(
                 "UPDATE coordinator_logs SET sealed = 1 WHERE log = ?", [(s,) for s in seal]
             )
@@ -334,14 +342,11 @@ class ReplicaStorage:
                 bodies.append(row[0])
         return bodies
 
-    def count_mutations(self) -> int:
-        row = self._query_one("SELECT COUNT(*) FROM mutations")
-        return int(row[0]) if row else 0
-
     # ------------------------------------------------------------------ helpers
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
-        with transaction(self._raw) as cursor:
+        """An identity write: durable whatever ``--sync`` says."""
+        with transaction(self._durable_raw) as cursor:
             cursor.execute(sql, params)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -15,7 +15,13 @@ import pytest
 
 from epochal.processes import free_ports
 from epochal.wire.handlers import add_servicer
-from epochal.wire.multiplex import Multiplexer, StreamFailed, answer_with, serve
+from epochal.wire.multiplex import (
+    MAX_REQUEST_BYTES,
+    Multiplexer,
+    StreamFailed,
+    answer_with,
+    serve,
+)
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 
@@ -182,6 +188,55 @@ def test_a_batch_that_does_not_parse_ends_the_stream_with_invalid_argument() -> 
                 with pytest.raises(grpc.aio.AioRpcError) as failed:
                     await call.read()
                 assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        finally:
+            await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_a_request_too_large_for_one_message_is_refused_alone() -> None:
+    async def scenario() -> None:
+        server, address = await start(Echo(lambda epoch: 0.0))
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                mux = multiplexer(channel)
+                huge = pb.PeerRequest(
+                    apply=pb.ApplyRequest(
+                        epoch=1,
+                        mutation=pb.StoredMutation(partition_key=b"x" * (MAX_REQUEST_BYTES + 1)),
+                    )
+                )
+                with pytest.raises(StreamFailed) as refused:
+                    await mux.call(huge, 5.0)
+                assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert (await mux.call(request(5), 5.0)).apply.epoch == 5
+                mux.close()
+        finally:
+            await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+class Refusing:
+    async def Exchange(
+        self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PeerReplies]:
+        async for _ in requests:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no, thanks")
+        yield pb.PeerReplies()
+
+
+def test_a_stream_the_server_refuses_fails_its_requests_with_the_servers_status() -> None:
+    async def scenario() -> None:
+        server, address = await start(Refusing())  # type: ignore[arg-type]
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                mux = multiplexer(channel)
+                with pytest.raises(StreamFailed) as refused:
+                    await mux.call(request(1), 5.0)
+                assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert "no, thanks" in refused.value.reason
+                mux.close()
         finally:
             await server.stop(None)
 

@@ -25,6 +25,7 @@ class PeerOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BEHIND: _ClassVar[PeerOutcome]
     OVERLOADED: _ClassVar[PeerOutcome]
     CLOCK_SKEW: _ClassVar[PeerOutcome]
+    TOO_LARGE: _ClassVar[PeerOutcome]
 CONSISTENCY_LEVEL_UNSPECIFIED: ConsistencyLevel
 ONE: ConsistencyLevel
 QUORUM: ConsistencyLevel
@@ -37,6 +38,7 @@ UNKNOWN_TABLE: PeerOutcome
 BEHIND: PeerOutcome
 OVERLOADED: PeerOutcome
 CLOCK_SKEW: PeerOutcome
+TOO_LARGE: PeerOutcome
 
 class Value(_message.Message):
     __slots__ = ("text", "int", "boolean", "double", "blob", "uuid", "timestamp")
@@ -478,16 +480,18 @@ class SketchRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., cells: _Optional[int] = ..., low_bound: _Optional[int] = ...) -> None: ...
 
 class SketchResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "sketch")
+    __slots__ = ("epoch", "outcome", "message", "sketch", "summary")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SKETCH_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
     sketch: bytes
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., sketch: _Optional[bytes] = ...) -> None: ...
+    summary: bytes
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., sketch: _Optional[bytes] = ..., summary: _Optional[bytes] = ...) -> None: ...
 
 class FetchMutationsRequest(_message.Message):
     __slots__ = ("epoch", "ids")
@@ -498,16 +502,18 @@ class FetchMutationsRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., ids: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
 
 class FetchMutationsResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "mutations")
+    __slots__ = ("epoch", "outcome", "message", "mutations", "examined")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
     mutations: _containers.RepeatedCompositeFieldContainer[StoredMutation]
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ...) -> None: ...
+    examined: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ...) -> None: ...
 
 class PeerRequest(_message.Message):
     __slots__ = ("id", "apply", "read", "sketch", "fetch")
