@@ -140,6 +140,9 @@ class Client:
         self._refresh: asyncio.Task[None] | None = None
         self._cms: CMSClient | None = None
         self._sessions: dict[tuple[str, bool], Multiplexer] = {}
+        self._column_types: dict[str, tuple[Table, dict[str, ColumnType]]] = {}  # by table id
+        # Replica group -> (the directory it was resolved in, addresses sorted).
+        self._addresses_of: dict[frozenset[str], tuple[object, list[str]]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -333,6 +336,17 @@ class Client:
             raise InvalidRequest(str(error)) from None
         return protos, token
 
+    def _types(self, schema: Table) -> dict[str, ColumnType]:
+        """Column -> type, computed once per version of the table (tables are immutable: an
+        altered table is a new object)."""
+        cached = self._column_types.get(schema.id)
+        if cached is None or cached[0] is not schema:
+            cached = self._column_types[schema.id] = (
+                schema,
+                {c.name: c.type for c in schema.columns},
+            )
+        return cached[1]
+
     def _coordinators(self, keyspace: str, token: int, *, write: bool) -> list[str]:
         """The token's replicas (by the client's metadata), rotated; else every known node."""
         metadata = self.metadata
@@ -342,7 +356,11 @@ class Client:
         if placement is not None and placement.points:
             index = placement.index_of(token)
             group = placement.writes[index] if write else placement.reads[index]
-            replicas = sorted(metadata.nodes[n].address for n in group if n in metadata.nodes)
+            cached = self._addresses_of.get(group)
+            if cached is None or cached[0] is not metadata.nodes:
+                addresses = sorted(metadata.nodes[n].address for n in group if n in metadata.nodes)
+                cached = self._addresses_of[group] = (metadata.nodes, addresses)
+            replicas = cached[1]
         replicas = replicas or self._addresses()
         start = next(self._turn) % len(replicas)
         return replicas[start:] + replicas[:start]
@@ -402,9 +420,10 @@ class Client:
             raise InvalidRequest("write_rows needs at least one row")
         key, token = self._partition(schema, rows[0])
         mutation = pb.Mutation(keyspace=keyspace, table=table, partition_key=key)
-        types = {c.name: c.type for c in schema.columns}
+        types = self._types(schema)
+        first = [rows[0].get(name) for name in schema.partition_key]
         for row in rows:
-            if self._partition(schema, row)[0] != key:
+            if [row.get(name) for name in schema.partition_key] != first:
                 raise InvalidRequest("every row of one write must have the same partition key")
             mutation.rows.append(
                 pb.RowWrite(
@@ -433,7 +452,7 @@ class Client:
         schema = self.table(keyspace, table)
         partition, token = self._partition(schema, key)
         mutation = pb.Mutation(keyspace=keyspace, table=table, partition_key=partition)
-        types = {c.name: c.type for c in schema.columns}
+        types = self._types(schema)
         has_clustering = any(c in key for c in schema.clustering_key)
         if not has_clustering and schema.clustering_key:
             if columns:
@@ -541,7 +560,7 @@ class Client:
         of the clustering key), each a dict of its key columns and live cells."""
         schema = self.table(keyspace, table)
         key, token = self._partition(schema, partition_key)
-        types = {c.name: c.type for c in schema.columns}
+        types = self._types(schema)
         request = pb.ReadRequest(
             keyspace=keyspace,
             table=table,
