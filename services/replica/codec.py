@@ -26,12 +26,6 @@ CONSISTENCY = {
     pb.LOCAL_QUORUM: Consistency.LOCAL_QUORUM,
     pb.ALL: Consistency.ALL,
 }
-CONSISTENCY_NUMBERS = {
-    Consistency.ONE: pb.ONE,
-    Consistency.QUORUM: pb.QUORUM,
-    Consistency.LOCAL_QUORUM: pb.LOCAL_QUORUM,
-    Consistency.ALL: pb.ALL,
-}
 
 
 def consistency_from_proto(number: int) -> Consistency:

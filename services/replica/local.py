@@ -11,7 +11,6 @@ is the topology-operations issue).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -179,19 +178,3 @@ class LocalCluster:
         async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
             stub = replica_pb2_grpc.ReplicaTestingStub(channel)
             await stub.SetHooks(replica_pb2.TestHooks(**hooks), timeout=5.0)
-
-    def by_node_id(self, node_id: str) -> str:
-        return next(n for n, r in self.nodes.items() if r.node_id == node_id)
-
-
-@contextlib.asynccontextmanager
-async def running(cluster: LocalCluster, *, form: bool = True, **ring: object):  # type: ignore[no-untyped-def]
-    """Start ``cluster``, wait until it serves, form its ring; always close it afterwards."""
-    try:
-        cluster.start()
-        await cluster.wait_ready()
-        if form:
-            await cluster.form_ring(**ring)  # type: ignore[arg-type]
-        yield cluster
-    finally:
-        cluster.close()

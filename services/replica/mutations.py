@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from epochal.mtrack import MutationId
 from epochal.replica.model import Mutation, RowWrite
-from epochal.tcm import ClusterMetadata, Keyspace, ReplicationType, Table
+from epochal.tcm import ClusterMetadata, ColumnType, Keyspace, ReplicationType, Table
 from epochal.tcm.keys import (
     BadKey,
     KeyBounds,
@@ -191,7 +191,7 @@ def _check_cell(table: Table, types: dict, cell: CellDraft, max_value_bytes: int
         raise BadRequest(
             f"column {cell.column!r} of {name} is {column_type.value}; got a {cell.kind} value"
         )
-    if column_type.value == "int" and not INT32[0] <= (cell.number or 0) <= INT32[1]:
+    if column_type is ColumnType.INT and not INT32[0] <= (cell.number or 0) <= INT32[1]:
         raise BadRequest(f"column {cell.column!r} is int (32-bit); {cell.number} is out of range")
     if cell.encoded is not None and len(cell.encoded) > max_value_bytes:
         raise BadRequest(

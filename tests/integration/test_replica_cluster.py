@@ -27,7 +27,14 @@ from epochal.errors import Unavailable
 from epochal.mtrack import MutationId, make_hlc
 from epochal.replica.ids import wall_ms
 from epochal.replica.local import LocalCluster
-from epochal.tcm import AdvanceSequence, CancelSequence, PrepareJoin, Register, Step
+from epochal.tcm import (
+    AdvanceSequence,
+    CancelSequence,
+    PrepareJoin,
+    Register,
+    ReplicationParams,
+    Step,
+)
 from epochal.tcm.keys import encode_key, partition_columns, partition_token
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
@@ -347,8 +354,15 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
         await cluster.form_ring(num_tokens=4)
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
-            epoch = await client.create_table(
+            await client.create_table(
                 "tks", "kv", {"id": "text", "n": "int", "v": "text"}, partition_key=["id"]
+            )
+            # A keyspace replicated only in a datacenter with no nodes: no replica owns a token.
+            await client.create_keyspace(
+                "nowhere", replication=ReplicationParams.network_topology({"dc9": 1})
+            )
+            epoch = await client.create_table(
+                "nowhere", "kv", {"id": "text", "n": "int", "v": "text"}, partition_key=["id"]
             )
         address = cluster.addresses[0]
 
@@ -376,6 +390,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
             )
 
         cases = [
+            (write(keyspace="nowhere"), grpc.StatusCode.UNAVAILABLE, "no replica owns token"),
             (
                 write(keyspace="nope"),
                 grpc.StatusCode.INVALID_ARGUMENT,
