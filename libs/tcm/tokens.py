@@ -116,12 +116,13 @@ class TokenRange:
     def intersects(self, other: TokenRange) -> bool:
         return any(
             a_left < b_right and b_left < a_right
-            for a_left, a_right in self._pieces()
-            for b_left, b_right in other._pieces()
+            for a_left, a_right in self.pieces()
+            for b_left, b_right in other.pieces()
         )
 
-    def _pieces(self) -> tuple[tuple[int, int], ...]:
-        # Non-wrapping (left, right] pieces over the integers, MIN_TOKEN as the origin.
+    def pieces(self) -> tuple[tuple[int, int], ...]:
+        """Non-wrapping (left, right] pieces over the integers, MIN_TOKEN as the origin (no key has
+        MIN_TOKEN, so (MIN_TOKEN, right] holds every key token up to right)."""
         if self.left < self.right:
             return ((self.left, self.right),)
         pieces = [(self.left, MAX_TOKEN)] if self.left < MAX_TOKEN else []

@@ -24,6 +24,7 @@ from epochal.tcm.placement import Placement, RangeDelta
 from epochal.tcm.replication import TokenMap, natural_changes
 from epochal.tcm.schema import ReplicationParams, Strategy, frozen_map
 from epochal.tcm.sequences import (
+    NEXT_STEP,
     NODE_STATES,
     PREVIOUS_STEP,
     InProgressSequence,
@@ -580,3 +581,17 @@ TOPOLOGY_KINDS: tuple[type[Transformation], ...] = (
     AdvanceSequence,
     CancelSequence,
 )
+
+
+def placements_before_last_change(
+    placements: Mapping[ReplicationParams, Placement], sequence: InProgressSequence
+) -> Mapping[ReplicationParams, Placement]:
+    """``placements`` as they were before ``sequence``'s last step or undo: the "before" of the
+    progress barrier that gates its next one. A step taken (``done``) is undone; an undo (a
+    cancelling sequence, back at ``done``) is redone. PREPARE changes no group (its barrier is
+    over the locked ranges at the split placements)."""
+    if sequence.cancelling:
+        return _apply_step(placements, sequence, NEXT_STEP[sequence.done], undo=False)
+    if sequence.done is Step.PREPARE:
+        return placements
+    return _apply_step(placements, sequence, sequence.done, undo=True)
