@@ -302,10 +302,10 @@ class Coordinator:
             started = time.monotonic()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.settings.write_timeout_ms / 1000
-            with _span("replica.write") as span:
-                span.set_attribute("consistency", level.value)
+            with span("replica.write") as traced:
+                traced.set_attribute("consistency", level.value)
                 result = await self._write(
-                    draft, level, client_epoch, session_hlc, retry_of, deadline, span
+                    draft, level, client_epoch, session_hlc, retry_of, deadline, traced
                 )
             self.metrics.write_latency_by_level[level].observe(time.monotonic() - started)
             return result
@@ -468,13 +468,13 @@ class Coordinator:
         with self._admitted("read"):
             started = time.monotonic()
             deadline = asyncio.get_running_loop().time() + self.settings.read_timeout_ms / 1000
-            with _span("replica.read") as span:
-                span.set_attribute("consistency", level.value)
+            with span("replica.read") as traced:
+                traced.set_attribute("consistency", level.value)
                 result = await self._read(draft, level, client_epoch, session_hlc, deadline)
-                span.set_attribute("epoch", result.epoch)
-                span.set_attribute("replicas", result.stats.replicas)
-                span.set_attribute("repaired_mutations", len(result.stats.repaired))
-                span.set_attribute("repaired_cells", result.stats.repaired_cells)
+                traced.set_attribute("epoch", result.epoch)
+                traced.set_attribute("replicas", result.stats.replicas)
+                traced.set_attribute("repaired_mutations", len(result.stats.repaired))
+                traced.set_attribute("repaired_cells", result.stats.repaired_cells)
             self.metrics.read_latency_by_level[level].observe(time.monotonic() - started)
             return result
 
@@ -634,8 +634,9 @@ class Coordinator:
         return Unavailable(f"too few replicas for the read: {detail}")
 
 
-def _span(name: str) -> contextlib.AbstractContextManager[trace.Span]:
-    """A span for a coordinated request, or nothing to build when tracing is off."""
+def span(name: str) -> contextlib.AbstractContextManager[trace.Span]:
+    """A span (for a coordinated request, a barrier, a stream), or nothing to build when
+    tracing is off."""
     if tracing_enabled():
         return _tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
     return contextlib.nullcontext(trace.INVALID_SPAN)

@@ -85,6 +85,35 @@ class ReplicaMetrics:
         self.storage_transactions = m.counter(
             "storage_transactions", "durable write transactions (several mutations share one)"
         )
+        self.barriers = m.counter(
+            "progress_barriers",
+            "progress barriers completed, by level met and verdict (passed or waived)",
+            ("level", "verdict"),
+        )
+        self.barrier_downgrades = m.counter(
+            "progress_barrier_downgrades",
+            "progress barrier levels that timed out and fell back, by level and the level after",
+            ("level", "to"),
+        )
+        self.barrier_waiting = m.gauge(
+            "progress_barrier_waiting",
+            "1 while a barrier waits at its minimum level past its timeout",
+        )
+        self.barrier_latency = m.histogram(
+            "progress_barrier_latency_seconds", "time from asking to a met progress barrier"
+        )
+        self.operation_steps = m.counter(
+            "operation_steps", "topology steps (and undos) this node committed", ("step",)
+        )
+        self.streamed_in_bytes = m.counter("streamed_in_bytes", "bytes of streams received")
+        self.streamed_in_cells = m.counter("streamed_in_cells", "cells streams brought")
+        self.streamed_in_mutations = m.counter(
+            "streamed_in_mutations", "mutation-log entries streams brought"
+        )
+        self.streamed_out_bytes = m.counter("streamed_out_bytes", "bytes this node streamed out")
+        self.stream_failures = m.counter(
+            "stream_failures", "range streams that broke and were retried"
+        )
 
     def snapshot(self) -> dict[str, float]:
         return self.metrics.snapshot()

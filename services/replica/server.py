@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from epochal.replica.barriers import BarrierDriver
 from epochal.replica.channels import Channels
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.follower import MetadataFollower
@@ -25,9 +26,16 @@ from epochal.replica.identity import RegistrationFailed, node_number, register
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.servicer import PeerServicer, ReplicaServicer, TestingServicer
+from epochal.replica.operations import Operations
+from epochal.replica.servicer import (
+    AdminServicer,
+    PeerServicer,
+    ReplicaServicer,
+    TestingServicer,
+)
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
+from epochal.replica.streaming import StreamReceiver, StreamSource
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
@@ -38,6 +46,7 @@ log = logging.getLogger(__name__)
 REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["Replica"]
 PEER_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaPeer"]
 TESTING_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaTesting"]
+ADMIN_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaAdmin"]
 EXIT_CANNOT_REGISTER = 78  # EX_CONFIG
 REGISTER_RETRY_MAX_S = 5.0
 
@@ -77,11 +86,28 @@ class ReplicaServer:
             REPLICA_SERVICE,
             ReplicaServicer(settings, self.follower, self.coordinator, self.storage, self.metrics),
         )
-        add_servicer(self.server, PEER_SERVICE, PeerServicer(self.local, self.follower))
-        services = [REPLICA_SERVICE.full_name, PEER_SERVICE.full_name]
+        source = StreamSource(settings, self.follower, self.storage, self.metrics)
+        self.receiver = StreamReceiver(
+            settings, self.follower, self.storage, self.channels, self.metrics
+        )
+        self.operations = Operations(
+            settings,
+            self.follower,
+            self.storage,
+            BarrierDriver(settings, self.follower, self.channels, self.metrics),
+            self.receiver,
+            self.metrics,
+        )
+        add_servicer(
+            self.server, PEER_SERVICE, PeerServicer(settings, self.local, self.follower, source)
+        )
+        add_servicer(self.server, ADMIN_SERVICE, AdminServicer(self.operations))
+        services = [REPLICA_SERVICE.full_name, PEER_SERVICE.full_name, ADMIN_SERVICE.full_name]
         if settings.enable_test_hooks:
             add_servicer(
-                self.server, TESTING_SERVICE, TestingServicer(self.follower, self.coordinator)
+                self.server,
+                TESTING_SERVICE,
+                TestingServicer(self.follower, self.coordinator, self.receiver),
             )
             services.append(TESTING_SERVICE.full_name)
             log.warning("test hooks are enabled (--enable-test-hooks): never in production")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import grpc
 
+from epochal.errors import EpochalError
 from epochal.mtrack import MAX_CELLS
 from epochal.replica.codec import (
     bounds_from_proto,
@@ -33,8 +34,10 @@ from epochal.replica.follower import MetadataFollower
 from epochal.replica.handles import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.operations import OperationRefused, Operations
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage
+from epochal.replica.streaming import StreamReceiver, StreamSource
 from epochal.wire.fields import MalformedInput
 from epochal.wire.handlers import require_parsed
 from epochal.wire.log import fetch_response_to_proto
@@ -252,9 +255,32 @@ class PeerServicer:
     Exchange stream each. Every request is served as soon as it arrives (a write joins the next
     group commit without a task of its own); answers go back in batches, each by its id."""
 
-    def __init__(self, local: LocalReplica, follower: MetadataFollower) -> None:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        local: LocalReplica,
+        follower: MetadataFollower,
+        source: StreamSource,
+    ) -> None:
+        self.settings = settings
         self.local = local
         self.follower = follower
+        self.source = source
+
+    async def AwaitEpoch(
+        self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AwaitEpochResponse:
+        await require_parsed(request, context)
+        timeout_ms = min(request.timeout_ms or self.settings.catch_up_timeout_ms, 60_000)
+        await self.follower.catch_up(request.epoch, timeout_ms / 1000)
+        return pb.AwaitEpochResponse(epoch=self.follower.epoch, node_id=self.follower.node_id)
+
+    async def StreamRange(
+        self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StreamChunk]:
+        await require_parsed(request, context)
+        async for chunk in self.source.serve(request, context):
+            yield chunk
 
     async def Exchange(
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
@@ -357,14 +383,67 @@ def _partition(request: pb.LocalReadRequest | pb.SketchRequest) -> PartitionRead
     )
 
 
+class AdminServicer:
+    """epochal.v1.ReplicaAdmin: the topology operations this node drives for itself."""
+
+    def __init__(self, operations: Operations) -> None:
+        self.operations = operations
+
+    async def Bootstrap(
+        self, request: pb.BootstrapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        await require_parsed(request, context)
+        return await self._run(
+            context, self.operations.bootstrap(tuple(request.tokens), request.num_tokens)
+        )
+
+    async def BootstrapResume(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.resume())
+
+    async def BootstrapAbort(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort())
+
+    async def Status(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return self.operations.status()
+
+    async def _run(
+        self, context: grpc.aio.ServicerContext, operation: Awaitable[None]
+    ) -> pb.OperationStatus:
+        """Run ``operation``; refusals and failures become statuses that say what happened."""
+        try:
+            await operation
+        except OperationRefused as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        except EpochalError as error:  # the CMS refused a step, or was unreachable
+            await context.abort(error.code or grpc.StatusCode.UNKNOWN, error.message)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this call itself was cancelled (the caller went away)
+            # The operation this call waited for was stopped by an abort.
+            await context.abort(grpc.StatusCode.ABORTED, "the operation was aborted")
+        except Exception as error:
+            await context.abort(grpc.StatusCode.ABORTED, f"the operation failed: {error}")
+        return self.operations.status()
+
+
 class TestingServicer:
     """epochal.v1.ReplicaTesting: switches for tests, served only with --enable-test-hooks."""
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, follower: MetadataFollower, coordinator: Coordinator) -> None:
+    def __init__(
+        self, follower: MetadataFollower, coordinator: Coordinator, receiver: StreamReceiver
+    ) -> None:
         self.follower = follower
         self.coordinator = coordinator
+        self.receiver = receiver
 
     async def SetHooks(
         self, request: pb.TestHooks, context: grpc.aio.ServicerContext
@@ -375,7 +454,9 @@ class TestingServicer:
         if released:
             self.follower.fetch_now()  # follow again at once, not at the next pull
         self.coordinator.hooks = Hooks(skip_plan_recheck=request.skip_plan_recheck)
+        self.receiver.delay_ms = request.stream_delay_ms
         return pb.TestHooks(
             hold_metadata_pushes=self.follower.hold_pushes,
             skip_plan_recheck=self.coordinator.hooks.skip_plan_recheck,
+            stream_delay_ms=self.receiver.delay_ms,
         )

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from epochal.flags import build_parser as build_flag_parser
 from epochal.flags import check_numbers, values_from
+from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
 
 ENV_PREFIX = "EPOCHAL_REPLICA_"
 SOFTWARE_VERSION = "1.0.0"
 SYNC_MODES = ("full", "normal")
+STREAM_SOURCES = ("strict", "nearest")
 
 
 def parse_addresses(text: str, what: str) -> tuple[str, ...]:
@@ -50,6 +52,12 @@ class ReplicaSettings:
     metadata_snapshot_interval: int = 1_000
     metadata_log_retention: int = 10_000
     fetch_page_entries: int = 1_000
+    barrier_timeout_ms: int = 30_000
+    barrier_backoff_ms: int = 1_000
+    barrier_min_level: str = DEFAULT_MINIMUM.value
+    stream_message_bytes: int = 64 << 10
+    stream_timeout_s: float = 3_600.0
+    stream_sources: str = "strict"
     metrics_listen: str = ""
     enable_test_hooks: bool = False
     shutdown_grace_s: float = 5.0
@@ -68,6 +76,17 @@ class ReplicaSettings:
         if self.sync not in SYNC_MODES:
             raise ValueError(f"--sync must be one of {', '.join(SYNC_MODES)}, got {self.sync!r}")
         check_numbers(self)
+        levels = [level.value for level in FALLBACK_CHAIN]
+        if self.barrier_min_level not in levels:
+            raise ValueError(
+                f"--barrier-min-level must be one of {', '.join(levels)}, got "
+                f"{self.barrier_min_level!r}"
+            )
+        if self.stream_sources not in STREAM_SOURCES:
+            raise ValueError(
+                f"--stream-sources must be one of {', '.join(STREAM_SOURCES)}, got "
+                f"{self.stream_sources!r}"
+            )
         if self.hlc_reserve_ms >= self.max_skew_ms:
             raise ValueError(
                 "--hlc-reserve-ms must be below --max-skew-ms: after a restart the clock starts at "
@@ -78,6 +97,10 @@ class ReplicaSettings:
     def address(self) -> str:
         """The address registered in the directory, where other nodes and clients reach us."""
         return self.advertise or self.listen
+
+    @property
+    def barrier_level_minimum(self) -> BarrierLevel:
+        return BarrierLevel(self.barrier_min_level)
 
     @property
     def data_path(self) -> Path:
@@ -119,6 +142,24 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "metadata_snapshot_interval": (int, "store the applied metadata every N epochs"),
     "metadata_log_retention": (int, "applied log entries kept for peers' catch-up"),
     "fetch_page_entries": (int, "log entries per FetchLog page served to peers"),
+    "barrier_timeout_ms": (
+        int,
+        "a progress barrier waits this long at a level before falling back to the next",
+    ),
+    "barrier_backoff_ms": (int, "a barrier asks a node that has not acknowledged again this often"),
+    "barrier_min_level": (
+        str,
+        "the weakest level a progress barrier falls back to: EACH_QUORUM (default), QUORUM (safe "
+        "for QUORUM clients), or LOCAL_QUORUM, ONE, NODE_LOCAL (waived: quorums of adjacent "
+        "epochs may not intersect)",
+    ),
+    "stream_message_bytes": (int, "about this many bytes of rows per streamed message"),
+    "stream_timeout_s": (float, "longest one range stream may take before it is retried"),
+    "stream_sources": (
+        str,
+        "strict: stream a range only from the node giving it up (replace and remove: the "
+        "nearest live replica); nearest: fall back to the nearest other replica when it is down",
+    ),
     "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
     "enable_test_hooks": (bool, "serve epochal.v1.ReplicaTesting (tests only)"),
     "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),

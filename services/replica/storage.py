@@ -106,6 +106,34 @@ _PARTITION_IDS = (
     "WHERE keyspace = ? AND token = ? AND table_id = ? AND pkey = ? AND hlc >= ?"
 )
 
+_SCAN_CELLS = (
+    "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
+    "WHERE table_id = ? AND {where} AND token <= ? ORDER BY token, pkey, ckey, col LIMIT ?"
+)
+_SCAN_MUTATIONS = (
+    "SELECT token, pkey, hlc, node, log, seq, body FROM mutations "
+    "WHERE keyspace = ? AND {where} AND token <= ? AND table_id = ? "
+    "ORDER BY token, table_id, pkey, hlc, node, log, seq LIMIT ?"
+)
+CellKey = tuple[int, bytes, bytes, str]  # (token, pkey, ckey, col)
+LogKey = tuple[int, bytes, int, int, int, int]  # (token, pkey, hlc, node, log, seq)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedRanges:
+    keyspace: str
+    table_ids: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]  # non-wrapping (left, right]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamProgress:
+    cursor: bytes  # an epochal.v1.StreamCursor
+    done: bool
+    cells: int
+    mutations: int
+    bytes: int
+
 
 class ReplicaStorage:
     def __init__(self, url: str, *, sync: str = "full", echo: bool = False) -> None:
@@ -259,40 +287,102 @@ class ReplicaStorage:
         """One durable transaction: each mutation's cells, and for tracked ones its log entry
         (keyed by id, so a mutation received twice is stored once). Returns, per mutation,
         whether it was new here."""
-        fresh = []
         with transaction(self._raw) as cursor:
-            for mutation, body in mutations:
-                if mutation.tracked:
-                    mid = mutation.id
-                    cursor.execute(
-                        _INSERT_MUTATION,
-                        (
-                            mid.node,
-                            mid.log,
-                            mid.sequence,
-                            mid.hlc,
-                            mutation.keyspace,
-                            mutation.table_id,
-                            mutation.token,
-                            mutation.partition_key,
-                            body,
-                        ),
-                    )
-                    if cursor.rowcount == 0:
-                        fresh.append(False)
-                        continue
-                fresh.append(True)
-                cursor.executemany(
-                    _UPSERT_CELL,
-                    _cell_rows(
-                        mutation.table_id, mutation.token, mutation.partition_key, mutation.cells()
-                    ),
-                )
+            fresh = _store_mutations(cursor, mutations)
             for repair in repairs:
                 cursor.executemany(
                     _UPSERT_CELL,
                     _cell_rows(repair.table_id, repair.token, repair.partition_key, repair.cells),
                 )
+        return fresh
+
+    # ------------------------------------------------------------------ streaming
+
+    def scan_cells(
+        self, table_id: str, left: int, right: int, after: CellKey | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` cells of the table with tokens in ``(left, right]`` (``left <
+        right``) after ``after``, in key order: (token, pkey, ckey, col, value, hlc, writer,
+        tombstone)."""
+        if after is None:
+            where, params = "token > ?", (table_id, left, right, limit)
+        else:
+            where, params = (
+                "(token, pkey, ckey, col) > (?, ?, ?, ?)",
+                (
+                    table_id,
+                    *after,
+                    right,
+                    limit,
+                ),
+            )
+        return self._query(_SCAN_CELLS.format(where=where), params)
+
+    def scan_mutations(
+        self,
+        keyspace: str,
+        table_id: str,
+        left: int,
+        right: int,
+        after: LogKey | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` log entries of the table with tokens in ``(left, right]`` after
+        ``after``, in (token, pkey, hlc, id) order: (token, pkey, hlc, node, log, seq, body)."""
+        if after is None:
+            where, params = "token > ?", (keyspace, left, right, table_id, limit)
+        else:
+            token, pkey, hlc, node, log, seq = after
+            where = "(token, table_id, pkey, hlc, node, log, seq) > (?, ?, ?, ?, ?, ?, ?)"
+            params = (keyspace, token, table_id, pkey, hlc, node, log, seq, right, table_id, limit)
+        return self._query(_SCAN_MUTATIONS.format(where=where), params)
+
+    def stream_progress(self, operation: str) -> dict[tuple[str, int, int], StreamProgress]:
+        rows = self._query(
+            "SELECT table_id, range_left, range_right, cursor, done, cells, mutations, bytes "
+            "FROM stream_progress WHERE operation = ?",
+            (operation,),
+        )
+        return {
+            (t, left, right): StreamProgress(cursor, bool(done), cells, mutations, size)
+            for t, left, right, cursor, done, cells, mutations, size in rows
+        }
+
+    def ingest(
+        self,
+        cells: Sequence[tuple[str, int, bytes, Cell]],
+        mutations: Sequence[tuple[Mutation, bytes]],
+        operation: str,
+        stream: tuple[str, int, int],
+        progress: StreamProgress,
+    ) -> list[bool]:
+        """Store one streamed message — cells (table id, token, partition key, cell) and whole
+        mutations — and where its stream now stands, in one durable transaction. A mutation's
+        cells are stored with its log entry (only when the entry is new), so holding an entry
+        always means holding its cells."""
+        with transaction(self._raw) as cursor:
+            cursor.executemany(
+                _UPSERT_CELL,
+                [
+                    (t, token, pkey, c.clustering, c.column, c.value, c.hlc, c.writer, c.tombstone)
+                    for t, token, pkey, c in cells
+                ],
+            )
+            fresh = _store_mutations(cursor, mutations)
+            cursor.execute(
+                "INSERT OR REPLACE INTO stream_progress (operation, table_id, range_left, "
+                "range_right, cursor, done, cells, mutations, bytes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    operation,
+                    *stream,
+                    progress.cursor,
+                    progress.done,
+                    progress.cells,
+                    progress.mutations,
+                    progress.bytes,
+                ),
+            )
         return fresh
 
     def read_cells(self, table_id: str, token: int, pkey: bytes, bounds: KeyBounds) -> list[Cell]:
@@ -342,6 +432,28 @@ class ReplicaStorage:
                 bodies.append(row[0])
         return bodies
 
+    def cleanup(self, owned: Sequence[OwnedRanges]) -> int:
+        """Delete every cell and log entry of these keyspaces' tables outside their owned
+        ranges, in one durable transaction; returns how many rows went."""
+        removed = 0
+        with transaction(self._raw) as cursor:
+            for keyspace in owned:
+                outside = (
+                    " AND ".join("NOT (token > ? AND token <= ?)" for _ in keyspace.ranges) or "1"
+                )
+                bounds = [b for r in keyspace.ranges for b in r]
+                for table_id in keyspace.table_ids:
+                    cursor.execute(
+                        f"DELETE FROM cells WHERE table_id = ? AND {outside}", (table_id, *bounds)
+                    )
+                    removed += cursor.rowcount
+                cursor.execute(
+                    f"DELETE FROM mutations WHERE keyspace = ? AND {outside}",
+                    (keyspace.keyspace, *bounds),
+                )
+                removed += cursor.rowcount
+        return removed
+
     # ------------------------------------------------------------------ helpers
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
@@ -359,6 +471,36 @@ class ReplicaStorage:
     def _query_one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         rows = self._query(sql, params)
         return rows[0] if rows else None
+
+
+def _store_mutations(cursor: Any, mutations: Sequence[tuple[Mutation, bytes]]) -> list[bool]:
+    fresh = []
+    for mutation, body in mutations:
+        if mutation.tracked:
+            mid = mutation.id
+            cursor.execute(
+                _INSERT_MUTATION,
+                (
+                    mid.node,
+                    mid.log,
+                    mid.sequence,
+                    mid.hlc,
+                    mutation.keyspace,
+                    mutation.table_id,
+                    mutation.token,
+                    mutation.partition_key,
+                    body,
+                ),
+            )
+            if cursor.rowcount == 0:
+                fresh.append(False)
+                continue
+        fresh.append(True)
+        cursor.executemany(
+            _UPSERT_CELL,
+            _cell_rows(mutation.table_id, mutation.token, mutation.partition_key, mutation.cells()),
+        )
+    return fresh
 
 
 def _ids(rows: list[tuple[Any, ...]]) -> list[MutationId]:

@@ -96,3 +96,20 @@ Index(
     mutations.c.pkey,
     mutations.c.hlc,
 )
+
+# Streams this node received for its topology operations: where each (table, range) stream
+# stopped, updated in the transaction that stores what it brought, so a restarted stream
+# continues after it.
+stream_progress = Table(
+    "stream_progress",
+    metadata,
+    Column("operation", String(128), primary_key=True),  # "<node id>@<prepared epoch>"
+    Column("table_id", String(64), primary_key=True),
+    Column("range_left", BigInteger, primary_key=True, autoincrement=False),
+    Column("range_right", BigInteger, primary_key=True, autoincrement=False),
+    Column("cursor", LargeBinary, nullable=False),  # an epochal.v1.StreamCursor
+    Column("done", Boolean, nullable=False),
+    Column("cells", BigInteger, nullable=False),
+    Column("mutations", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+)

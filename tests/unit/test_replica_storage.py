@@ -24,8 +24,10 @@ from epochal.replica.storage import (
     LogRow,
     MetadataEntry,
     NodeStateRow,
+    OwnedRanges,
     ReplicaStorage,
     StoredMetadata,
+    StreamProgress,
 )
 from epochal.tcm.keys import EVERYTHING, KeyBounds
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
@@ -284,3 +286,80 @@ def test_a_snapshot_replaces_older_ones_and_forget_below_drops_older_entries(sto
     assert reopened.stored_metadata() == StoredMetadata(5, b"md@5", [entry(6)])
     assert reopened.oldest_metadata_epoch() == 3  # no forget_below: entries 3..5 are kept
     reopened.close()
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+def scan_all_cells(storage: ReplicaStorage, left: int, right: int, page: int) -> list[tuple]:
+    rows, after = [], None
+    while True:
+        got = storage.scan_cells("t1", left, right, after, page)
+        rows.extend(got)
+        if len(got) < page:
+            return rows
+        after = tuple(got[-1][:4])
+
+
+def scan_all_mutations(storage: ReplicaStorage, left: int, right: int, page: int) -> list[tuple]:
+    rows, after = [], None
+    while True:
+        got = storage.scan_mutations("ks", "t1", left, right, after, page)
+        rows.extend(got)
+        if len(got) < page:
+            return rows
+        after = tuple(got[-1][:6])
+
+
+@pytest.mark.parametrize("page", [1, 3, 1000])
+def test_range_scans_page_through_a_range_once_in_key_order(
+    storage: ReplicaStorage, page: int
+) -> None:
+    written = [
+        stored_mutation(s, token=token, pkey=pkey, hlc=100 + s)
+        for s, (token, pkey) in enumerate(
+            itertools.product((-50, 0, 7, 10, 11, 90), (b"a", b"b")), start=1
+        )
+    ]
+    storage.write([(m, body(m)) for m in written])
+    cells = scan_all_cells(storage, 0, 10, page)  # (0, 10]: tokens 7 and 10
+    keys = [c[:4] for c in cells]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert {c[0] for c in cells} == {7, 10}
+    expected = [m for m in written if 0 < m.token <= 10]
+    assert len(cells) == sum(len(m.cells()) for m in expected)
+    logged = scan_all_mutations(storage, 0, 10, page)
+    assert sorted(body_ for *_, body_ in logged) == sorted(body(m) for m in expected)
+
+
+def test_an_ingested_stream_stores_each_mutation_once_with_its_cells_and_its_progress(
+    storage: ReplicaStorage,
+) -> None:
+    first = stored_mutation(1)
+    later = stored_mutation(2, hlc=20, rows=(RowWrite(b"\x01a", (("a", b"new"),)),))
+    storage.write([(later, body(later))])  # arrived by a write before the stream brought it
+    progress = StreamProgress(b"cursor-1", False, 0, 2, 100)
+    fresh = storage.ingest(
+        [], [(first, body(first)), (later, body(later))], "n@5", ("t1", -1, 1), progress
+    )
+    assert fresh == [True, False]
+    assert storage.stream_progress("n@5") == {("t1", -1, 1): progress}
+    cells = by_slot(storage.read_cells("t1", 0, b"p", EVERYTHING))
+    assert cells[(b"\x01a", "a")].value == b"new"  # the newer write still wins
+    streamed_cell = Cell(b"\x01b", "a", b"old", 5, b"w" * 16, False)
+    done = StreamProgress(b"cursor-2", True, 1, 2, 150)
+    storage.ingest([("t1", 0, b"p", streamed_cell)], [], "n@5", ("t1", -1, 1), done)
+    assert by_slot(storage.read_cells("t1", 0, b"p", EVERYTHING))[(b"\x01b", "a")].value == b"old"
+    assert reopen(storage).stream_progress("n@5") == {("t1", -1, 1): done}
+
+
+def test_cleanup_keeps_only_the_owned_ranges(storage: ReplicaStorage) -> None:
+    written = [stored_mutation(s, token=t) for s, t in enumerate((-90, -10, 0, 10, 90), start=1)]
+    storage.write([(m, body(m)) for m in written])
+    removed = storage.cleanup([OwnedRanges("ks", ("t1",), ((-20, 0), (50, MAX_TOKEN)))])
+    kept = {m.token for m in written if m.token in (-10, 0, 90)}
+    assert {c[0] for c in scan_all_cells(storage, MIN_TOKEN, MAX_TOKEN, 100)} == kept
+    assert {r[0] for r in scan_all_mutations(storage, MIN_TOKEN, MAX_TOKEN, 100)} == kept
+    assert removed == 2 * len(written[0].cells()) + 2
+    assert storage.cleanup([OwnedRanges("ks", ("t1",), ())]) > 0  # owning nothing: all goes
+    assert not scan_all_cells(storage, MIN_TOKEN, MAX_TOKEN, 100)

@@ -28,7 +28,17 @@ from epochal.wire.v1 import replica_pb2_grpc
 SERVICE = pb.DESCRIPTOR.services_by_name["ReplicaPeer"]
 
 
-class Echo:
+class OtherPeerMethods:
+    """The service's methods besides Exchange: not what these tests are about."""
+
+    async def AwaitEpoch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this test")
+
+    async def StreamRange(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this test")
+
+
+class Echo(OtherPeerMethods):
     """Answers each request with a PeerReply naming its epoch, after ``delay_s(epoch)``;
     epoch 0 is answered at once, without a future."""
 
@@ -217,7 +227,7 @@ def test_a_request_too_large_for_one_message_is_refused_alone() -> None:
     asyncio.run(scenario())
 
 
-class Refusing:
+class Refusing(OtherPeerMethods):
     async def Exchange(
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.PeerReplies]:

@@ -557,10 +557,144 @@ class PeerReplies(_message.Message):
     replies: _containers.RepeatedCompositeFieldContainer[PeerReply]
     def __init__(self, replies: _Optional[_Iterable[_Union[PeerReply, _Mapping]]] = ...) -> None: ...
 
+class AwaitEpochRequest(_message.Message):
+    __slots__ = ("epoch", "timeout_ms")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    timeout_ms: int
+    def __init__(self, epoch: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AwaitEpochResponse(_message.Message):
+    __slots__ = ("epoch", "node_id")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    node_id: str
+    def __init__(self, epoch: _Optional[int] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class StreamCursor(_message.Message):
+    __slots__ = ("phase", "started", "token", "partition_key", "clustering", "column", "hlc", "mutation_id")
+    class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        CELLS: _ClassVar[StreamCursor.Phase]
+        MUTATIONS: _ClassVar[StreamCursor.Phase]
+        DONE: _ClassVar[StreamCursor.Phase]
+    CELLS: StreamCursor.Phase
+    MUTATIONS: StreamCursor.Phase
+    DONE: StreamCursor.Phase
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERING_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    phase: StreamCursor.Phase
+    started: bool
+    token: int
+    partition_key: bytes
+    clustering: bytes
+    column: str
+    hlc: int
+    mutation_id: MutationId
+    def __init__(self, phase: _Optional[_Union[StreamCursor.Phase, str]] = ..., started: _Optional[bool] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., hlc: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
+
+class StreamRangeRequest(_message.Message):
+    __slots__ = ("epoch", "receiver", "prepared_epoch", "keyspace", "table_id", "left", "right", "after", "max_message_bytes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    receiver: str
+    prepared_epoch: int
+    keyspace: str
+    table_id: str
+    left: int
+    right: int
+    after: StreamCursor
+    max_message_bytes: int
+    def __init__(self, epoch: _Optional[int] = ..., receiver: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., left: _Optional[int] = ..., right: _Optional[int] = ..., after: _Optional[_Union[StreamCursor, _Mapping]] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+
+class StreamedCell(_message.Message):
+    __slots__ = ("token", "partition_key", "cell")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    token: int
+    partition_key: bytes
+    cell: RawCell
+    def __init__(self, token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., cell: _Optional[_Union[RawCell, _Mapping]] = ...) -> None: ...
+
+class StreamChunk(_message.Message):
+    __slots__ = ("epoch", "cells", "mutations", "cursor")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    cells: _containers.RepeatedCompositeFieldContainer[StreamedCell]
+    mutations: _containers.RepeatedScalarFieldContainer[bytes]
+    cursor: StreamCursor
+    def __init__(self, epoch: _Optional[int] = ..., cells: _Optional[_Iterable[_Union[StreamedCell, _Mapping]]] = ..., mutations: _Optional[_Iterable[bytes]] = ..., cursor: _Optional[_Union[StreamCursor, _Mapping]] = ...) -> None: ...
+
+class BootstrapRequest(_message.Message):
+    __slots__ = ("tokens", "num_tokens")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedScalarFieldContainer[int]
+    num_tokens: int
+    def __init__(self, tokens: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ...) -> None: ...
+
+class OperationRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class OperationStatus(_message.Message):
+    __slots__ = ("node_id", "epoch", "kind", "step", "state", "message", "prepared_epoch", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total", "eta_s", "barrier_level")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_CELLS_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    RANGES_DONE_FIELD_NUMBER: _ClassVar[int]
+    RANGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ETA_S_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    epoch: int
+    kind: str
+    step: str
+    state: str
+    message: str
+    prepared_epoch: int
+    streamed_bytes: int
+    streamed_cells: int
+    streamed_mutations: int
+    ranges_done: int
+    ranges_total: int
+    eta_s: float
+    barrier_level: str
+    def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ...) -> None: ...
+
 class TestHooks(_message.Message):
-    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck")
+    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms")
     HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]
     SKIP_PLAN_RECHECK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     hold_metadata_pushes: bool
     skip_plan_recheck: bool
-    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ...) -> None: ...
+    stream_delay_ms: int
+    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ...) -> None: ...

@@ -343,6 +343,16 @@ class ReplicaPeerStub:
                 request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.FromString,
                 _registered_method=True)
+        self.AwaitEpoch = channel.unary_unary(
+                '/epochal.v1.ReplicaPeer/AwaitEpoch',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochResponse.FromString,
+                _registered_method=True)
+        self.StreamRange = channel.unary_stream(
+                '/epochal.v1.ReplicaPeer/StreamRange',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamRangeRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamChunk.FromString,
+                _registered_method=True)
 
 
 class ReplicaPeerServicer:
@@ -357,6 +367,24 @@ class ReplicaPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AwaitEpoch(self, request, context):
+        """The progress barrier's acknowledgement: catch up to `epoch` (waiting up to timeout_ms) and
+        answer the epoch this node has applied (below `epoch` if it could not catch up in time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamRange(self, request, context):
+        """Stream a token range of one table to a node taking it over: its cells, then (tracked
+        keyspaces) its mutation-log entries, in messages of about max_message_bytes, after `after`.
+        FAILED_PRECONDITION when this node does not hold the range, or when the receiver's sequence
+        is not (or no longer) at its START step.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -364,6 +392,16 @@ def add_ReplicaPeerServicer_to_server(servicer, server):
                     servicer.Exchange,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.SerializeToString,
+            ),
+            'AwaitEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AwaitEpoch,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochResponse.SerializeToString,
+            ),
+            'StreamRange': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamRange,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamRangeRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +434,272 @@ class ReplicaPeer:
             '/epochal.v1.ReplicaPeer/Exchange',
             epochal_dot_wire_dot_v1_dot_replica__pb2.PeerRequests.SerializeToString,
             epochal_dot_wire_dot_v1_dot_replica__pb2.PeerReplies.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AwaitEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaPeer/AwaitEpoch',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.AwaitEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamRange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/epochal.v1.ReplicaPeer/StreamRange',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.StreamRangeRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.StreamChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ReplicaAdminStub:
+    """Topology operations this node drives for itself (an operator or the CLI calls them).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Bootstrap = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Bootstrap',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.BootstrapRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.BootstrapResume = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/BootstrapResume',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.BootstrapAbort = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/BootstrapAbort',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Status = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Status',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+
+
+class ReplicaAdminServicer:
+    """Topology operations this node drives for itself (an operator or the CLI calls them).
+    """
+
+    def Bootstrap(self, request, context):
+        """Join the ring: PREPARE, START, (barrier, stream the ranges it takes over), MID, FINISH, each
+        step gated by the progress barrier. Answers when the join has finished, failed or been
+        aborted (the join goes on if the caller's deadline passes first: ask Status). Rejected
+        with FAILED_PRECONDITION when the ranges it needs are locked (the message names the holder)
+        or the node is not in a state to join.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BootstrapResume(self, request, context):
+        """Continue this node's interrupted join (after a restart of any process) from its last step.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BootstrapAbort(self, request, context):
+        """Stop this node's join and undo its steps, one per epoch, each gated by the barrier.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Status(self, request, context):
+        """What this node's operation is doing: step, streaming progress, barrier level.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicaAdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Bootstrap': grpc.unary_unary_rpc_method_handler(
+                    servicer.Bootstrap,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.BootstrapRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'BootstrapResume': grpc.unary_unary_rpc_method_handler(
+                    servicer.BootstrapResume,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'BootstrapAbort': grpc.unary_unary_rpc_method_handler(
+                    servicer.BootstrapAbort,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'epochal.v1.ReplicaAdmin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('epochal.v1.ReplicaAdmin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReplicaAdmin:
+    """Topology operations this node drives for itself (an operator or the CLI calls them).
+    """
+
+    @staticmethod
+    def Bootstrap(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Bootstrap',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.BootstrapRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BootstrapResume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/BootstrapResume',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BootstrapAbort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/BootstrapAbort',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Status',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
             options,
             channel_credentials,
             insecure,
