@@ -4,8 +4,8 @@ and benchmarks.
 ``form_ring`` makes the registered replicas owners of tokens by committing each one's join
 (PREPARE, START, MID, FINISH) through the CMS, one node after another. That is how a *new, empty*
 cluster is formed; it streams nothing and waits for no progress barrier, so it must not be used
-to add a node to a ring that holds data (replica-driven bootstrap with streaming and barriers
-is the topology-operations issue).
+to add a node to a ring that holds data (``bootstrap`` has the node drive its own join, with
+barriers and streaming).
 """
 
 from __future__ import annotations
@@ -58,7 +58,11 @@ class LocalCluster:
     def add_replica(self, index: int | None = None) -> LocalReplica:
         index = len(self.nodes) if index is None else index
         name = f"replica{index + 1}"
-        (port,) = free_ports(1)
+        # A port picked earlier is free until its replica starts: never hand it out twice.
+        taken = {r.address for r in self.nodes.values()} | set(self.cms.addresses)
+        port = next(
+            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
+        )
         datacenter, rack = self.locations[index] if index < len(self.locations) else ("dc1", "r1")
         replica = LocalReplica(
             name,
@@ -174,7 +178,28 @@ class LocalCluster:
     async def metric(self, name: str, metric: str) -> float:
         return (await self.describe(name)).metrics.get(metric, 0.0)
 
-    async def set_hooks(self, name: str, **hooks: bool) -> None:
+    async def operation(
+        self, name: str, method: str, request: object | None = None, timeout_s: float = 120.0
+    ) -> replica_pb2.OperationStatus:
+        """Call ``method`` (Bootstrap, BootstrapResume, BootstrapAbort, Status) of the
+        replica's ReplicaAdmin service."""
+        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
+            stub = replica_pb2_grpc.ReplicaAdminStub(channel)
+            call = getattr(stub, method)
+            return await call(request or replica_pb2.OperationRequest(), timeout=timeout_s)
+
+    async def bootstrap(
+        self,
+        name: str,
+        tokens: Sequence[int] = (),
+        num_tokens: int = 16,
+        timeout_s: float = 120.0,
+    ) -> replica_pb2.OperationStatus:
+        """Have the replica join the ring, streaming and waiting for barriers (it drives it)."""
+        request = replica_pb2.BootstrapRequest(tokens=list(tokens), num_tokens=num_tokens)
+        return await self.operation(name, "Bootstrap", request, timeout_s)
+
+    async def set_hooks(self, name: str, **hooks: bool | int) -> None:
         async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
             stub = replica_pb2_grpc.ReplicaTestingStub(channel)
             await stub.SetHooks(replica_pb2.TestHooks(**hooks), timeout=5.0)
