@@ -38,6 +38,7 @@ from epochal.tcm import (
     Step,
     Transformation,
 )
+from epochal.tcm.allocation import DEFAULT_NUM_TOKENS
 from epochal.tcm.barrier import BarrierLevel, barrier_for_step
 from epochal.tcm.movements import movements
 from epochal.tcm.tokens import TokenRange
@@ -120,7 +121,9 @@ class Operations:
                 raise OperationRefused(
                     f"{sequence.describe()}: use bootstrap resume or bootstrap abort"
                 )
-            prepare = PrepareJoin(node_id=me, tokens=tuple(tokens), num_tokens=num_tokens or 16)
+            prepare = PrepareJoin(
+                node_id=me, tokens=tuple(tokens), num_tokens=num_tokens or DEFAULT_NUM_TOKENS
+            )
             await self._commit(prepare, f"{me}:prepare-join")
             self._start()
         await self._wait()

@@ -31,7 +31,12 @@ import grpc
 
 from epochal.mtrack import MutationId
 from epochal.replica.channels import Channels
-from epochal.replica.codec import cell_to_proto, id_to_proto, mutation_from_body
+from epochal.replica.codec import (
+    cell_to_proto,
+    cells_from_proto,
+    id_to_proto,
+    mutation_from_body,
+)
 from epochal.replica.coordinator import span
 from epochal.replica.follower import MetadataFollower
 from epochal.replica.local_replica import replica_group
@@ -420,21 +425,10 @@ class StreamReceiver:
         async for chunk in call:
             if chunk.epoch > self.follower.epoch:
                 self.follower.fetch_now()
+            decoded = cells_from_proto(c.cell for c in chunk.cells)
             cells = [
-                (
-                    piece.table_id,
-                    c.token,
-                    c.partition_key,
-                    Cell(
-                        c.cell.clustering,
-                        c.cell.column,
-                        None if c.cell.tombstone or not c.cell.value else c.cell.value,
-                        c.cell.hlc,
-                        c.cell.mutation_key,
-                        c.cell.tombstone,
-                    ),
-                )
-                for c in chunk.cells
+                (piece.table_id, c.token, c.partition_key, cell)
+                for c, cell in zip(chunk.cells, decoded, strict=True)
             ]
             mutations = [(mutation_from_body(body), body) for body in chunk.mutations]
             size = chunk.ByteSize()
@@ -457,4 +451,12 @@ class StreamReceiver:
             self.metrics.streamed_in_mutations.inc(len(mutations))
             if self.delay_ms:
                 await asyncio.sleep(self.delay_ms / 1000)
+        if progress is None or not progress.done:
+            # The source ended the stream without saying it was complete: ask again.
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.DATA_LOSS,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                details="the stream ended before its last message",
+            )
         return progress
