@@ -366,9 +366,7 @@ class StreamReceiver:
                 if address is None:
                     continue
                 try:
-                    progress = await self._stream(
-                        address, sequence, operation, piece, progress, view
-                    )
+                    await self._stream(address, sequence, operation, piece, progress, view)
                     return
                 except grpc.aio.AioRpcError as error:
                     last_error = f"{source}: {error.code().name} {error.details()}"

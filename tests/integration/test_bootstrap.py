@@ -289,6 +289,11 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
             assert not metadata.sequences
             assert metadata.placements == before
             assert stored_mutations(cluster, "replica4") == 0
+            # Nothing is left to resume: a clear refusal.
+            with pytest.raises(grpc.aio.AioRpcError) as nothing:
+                await cluster.operation("replica4", "BootstrapResume")
+            assert nothing.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "no topology operation in progress" in (nothing.value.details() or "")
             # The lock is released: the other node now joins.
             status = await cluster.bootstrap(fifth.name, num_tokens=4)
             assert status.state == "finished", status
