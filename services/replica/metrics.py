@@ -105,6 +105,9 @@ class ReplicaMetrics:
         self.operation_steps = m.counter(
             "operation_steps", "topology steps (and undos) this node committed", ("step",)
         )
+        self.cleanup_removed = m.counter(
+            "cleanup_removed", "cells and log entries deleted by cleanup (ranges no longer owned)"
+        )
         self.streamed_in_bytes = m.counter("streamed_in_bytes", "bytes of streams received")
         self.streamed_in_cells = m.counter("streamed_in_cells", "cells streams brought")
         self.streamed_in_mutations = m.counter(

@@ -1,4 +1,5 @@
-"""Topology operations this node drives for itself: its join (bootstrap), resume and abort.
+"""Topology operations this node drives: its join, leave, replace or move, the removal of a dead
+node, and resume, abort (cancel) and cleanup.
 
 Theory of operation
 -------------------
@@ -7,12 +8,19 @@ Where an operation stands lives in the metadata, not here: the node's ``InProgre
 ``resume`` reads it and carries on from the last step committed. Each step is one CMS commit
 with an entry id derived from (node, PREPARE epoch, step), so a commit whose answer was lost is
 retried without being applied twice. Before each step the driver waits for the progress barrier
-over the step before it (``epochal.replica.barriers``); between START and MID it streams the
-ranges it takes over (``epochal.replica.streaming``), whose progress is on disk.
+over the step before it (``epochal.replica.barriers``); between START and MID every node the
+sequence moves ranges to streams them (``epochal.replica.streaming``): this node itself when it
+is a receiver (a join, a replace, the ranges a move gains), the others when this node asks them
+with ``PullRanges`` (a decommission, a removal, the ranges a move gives up). Stream progress is
+on each receiver's disk.
 
-Abort commits ``CancelSequence`` once per step taken, newest first, each after the barrier over
-the change before it; the last one (undoing PREPARE) releases the lock and leaves the node LEFT,
-and the data it streamed is deleted (it is not in any group, so none of it was ever served).
+The node under operation drives its own sequence; a removal is driven by the node the operator
+asks, for a dead one. Resume and cancel work from any node: the plan is in the metadata.
+
+Cancel (abort) commits ``CancelSequence`` once per step taken, newest first, each after the
+barrier over the change before it; the last one (undoing PREPARE) releases the lock. Then the
+receivers delete what they streamed and no longer own: none of it was ever served, since a
+receiver becomes a read replica only at MID.
 """
 
 from __future__ import annotations
@@ -21,8 +29,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import grpc
+
 from epochal.cms_client import CMSClient
 from epochal.replica.barriers import BarrierDriver
+from epochal.replica.channels import Channels
 from epochal.replica.follower import MetadataFollower
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.settings import ReplicaSettings
@@ -34,6 +45,9 @@ from epochal.tcm import (
     ClusterMetadata,
     InProgressSequence,
     PrepareJoin,
+    PrepareLeave,
+    PrepareMove,
+    PrepareReplace,
     SequenceKind,
     Step,
     Transformation,
@@ -49,6 +63,8 @@ log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 60.0
 APPLY_TIMEOUT_S = 30.0
+PULL_ATTEMPTS = 5
+RETRIED_PULL_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class OperationRefused(Exception):
@@ -63,6 +79,7 @@ class Operations:
         storage: ReplicaStorage,
         barriers: BarrierDriver,
         receiver: StreamReceiver,
+        channels: Channels,
         metrics: ReplicaMetrics,
     ) -> None:
         self.settings = settings
@@ -70,9 +87,11 @@ class Operations:
         self.storage = storage
         self.barriers = barriers
         self.receiver = receiver
+        self.channels = channels
         self.metrics = metrics
         self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()  # one of bootstrap / resume / abort at a time
+        self._lock = asyncio.Lock()  # one start / resume / cancel at a time
+        self.target = ""  # the node whose sequence this node drives (itself unless a removal)
         self.state = "idle"
         self.message = ""
         self.barrier_level = ""
@@ -82,15 +101,15 @@ class Operations:
 
     def status(self) -> pb.OperationStatus:
         metadata = self.follower.metadata
-        me = self.follower.node_id
-        sequence = metadata.sequences.get(me)
+        target = self.target or self.follower.node_id
+        sequence = metadata.sequences.get(target)
         state, message = self.state, self.message
         if sequence is not None and not self._running():
             state = "interrupted" if state in ("idle", "failed") else state
-            message = message or f"{sequence.describe()}: resume or abort it"
+            message = message or f"{sequence.describe()}: resume or cancel it"
         view = self.view
         return pb.OperationStatus(
-            node_id=me,
+            node_id=target,
             epoch=metadata.epoch,
             kind=sequence.kind.value if sequence else "",
             step=sequence.done.value if sequence else "",
@@ -109,50 +128,100 @@ class Operations:
     def _running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    # ------------------------------------------------------------------ bootstrap
+    # ------------------------------------------------------------------ starting
 
     async def bootstrap(self, tokens: Sequence[int], num_tokens: int) -> None:
-        async with self._lock:
-            me = self._me()
-            if self._running():
-                raise OperationRefused(f"{me} is already running its operation: ask Status")
-            sequence = self.follower.metadata.sequences.get(me)
-            if sequence is not None:
-                raise OperationRefused(
-                    f"{sequence.describe()}: use bootstrap resume or bootstrap abort"
-                )
-            prepare = PrepareJoin(
+        me = self._me()
+        await self._begin(
+            PrepareJoin(
                 node_id=me, tokens=tuple(tokens), num_tokens=num_tokens or DEFAULT_NUM_TOKENS
-            )
-            await self._commit(prepare, f"{me}:prepare-join")
-            self._start()
+            ),
+            me,
+        )
+
+    async def decommission(self) -> None:
+        me = self._me()
+        await self._begin(PrepareLeave(node_id=me), me)
+
+    async def remove(self, node_id: str) -> None:
+        me = self._me()
+        if not node_id:
+            raise OperationRefused("name the dead node to remove (node_id)")
+        if node_id == me:
+            raise OperationRefused(f"{me} cannot remove itself: decommission it instead")
+        await self._begin(PrepareLeave(node_id=node_id, remove=True), node_id)
+
+    async def replace(self, replaced: str) -> None:
+        me = self._me()
+        if not replaced:
+            raise OperationRefused("name the dead node to replace (replaced)")
+        await self._begin(PrepareReplace(node_id=me, replaced=replaced), me)
+
+    async def move(self, tokens: Sequence[int]) -> None:
+        me = self._me()
+        if not tokens:
+            raise OperationRefused("name the tokens to move to")
+        await self._begin(PrepareMove(node_id=me, tokens=tuple(tokens)), me)
+
+    async def _begin(self, prepare: Transformation, target: str) -> None:
+        async with self._lock:
+            self._check_idle()
+            sequence = self.follower.metadata.sequences.get(target)
+            if sequence is not None:
+                raise OperationRefused(f"{sequence.describe()}: resume or cancel it")
+            # A new id per attempt (the epoch it was asked at): after a cancel the same
+            # operation may be asked again, and must not be answered from the first one.
+            await self._commit(prepare, f"{target}:{prepare.kind}@{self.follower.epoch}")
+            self._start(target)
         await self._wait()
 
-    async def resume(self) -> None:
+    async def resume(self, node_id: str = "", kind: SequenceKind | None = None) -> None:
         async with self._lock:
-            if not self._running():
-                sequence = self._sequence()
+            target = node_id or self._me()
+            if not (self._running() and self.target == target):
+                self._check_idle()
+                sequence = self._sequence(target, kind)
                 if sequence.cancelling:
                     raise OperationRefused(
-                        f"{sequence.describe()}: it is being cancelled; "
-                        "bootstrap abort finishes that"
+                        f"{sequence.describe()}: it is being cancelled; cancel finishes that"
                     )
-                self._start()
+                self._start(target)
         await self._wait()
 
-    async def abort(self) -> None:
+    def _check_idle(self) -> None:
+        if self._running():
+            raise OperationRefused(
+                f"{self._me()} is already driving the operation of {self.target}: ask Status"
+            )
+
+    # ------------------------------------------------------------------ cancel, cleanup
+
+    async def abort(self, node_id: str = "", kind: SequenceKind | None = None) -> None:
         async with self._lock:
-            if self._task is not None:
+            target = node_id or self._me()
+            if self._task is not None and self.target == target:
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
-            self._sequence()  # refuses when there is nothing to abort
+            self._check_idle()
+            sequence = self._sequence(target, kind)  # refuses when there is nothing to cancel
+            self.target = target
             self.state, self.message = "aborting", ""
             try:
-                await self._undo_all()
+                await self._undo_all(sequence)
             except Exception as error:
                 self.state, self.message = "failed", f"abort: {error}"
                 raise
-            self.state, self.message = "aborted", "every step undone; the node is LEFT"
+            self.state, self.message = "aborted", "every step undone"
+
+    def cleanup(self) -> tuple[int, int]:
+        """Delete what this node no longer replicates; (the epoch it read owners at, removed)."""
+        metadata = self.follower.metadata
+        removed = self.storage.cleanup(owned_ranges(metadata, self._me()))
+        self.metrics.cleanup_removed.inc(removed)
+        log.info("cleanup at epoch %d removed %d cells and log entries", metadata.epoch, removed)
+        return metadata.epoch, removed
+
+    # ------------------------------------------------------------------ driving
 
     def _me(self) -> str:
         me = self.follower.node_id
@@ -160,39 +229,41 @@ class Operations:
             raise OperationRefused("this node has not registered with the CMS yet")
         return me
 
-    def _sequence(self) -> InProgressSequence:
-        me = self._me()
-        sequence = self.follower.metadata.sequences.get(me)
+    def _sequence(self, target: str, kind: SequenceKind | None) -> InProgressSequence:
+        sequence = self.follower.metadata.sequences.get(target)
         if sequence is None:
-            raise OperationRefused(f"{me} has no topology operation in progress")
-        if sequence.kind is not SequenceKind.JOIN:
-            raise OperationRefused(f"{sequence.describe()} is not a join")
+            raise OperationRefused(f"{target} has no topology operation in progress")
+        if kind is not None and sequence.kind is not kind:
+            raise OperationRefused(f"{sequence.describe()} is not a {kind.value}")
         return sequence
 
-    def _start(self) -> None:
+    def _start(self, target: str) -> None:
+        self.target = target
         self.state, self.message = "running", ""
         self.view = StreamProgressView()
-        self._task = asyncio.get_running_loop().create_task(self._drive())
+        self._task = asyncio.get_running_loop().create_task(self._drive(target))
 
     async def _wait(self) -> None:
         task = self._task
         assert task is not None
         await asyncio.shield(task)
 
-    async def _drive(self) -> None:
+    async def _drive(self, target: str) -> None:
+        what = target
         try:
             while True:
                 metadata = self.follower.metadata
-                sequence = metadata.sequences.get(self.follower.node_id)
+                sequence = metadata.sequences.get(target)
                 if sequence is None:
                     break
+                what = f"{sequence.kind.value} of {target}"
                 step = sequence.next_step
                 if step is None:
                     raise OperationRefused(f"{sequence.describe()}: it is being cancelled")
                 await self._barrier(metadata, sequence, f"{sequence.kind.value} {step.value}")
                 if step is Step.MID:
                     self.state = "streaming"
-                    await self.receiver.receive(sequence, movements(metadata, sequence), self.view)
+                    await self._stream(metadata, sequence)
                 self.state = "running"
                 await self._commit(
                     AdvanceSequence(node_id=sequence.node_id, step=step),
@@ -200,30 +271,113 @@ class Operations:
                 )
                 self.metrics.operation_steps.labels(step.value).inc()
             self.state, self.message = "finished", ""
-            log.info("join of %s finished at epoch %d", self.follower.node_id, self.follower.epoch)
+            log.info("%s finished at epoch %d", what, self.follower.epoch)
         except asyncio.CancelledError:
-            self.state, self.message = "cancelled", "stopped by an abort"
+            self.state, self.message = "cancelled", "stopped by a cancel"
             raise
         except Exception as error:
             self.state, self.message = "failed", str(error)
-            log.error("join of %s failed: %s (resume or abort it)", self.follower.node_id, error)
+            log.error("%s failed: %s (resume or cancel it)", what, error)
             raise
 
-    async def _undo_all(self) -> None:
-        me = self._me()
+    async def _stream(self, metadata: ClusterMetadata, sequence: InProgressSequence) -> None:
+        """Every receiver streams what the sequence moves to it; answers when all are done."""
+        moved = movements(metadata, sequence)
+        me = self.follower.node_id
+        receivers = sorted({m.receiver for m in moved})
+        jobs = [
+            self.receiver.receive(sequence, moved, self.view)
+            if receiver == me
+            else self._pull(metadata, sequence, receiver)
+            for receiver in receivers
+        ]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        failed = [
+            f"{receiver}: {outcome}"
+            for receiver, outcome in zip(receivers, outcomes, strict=True)
+            if isinstance(outcome, BaseException)
+        ]
+        if failed:
+            shown = "; ".join(failed)
+            raise OperationRefused(f"streaming failed on {len(failed)} node(s): {shown}")
+
+    async def _pull(
+        self, metadata: ClusterMetadata, sequence: InProgressSequence, receiver: str
+    ) -> None:
+        info = metadata.nodes.get(receiver)
+        if info is None:
+            raise OperationRefused(f"{receiver} is not in the directory at epoch {metadata.epoch}")
+        request = pb.PullRangesRequest(
+            epoch=self.follower.epoch,
+            sequence_node=sequence.node_id,
+            prepared_epoch=sequence.prepared_epoch,
+        )
+        peer = self.channels.peer(info.address)
+        for attempt in range(PULL_ATTEMPTS):
+            try:
+                reply = await peer.PullRanges(request, timeout=self.settings.stream_timeout_s)
+                break
+            except grpc.aio.AioRpcError as error:
+                problem = f"{error.code().name} {error.details()}"
+                if error.code() not in RETRIED_PULL_CODES or attempt == PULL_ATTEMPTS - 1:
+                    raise OperationRefused(problem) from None
+                log.warning("%s could not pull its ranges (%s); asking again", receiver, problem)
+                await asyncio.sleep(self.settings.barrier_backoff_ms / 1000)
+        view = self.view
+        view.bytes += reply.streamed_bytes
+        view.cells += reply.streamed_cells
+        view.mutations += reply.streamed_mutations
+        view.pieces_done += reply.ranges_done
+        view.pieces_total += reply.ranges_total
+        log.info(
+            "%s pulled %d ranges (%d bytes) for %s",
+            receiver,
+            reply.ranges_done,
+            reply.streamed_bytes,
+            sequence.describe(),
+        )
+
+    async def _undo_all(self, sequence: InProgressSequence) -> None:
+        target = sequence.node_id
+        receivers = {m.receiver for m in movements(self.follower.metadata, sequence)}
         while True:
             metadata = self.follower.metadata
-            sequence = metadata.sequences.get(me)
-            if sequence is None:
+            current = metadata.sequences.get(target)
+            if current is None:
                 break
-            undo = "prepare" if sequence.done is Step.PREPARE else sequence.done.value
-            await self._barrier(metadata, sequence, f"{sequence.kind.value} undo {undo}")
+            undo = "prepare" if current.done is Step.PREPARE else current.done.value
+            await self._barrier(metadata, current, f"{current.kind.value} undo {undo}")
             await self._commit(
-                CancelSequence(node_id=me), f"{me}@{sequence.prepared_epoch}:undo-{undo}"
+                CancelSequence(node_id=target), f"{target}@{current.prepared_epoch}:undo-{undo}"
             )
             self.metrics.operation_steps.labels(f"undo-{undo}").inc()
+        me = self._me()
         removed = self.storage.cleanup(owned_ranges(self.follower.metadata, me))
-        log.info("join of %s aborted; %d streamed cells and log entries deleted", me, removed)
+        log.info(
+            "%s of %s cancelled; %d streamed cells and log entries deleted here",
+            sequence.kind.value,
+            target,
+            removed,
+        )
+        for receiver in sorted(receivers - {me}):
+            await self._remote_cleanup(receiver)
+
+    async def _remote_cleanup(self, node_id: str) -> None:
+        info = self.follower.metadata.nodes.get(node_id)
+        if info is None:
+            return
+        try:
+            reply = await self.channels.admin(info.address).Cleanup(
+                pb.OperationRequest(), timeout=COMMIT_TIMEOUT_S
+            )
+            log.info("%s deleted %d streamed cells and log entries", node_id, reply.removed)
+        except grpc.aio.AioRpcError as error:
+            log.warning(
+                "%s could not delete what it streamed (%s %s): run cleanup on it",
+                node_id,
+                error.code().name,
+                error.details(),
+            )
 
     async def _barrier(
         self, metadata: ClusterMetadata, sequence: InProgressSequence, what: str

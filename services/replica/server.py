@@ -96,10 +96,13 @@ class ReplicaServer:
             self.storage,
             BarrierDriver(settings, self.follower, self.channels, self.metrics),
             self.receiver,
+            self.channels,
             self.metrics,
         )
         add_servicer(
-            self.server, PEER_SERVICE, PeerServicer(settings, self.local, self.follower, source)
+            self.server,
+            PEER_SERVICE,
+            PeerServicer(settings, self.local, self.follower, source, self.receiver),
         )
         add_servicer(self.server, ADMIN_SERVICE, AdminServicer(self.operations))
         services = [REPLICA_SERVICE.full_name, PEER_SERVICE.full_name, ADMIN_SERVICE.full_name]

@@ -37,7 +37,8 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import OperationRefused, Operations
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage
-from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.replica.streaming import GuardClosed, StreamReceiver, StreamRefused, StreamSource
+from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput
 from epochal.wire.handlers import require_parsed
 from epochal.wire.log import fetch_response_to_proto
@@ -261,11 +262,13 @@ class PeerServicer:
         local: LocalReplica,
         follower: MetadataFollower,
         source: StreamSource,
+        receiver: StreamReceiver,
     ) -> None:
         self.settings = settings
         self.local = local
         self.follower = follower
         self.source = source
+        self.receiver = receiver
 
     async def AwaitEpoch(
         self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext
@@ -281,6 +284,20 @@ class PeerServicer:
         await require_parsed(request, context)
         async for chunk in self.source.serve(request, context):
             yield chunk
+
+    async def PullRanges(
+        self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PullRangesResponse:
+        await require_parsed(request, context)
+        try:
+            return await self.receiver.pull(request)
+        except GuardClosed as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        except StreamRefused as error:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+        except Exception as error:
+            await context.abort(grpc.StatusCode.ABORTED, f"streaming failed: {error}")
+        raise AssertionError("unreachable: context.abort raises")
 
     async def Exchange(
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
@@ -400,12 +417,58 @@ class AdminServicer:
     async def BootstrapResume(
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        return await self._run(context, self.operations.resume())
+        return await self._run(context, self.operations.resume(kind=SequenceKind.JOIN))
 
     async def BootstrapAbort(
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        return await self._run(context, self.operations.abort())
+        return await self._run(context, self.operations.abort(kind=SequenceKind.JOIN))
+
+    async def Decommission(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.decommission())
+
+    async def DecommissionAbort(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort(kind=SequenceKind.LEAVE))
+
+    async def Remove(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.remove(request.node_id))
+
+    async def Replace(
+        self, request: pb.ReplaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        await require_parsed(request, context)
+        return await self._run(context, self.operations.replace(request.replaced))
+
+    async def Move(
+        self, request: pb.MoveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        await require_parsed(request, context)
+        return await self._run(context, self.operations.move(tuple(request.tokens)))
+
+    async def Resume(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.resume(request.node_id))
+
+    async def Cancel(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort(request.node_id))
+
+    async def Cleanup(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CleanupResponse:
+        try:
+            epoch, removed = self.operations.cleanup()
+        except OperationRefused as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        return pb.CleanupResponse(epoch=epoch, removed=removed)
 
     async def Status(
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext

@@ -2,15 +2,18 @@
 
 Theory of operation
 -------------------
-The receiver pulls. For each movement of its sequence (``epochal.tcm.movements``), each table
-of each keyspace with the movement's replication params, and each non-wrapping piece of the
-range, it calls ``StreamRange`` on a source: the source answers the piece's cells in key order,
-then (tracked keyspaces) its mutation-log entries, in messages of about
-``--stream-message-bytes``; gRPC's flow control holds the source back while the receiver is
-busy. Each message is stored in one durable transaction together with the cursor it ends at
-(``stream_progress``), so a stream that stops — the receiver restarted, the source died —
-continues after the last message stored, and a mutation is never stored twice (log entries are
-keyed by id; a log entry's cells are stored with it only when the entry is new).
+The receiver pulls: a joining, replacing or moving node for itself, and any other node a
+sequence moves ranges to when the node driving the sequence asks it (``PullRanges``: the
+receivers of a decommission, a removal or a move). For each movement of its sequence
+(``epochal.tcm.movements``), each table of each keyspace with the movement's replication
+params, and each non-wrapping piece of the range, it calls ``StreamRange`` on a source: the
+source answers the piece's cells in key order, then (tracked keyspaces) its mutation-log
+entries, in messages of about ``--stream-message-bytes``; gRPC's flow control holds the
+source back while the receiver is busy. Each message is stored in one durable transaction
+together with the cursor it ends at (``stream_progress``), so a stream that stops — the
+receiver restarted, the source died — continues after the last message stored, and a
+mutation is never stored twice (log entries are keyed by id; a log entry's cells are stored
+with it only when the entry is new).
 
 Topology guards (seed 003): the stream belongs to one sequence (node, PREPARE epoch) at its
 START step. The source refuses a request whose sequence is not at START at its epoch, and the
@@ -46,6 +49,7 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage, StreamProgress
 from epochal.tcm import ClusterMetadata, InProgressSequence, ReplicationType, Step
 from epochal.tcm.movements import Movement
+from epochal.tcm.movements import movements as movement_map
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,10 @@ def at_start(metadata: ClusterMetadata, node_id: str, prepared_epoch: int) -> st
     if sequence.cancelling or sequence.done is not Step.START:
         return f"{sequence.describe()} is not at its START step at epoch {metadata.epoch}"
     return None
+
+
+def _sequence_node(request: pb.StreamRangeRequest) -> str:
+    return request.sequence_node or request.receiver
 
 
 # --------------------------------------------------------------------------- the source
@@ -116,7 +124,7 @@ class StreamSource:
         cursor = pb.StreamCursor()
         cursor.CopyFrom(request.after)
         while cursor.phase != Phase.DONE:
-            problem = at_start(follower.metadata, request.receiver, request.prepared_epoch)
+            problem = at_start(follower.metadata, _sequence_node(request), request.prepared_epoch)
             if problem:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem)
             chunk = pb.StreamChunk()
@@ -136,7 +144,7 @@ class StreamSource:
         me = self.follower.node_id
         if not request.left < request.right:
             return f"the range ({request.left}, {request.right}] must not wrap: send its pieces"
-        problem = at_start(metadata, request.receiver, request.prepared_epoch)
+        problem = at_start(metadata, _sequence_node(request), request.prepared_epoch)
         if problem:
             return problem
         keyspace = metadata.keyspaces.get(request.keyspace)
@@ -298,6 +306,51 @@ class StreamReceiver:
         self.channels = channels
         self.metrics = metrics
         self.delay_ms = 0  # the stream_delay_ms test hook: sleep after each message stored
+        self._pulls: dict[tuple[str, int], asyncio.Task[StreamProgressView]] = {}
+
+    async def pull(self, request: pb.PullRangesRequest) -> pb.PullRangesResponse:
+        """PullRanges: stream what another node's sequence moves to this one.
+
+        One run per sequence at a time: a repeated call (the driver retried, or resumed after a
+        restart) waits for the run in progress; a call after it ended starts a run that skips
+        the pieces already done. Raises ``GuardClosed`` when the sequence is not at START here.
+        """
+        follower = self.follower
+        if request.epoch > follower.epoch:
+            await follower.catch_up(request.epoch, self.settings.catch_up_timeout_ms / 1000)
+        problem = at_start(follower.metadata, request.sequence_node, request.prepared_epoch)
+        if problem:
+            raise GuardClosed(problem)
+        key = (request.sequence_node, request.prepared_epoch)
+        task = self._pulls.get(key)
+        if task is None or task.done():
+            sequence = follower.metadata.sequences[request.sequence_node]
+            task = asyncio.get_running_loop().create_task(self._pull(sequence))
+            self._pulls[key] = task
+            task.add_done_callback(lambda done: self._forget(key, done))
+        view = await asyncio.shield(task)
+        return pb.PullRangesResponse(
+            node_id=follower.node_id,
+            streamed_bytes=view.bytes,
+            streamed_cells=view.cells,
+            streamed_mutations=view.mutations,
+            ranges_done=view.pieces_done,
+            ranges_total=view.pieces_total,
+        )
+
+    async def _pull(self, sequence: InProgressSequence) -> StreamProgressView:
+        view = StreamProgressView()
+        with span("replica.pull_ranges") as traced:
+            traced.set_attribute("sequence", sequence.describe())
+            await self.receive(sequence, movement_map(self.follower.metadata, sequence), view)
+            traced.set_attribute("bytes", view.bytes)
+        return view
+
+    def _forget(self, key: tuple[str, int], task: asyncio.Task[StreamProgressView]) -> None:
+        if self._pulls.get(key) is task:
+            del self._pulls[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("pulling the ranges of %s@%d failed: %s", *key, task.exception())
 
     async def receive(
         self,
@@ -307,12 +360,12 @@ class StreamReceiver:
     ) -> None:
         """Stream every piece ``movements`` give this node that is not done yet."""
         me = self.follower.node_id
-        operation = f"{me}@{sequence.prepared_epoch}"
+        operation = f"{sequence.node_id}@{sequence.prepared_epoch}"
         mine = tuple(m for m in movements if m.receiver == me)
         todo = pieces(self.follower.metadata, mine)
         stored = self.storage.stream_progress(operation)
-        view.pieces_total = len(todo)
-        view.width_total = sum(p.right - p.left for p in todo)
+        view.pieces_total += len(todo)
+        view.width_total += sum(p.right - p.left for p in todo)
         for piece in todo:
             progress = stored.get(piece.key)
             if progress is not None:
@@ -372,7 +425,7 @@ class StreamReceiver:
                     last_error = f"{source}: {error.code().name} {error.details()}"
                     if error.code() is grpc.StatusCode.FAILED_PRECONDITION:
                         guard = at_start(
-                            self.follower.metadata, self.follower.node_id, sequence.prepared_epoch
+                            self.follower.metadata, sequence.node_id, sequence.prepared_epoch
                         )
                         if guard:
                             raise GuardClosed(guard) from None
@@ -390,6 +443,13 @@ class StreamReceiver:
             f"could not stream {piece.keyspace} ({piece.left}, {piece.right}] from "
             f"{', '.join(sources)} in {STREAM_ATTEMPTS} rounds; last: {last_error}"
         )
+
+    async def _delayed(self) -> None:
+        """The stream_delay_ms test hook: wait that long after each message stored, re-reading
+        the hook as it waits so that a test can hold streams and then release them."""
+        started = time.monotonic()
+        while (time.monotonic() - started) * 1000 < self.delay_ms:
+            await asyncio.sleep(0.01)
 
     def _address(self, node_id: str) -> str | None:
         info = self.follower.metadata.nodes.get(node_id)
@@ -415,6 +475,7 @@ class StreamReceiver:
             right=piece.right,
             after=after,
             max_message_bytes=self.settings.stream_message_bytes,
+            sequence_node=sequence.node_id,
         )
         call = self.channels.peer(address).StreamRange(
             request, timeout=self.settings.stream_timeout_s
@@ -437,7 +498,7 @@ class StreamReceiver:
                 *counts,
             )
             # The guard and the store, with no await between them.
-            guard = at_start(self.follower.metadata, self.follower.node_id, sequence.prepared_epoch)
+            guard = at_start(self.follower.metadata, sequence.node_id, sequence.prepared_epoch)
             if guard:
                 raise GuardClosed(guard)
             self.storage.ingest(cells, mutations, operation, piece.key, progress)
@@ -447,8 +508,7 @@ class StreamReceiver:
             self.metrics.streamed_in_bytes.inc(size)
             self.metrics.streamed_in_cells.inc(len(cells))
             self.metrics.streamed_in_mutations.inc(len(mutations))
-            if self.delay_ms:
-                await asyncio.sleep(self.delay_ms / 1000)
+            await self._delayed()
         if progress is None or not progress.done:
             # The source ended the stream without saying it was complete: ask again.
             raise grpc.aio.AioRpcError(

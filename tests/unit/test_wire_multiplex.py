@@ -37,6 +37,9 @@ class OtherPeerMethods:
     async def StreamRange(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this test")
 
+    async def PullRanges(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this test")
+
 
 class Echo(OtherPeerMethods):
     """Answers each request with a PeerReply naming its epoch, after ``delay_s(epoch)``;

@@ -602,7 +602,7 @@ class StreamCursor(_message.Message):
     def __init__(self, phase: _Optional[_Union[StreamCursor.Phase, str]] = ..., started: _Optional[bool] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., hlc: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
 
 class StreamRangeRequest(_message.Message):
-    __slots__ = ("epoch", "receiver", "prepared_epoch", "keyspace", "table_id", "left", "right", "after", "max_message_bytes")
+    __slots__ = ("epoch", "receiver", "prepared_epoch", "keyspace", "table_id", "left", "right", "after", "max_message_bytes", "sequence_node")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -612,6 +612,7 @@ class StreamRangeRequest(_message.Message):
     RIGHT_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_NODE_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     receiver: str
     prepared_epoch: int
@@ -621,7 +622,34 @@ class StreamRangeRequest(_message.Message):
     right: int
     after: StreamCursor
     max_message_bytes: int
-    def __init__(self, epoch: _Optional[int] = ..., receiver: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., left: _Optional[int] = ..., right: _Optional[int] = ..., after: _Optional[_Union[StreamCursor, _Mapping]] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    sequence_node: str
+    def __init__(self, epoch: _Optional[int] = ..., receiver: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., left: _Optional[int] = ..., right: _Optional[int] = ..., after: _Optional[_Union[StreamCursor, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., sequence_node: _Optional[str] = ...) -> None: ...
+
+class PullRangesRequest(_message.Message):
+    __slots__ = ("epoch", "sequence_node", "prepared_epoch")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_NODE_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    sequence_node: str
+    prepared_epoch: int
+    def __init__(self, epoch: _Optional[int] = ..., sequence_node: _Optional[str] = ..., prepared_epoch: _Optional[int] = ...) -> None: ...
+
+class PullRangesResponse(_message.Message):
+    __slots__ = ("node_id", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_CELLS_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    RANGES_DONE_FIELD_NUMBER: _ClassVar[int]
+    RANGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    streamed_bytes: int
+    streamed_cells: int
+    streamed_mutations: int
+    ranges_done: int
+    ranges_total: int
+    def __init__(self, node_id: _Optional[str] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ...) -> None: ...
 
 class StreamedCell(_message.Message):
     __slots__ = ("token", "partition_key", "cell")
@@ -654,8 +682,30 @@ class BootstrapRequest(_message.Message):
     def __init__(self, tokens: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ...) -> None: ...
 
 class OperationRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class ReplaceRequest(_message.Message):
+    __slots__ = ("replaced",)
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    replaced: str
+    def __init__(self, replaced: _Optional[str] = ...) -> None: ...
+
+class MoveRequest(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tokens: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CleanupResponse(_message.Message):
+    __slots__ = ("epoch", "removed")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    removed: int
+    def __init__(self, epoch: _Optional[int] = ..., removed: _Optional[int] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
     __slots__ = ("node_id", "epoch", "kind", "step", "state", "message", "prepared_epoch", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total", "eta_s", "barrier_level")

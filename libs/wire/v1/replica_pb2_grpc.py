@@ -353,6 +353,11 @@ class ReplicaPeerStub:
                 request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamRangeRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamChunk.FromString,
                 _registered_method=True)
+        self.PullRanges = channel.unary_unary(
+                '/epochal.v1.ReplicaPeer/PullRanges',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicaPeerServicer:
@@ -385,6 +390,16 @@ class ReplicaPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PullRanges(self, request, context):
+        """Asked by the node driving a sequence at its START step: stream every range the sequence
+        moves to this node, from the sources the movement map names, and answer when done. A
+        repeated call while the first is running waits for it; a call after a restart continues
+        from the progress on disk.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -402,6 +417,11 @@ def add_ReplicaPeerServicer_to_server(servicer, server):
                     servicer.StreamRange,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamRangeRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.StreamChunk.SerializeToString,
+            ),
+            'PullRanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.PullRanges,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -498,6 +518,33 @@ class ReplicaPeer:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def PullRanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaPeer/PullRanges',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.PullRangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ReplicaAdminStub:
     """Topology operations this node drives for itself (an operator or the CLI calls them).
@@ -523,6 +570,46 @@ class ReplicaAdminStub:
                 '/epochal.v1.ReplicaAdmin/BootstrapAbort',
                 request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Decommission = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Decommission',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.DecommissionAbort = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/DecommissionAbort',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Remove = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Remove',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Replace = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Replace',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ReplaceRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Move = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Move',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MoveRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Resume = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Resume',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Cancel = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Cancel',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Cleanup = channel.unary_unary(
+                '/epochal.v1.ReplicaAdmin/Cleanup',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.CleanupResponse.FromString,
                 _registered_method=True)
         self.Status = channel.unary_unary(
                 '/epochal.v1.ReplicaAdmin/Status',
@@ -560,6 +647,66 @@ class ReplicaAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Decommission(self, request, context):
+        """Leave the ring: the same four steps; the nodes taking over this node's ranges pull them
+        from it (PullRanges) before MID.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecommissionAbort(self, request, context):
+        """Stop this node's decommission and undo its steps (CancelSequence, one per epoch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Remove(self, request, context):
+        """Remove the dead node `node_id` (this node drives it): its ranges are streamed to the new
+        replicas from the surviving ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Replace(self, request, context):
+        """Take over the tokens of the dead node `replaced`; this node pulls the data from the
+        surviving replicas, nearest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Move(self, request, context):
+        """Move this node to new tokens; the ranges it gains and the ones it gives up are streamed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resume(self, request, context):
+        """Continue the interrupted sequence of `node_id` (this node's when empty) from its last step.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Cancel(self, request, context):
+        """Undo the sequence of `node_id` (this node's when empty), whatever its kind: one
+        CancelSequence per step taken, newest first, each after the barrier.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Cleanup(self, request, context):
+        """Delete the cells and log entries of ranges this node no longer replicates (reads or writes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """What this node's operation is doing: step, streaming progress, barrier level.
         """
@@ -584,6 +731,46 @@ def add_ReplicaAdminServicer_to_server(servicer, server):
                     servicer.BootstrapAbort,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Decommission': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decommission,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'DecommissionAbort': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecommissionAbort,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Remove': grpc.unary_unary_rpc_method_handler(
+                    servicer.Remove,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Replace': grpc.unary_unary_rpc_method_handler(
+                    servicer.Replace,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.ReplaceRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Move': grpc.unary_unary_rpc_method_handler(
+                    servicer.Move,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MoveRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.SerializeToString,
+            ),
+            'Cleanup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cleanup,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.CleanupResponse.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -673,6 +860,222 @@ class ReplicaAdmin:
             '/epochal.v1.ReplicaAdmin/BootstrapAbort',
             epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
             epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decommission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Decommission',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecommissionAbort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/DecommissionAbort',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Remove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Remove',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Replace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Replace',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.ReplaceRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Move(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Move',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.MoveRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Resume',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Cancel',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cleanup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaAdmin/Cleanup',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.OperationRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.CleanupResponse.FromString,
             options,
             channel_credentials,
             insecure,
