@@ -1,0 +1,312 @@
+"""The four topology operations back to back, as real processes on 127.0.0.1, under writes.
+
+3 CMS members and 3 replicas hold a tracked and an untracked RF 3 keyspace (and an untracked
+RF 2 one, so that a move on 3 nodes still moves data). A client writes at QUORUM all along,
+recording every acknowledged write, while a 4th node bootstraps, a node decommissions, a node
+is killed with SIGKILL and replaced by a 5th, and a node moves to new tokens. Afterwards:
+
+* every acknowledged write is read at QUORUM through every quorum of its final read group,
+  with the old owners (the decommissioned node, the killed one) stopped and the third final
+  node stopped while each pair is read;
+* after ``cleanup`` each replica holds exactly the ranges its placement gives it: no cell or
+  log entry outside them, and every partition written (at ALL) before the first operation whose
+  final read group names it;
+* the metadata log shows each operation's four steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from epochal.client import Client, Consistency
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError
+from epochal.replica.local import LocalCluster
+from epochal.replica.operations import owned_ranges
+from epochal.tcm import (
+    AdvanceSequence,
+    CancelSequence,
+    ClusterMetadata,
+    PrepareJoin,
+    PrepareLeave,
+    PrepareMove,
+    PrepareReplace,
+)
+from epochal.tcm.keys import encode_key, partition_columns, partition_token
+from epochal.tcm.movements import movements
+from epochal.wire.metadata import transformation_from_proto
+from epochal.wire.v1 import replica_pb2
+
+from .test_bootstrap import EVENTS, latest, run
+
+pytestmark = pytest.mark.integration
+
+KEYSPACES = {"tks": (3, True), "uks": (3, False), "u2ks": (2, False)}  # name: (RF, tracked)
+PRELOADED = 40  # partitions per keyspace, written at ALL before the first operation
+HOLD_MS = 600_000  # streams wait this long after each message, until the test releases them
+
+
+async def steps_since(cluster: LocalCluster, epoch: int) -> list[tuple[str, str]]:
+    """(node id, step) of every topology transformation committed after ``epoch``."""
+    entries = []
+    async with CMSClient(cluster.cms.addresses) as cms:
+        page = await cms.fetch_log(epoch)
+        entries.extend(page.entries)
+        while page.has_more:
+            page = await cms.fetch_log(entries[-1].epoch)
+            entries.extend(page.entries)
+    names = {
+        PrepareJoin: "prepare_join",
+        PrepareLeave: "prepare_leave",
+        PrepareReplace: "prepare_replace",
+        PrepareMove: "prepare_move",
+    }
+    steps = []
+    for entry in entries:
+        transformation = transformation_from_proto(entry.transformation)
+        if isinstance(transformation, AdvanceSequence):
+            steps.append((transformation.node_id, transformation.step.value))
+        elif type(transformation) in names:
+            steps.append((transformation.node_id, names[type(transformation)]))
+        elif isinstance(transformation, CancelSequence):
+            steps.append((transformation.node_id, "cancel"))
+    return steps
+
+
+def read_group(metadata: ClusterMetadata, client: Client, keyspace: str, key: str) -> frozenset:
+    token = key_token(client, keyspace, key)
+    placement = metadata.placements[metadata.keyspaces[keyspace].replication]
+    return placement.reads[placement.index_of(token)]
+
+
+def key_token(client: Client, keyspace: str, key: str) -> int:
+    columns = partition_columns(client.table(keyspace, "events"))
+    return partition_token(encode_key(columns, (key,)))
+
+
+Tokens = list[tuple[str, int]]
+
+
+def stored(cluster: LocalCluster, name: str) -> tuple[Tokens, Tokens]:
+    """(table id, token) of each cell and (keyspace, token) of each log entry a replica holds."""
+    path = cluster.data_dir / name / "replica.db"
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        cells = db.execute("SELECT DISTINCT table_id, token FROM cells").fetchall()
+        logged = db.execute("SELECT DISTINCT keyspace, token FROM mutations").fetchall()
+    return cells, logged
+
+
+def inside(token: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(left < token <= right for left, right in ranges)
+
+
+def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(
+        tmp_path, replicas=5, replica_args=("--stream-message-bytes", "4096"), test_hooks=True
+    )
+
+    async def scenario() -> None:
+        cluster.cms.start()
+        founders = ["replica1", "replica2", "replica3"]
+        for name in founders:
+            cluster.start_replica(name)
+        await cluster.wait_ready(founders)
+        everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
+        formed = await cluster.form_ring(num_tokens=4)
+        cluster.nodes = everyone
+        for name in ("replica4", "replica5"):  # registered, not joined
+            cluster.start_replica(name)
+        await cluster.wait_ready(["replica4", "replica5"])
+        ids = {name: replica.node_id for name, replica in cluster.nodes.items()}
+
+        seeds = [cluster.nodes[n].address for n in ("replica1", "replica4", "replica5")]
+        async with Client([*seeds, cluster.nodes["replica2"].address]) as client:
+            for keyspace, (rf, tracked) in KEYSPACES.items():
+                await client.create_keyspace(keyspace, replication_factor=rf, tracked=tracked)
+                await client.create_table(
+                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
+                )
+                for p in range(PRELOADED):
+                    await client.write(
+                        keyspace,
+                        "events",
+                        {"id": f"p{p}", "seq": 0, "payload": f"preloaded {p}"},
+                        consistency=Consistency.ALL,
+                    )
+            acked: dict[tuple[str, str], int] = {
+                (k, f"p{p}"): 0 for k in KEYSPACES for p in range(PRELOADED)
+            }
+            order: list[tuple[str, str]] = []  # acknowledged writes, in order
+            stop = asyncio.Event()
+
+            async def writer(keyspace: str) -> None:
+                for n in itertools.count():
+                    if stop.is_set():
+                        return
+                    key = f"w{n}"
+                    try:
+                        await client.write(
+                            keyspace,
+                            "events",
+                            {"id": key, "seq": 1, "payload": f"written {n}"},
+                            consistency=Consistency.QUORUM,
+                        )
+                    except EpochalError:
+                        await asyncio.sleep(0.01)
+                        continue  # not acknowledged: not promised
+                    acked[(keyspace, key)] = 1
+                    order.append((keyspace, key))
+
+            writers = [asyncio.ensure_future(writer(k)) for k in KEYSPACES]
+
+            async def under_writes(
+                name: str, method: str, request: object | None = None
+            ) -> replica_pb2.OperationStatus:
+                """Run the operation with every stream held until writes into the ranges it
+                moves were acknowledged between its START and its FINISH, then let it go."""
+                live = [n for n, r in cluster.nodes.items() if r.running]
+                for node in live:
+                    await cluster.set_hooks(node, stream_delay_ms=HOLD_MS)
+                running = asyncio.ensure_future(
+                    cluster.operation(name, method, request, timeout_s=240)
+                )
+                for _ in range(3000):
+                    status = await cluster.operation(name, "Status")
+                    if status.state == "streaming" or running.done():
+                        break
+                    await asyncio.sleep(0.01)
+                assert status.state == "streaming", (method, status)
+                metadata = await latest(cluster, client)
+                moved = movements(metadata, metadata.sequences[status.node_id])
+                since = len(order)
+                for _ in range(3000):
+                    into_moved = [
+                        (keyspace, key)
+                        for keyspace, key in order[since:]
+                        if any(
+                            m.params == metadata.keyspaces[keyspace].replication
+                            and m.range.contains(key_token(client, keyspace, key))
+                            for m in moved
+                        )
+                    ]
+                    if len(into_moved) >= 5:
+                        break
+                    await asyncio.sleep(0.01)
+                assert len(into_moved) >= 5, (method, len(order) - since)
+                for node in live:
+                    await cluster.set_hooks(node, stream_delay_ms=0)
+                status = await running
+                assert status.state == "finished", (method, status)
+                return status
+
+            try:
+                await asyncio.sleep(0.5)
+                await under_writes(
+                    "replica4", "Bootstrap", replica_pb2.BootstrapRequest(num_tokens=4)
+                )
+                left = await under_writes("replica2", "Decommission")
+                assert left.streamed_cells > 0, left  # the receivers pulled from it
+                cluster.stop_replica("replica2")
+
+                cluster.kill_replica("replica3")  # SIGKILL
+                replaced = await under_writes(
+                    "replica5", "Replace", replica_pb2.ReplaceRequest(replaced=ids["replica3"])
+                )
+                assert replaced.streamed_cells > 0, replaced
+
+                metadata = await latest(cluster, client)
+                old = metadata.tokens.owners[ids["replica1"]]
+                rng = random.Random(5)
+                owned = {t for tokens in metadata.tokens.owners.values() for t in tokens}
+                new = set()
+                while len(new) < len(old):
+                    token = rng.randrange(-(2**62), 2**62)
+                    if token not in owned:
+                        new.add(token)
+                await under_writes("replica1", "Move", replica_pb2.MoveRequest(tokens=sorted(new)))
+                await asyncio.sleep(0.3)  # writes under the final placements too
+            finally:
+                stop.set()
+                await asyncio.gather(*writers, return_exceptions=True)
+
+            # The log shows each operation's four steps, in order, and nothing else.
+            assert await steps_since(cluster, formed) == [
+                (ids[node], step)
+                for node, kind in (
+                    ("replica4", "join"),
+                    ("replica2", "leave"),
+                    ("replica5", "replace"),
+                    ("replica1", "move"),
+                )
+                for step in (f"prepare_{kind}", "start", "mid", "finish")
+            ]
+            metadata = await latest(cluster, client)
+            final = ["replica1", "replica4", "replica5"]
+            assert {n.node_id for n in metadata.nodes.values() if n.state.value == "joined"} == {
+                ids[n] for n in final
+            }
+            assert metadata.tokens.owners[ids["replica1"]] == tuple(sorted(new))
+            written_during = sum(1 for (_, key) in acked if key.startswith("w"))
+            assert written_during > 50, written_during
+
+            # Every acknowledged write through every quorum of its final read group: the old
+            # owners are stopped, and so is the third final node while a pair is read.
+            names = {ids[n]: n for n in final}
+            for pair in itertools.combinations(sorted(names), 2):
+                (other,) = [names[n] for n in names if n not in pair]
+                cluster.stop_replica(other)
+                coordinator = cluster.nodes[names[pair[0]]].address
+                checked = 0
+                for (keyspace, key), seq in sorted(acked.items()):
+                    if not set(pair) <= read_group(metadata, client, keyspace, key):
+                        continue
+                    result = await client.read(
+                        keyspace,
+                        "events",
+                        {"id": key},
+                        consistency=Consistency.QUORUM,
+                        coordinator=coordinator,
+                    )
+                    assert seq in [row["seq"] for row in result.rows], (keyspace, key, pair)
+                    checked += 1
+                assert checked > 0, pair
+                cluster.start_replica(other)
+                await cluster.wait_ready([other])
+
+            # Cleanup: each replica then holds exactly the ranges its placement gives it.
+            removed = 0
+            for name in final:
+                removed += (await cluster.operation(name, "Cleanup")).removed
+            assert removed > 0  # the moves left data behind that cleanup deleted
+            metadata = await latest(cluster, client)
+            table_keyspace = {
+                t.id: k.name for k in metadata.keyspaces.values() for t in k.tables.values()
+            }
+            for name in final:
+                node_id = ids[name]
+                ranges = {o.keyspace: o.ranges for o in owned_ranges(metadata, node_id)}
+                cells, logged = stored(cluster, name)
+                outside = [
+                    (t, token) for t, token in cells if not inside(token, ranges[table_keyspace[t]])
+                ]
+                assert not outside, (name, outside[:5])
+                outside = [(k, token) for k, token in logged if not inside(token, ranges[k])]
+                assert not outside, (name, outside[:5])
+                held = {(table_keyspace[t], token) for t, token in cells}
+                for keyspace in KEYSPACES:
+                    for p in range(PRELOADED):
+                        key = f"p{p}"
+                        mine = node_id in read_group(metadata, client, keyspace, key)
+                        has = (keyspace, key_token(client, keyspace, key)) in held
+                        assert has == mine, (name, keyspace, key, mine)
+
+    run(cluster, scenario, timeout_s=900)
