@@ -108,6 +108,10 @@ class ReplicaMetrics:
         self.cleanup_removed = m.counter(
             "cleanup_removed", "cells and log entries deleted by cleanup (ranges no longer owned)"
         )
+        self.reconciled_mutations = m.counter(
+            "reconciled_mutations",
+            "log entries a join's partial reconciliation brought that its streams had not",
+        )
         self.streamed_in_bytes = m.counter("streamed_in_bytes", "bytes of streams received")
         self.streamed_in_cells = m.counter("streamed_in_cells", "cells streams brought")
         self.streamed_in_mutations = m.counter(

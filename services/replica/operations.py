@@ -92,6 +92,8 @@ class Operations:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one start / resume / cancel at a time
         self.target = ""  # the node whose sequence this node drives (itself unless a removal)
+        self.kind = ""  # that sequence's kind and last step, kept once it is gone
+        self.step = ""
         self.state = "idle"
         self.message = ""
         self.barrier_level = ""
@@ -111,8 +113,8 @@ class Operations:
         return pb.OperationStatus(
             node_id=target,
             epoch=metadata.epoch,
-            kind=sequence.kind.value if sequence else "",
-            step=sequence.done.value if sequence else "",
+            kind=sequence.kind.value if sequence else self.kind,
+            step=sequence.done.value if sequence else self.step,
             state=state,
             message=message,
             prepared_epoch=sequence.prepared_epoch if sequence else 0,
@@ -123,6 +125,7 @@ class Operations:
             ranges_total=view.pieces_total,
             eta_s=view.eta_s,
             barrier_level=self.barrier_level,
+            reconciled_mutations=view.reconciled,
         )
 
     def _running(self) -> bool:
@@ -257,6 +260,7 @@ class Operations:
                 if sequence is None:
                     break
                 what = f"{sequence.kind.value} of {target}"
+                self.kind, self.step = sequence.kind.value, sequence.done.value
                 step = sequence.next_step
                 if step is None:
                     raise OperationRefused(f"{sequence.describe()}: it is being cancelled")
@@ -270,6 +274,7 @@ class Operations:
                     f"{sequence.node_id}@{sequence.prepared_epoch}:{step.value}",
                 )
                 self.metrics.operation_steps.labels(step.value).inc()
+                self.step = step.value
             self.state, self.message = "finished", ""
             log.info("%s finished at epoch %d", what, self.follower.epoch)
         except asyncio.CancelledError:
@@ -327,6 +332,7 @@ class Operations:
         view.bytes += reply.streamed_bytes
         view.cells += reply.streamed_cells
         view.mutations += reply.streamed_mutations
+        view.reconciled += reply.reconciled_mutations
         view.pieces_done += reply.ranges_done
         view.pieces_total += reply.ranges_total
         log.info(
@@ -345,6 +351,7 @@ class Operations:
             current = metadata.sequences.get(target)
             if current is None:
                 break
+            self.kind, self.step = current.kind.value, current.done.value
             undo = "prepare" if current.done is Step.PREPARE else current.done.value
             await self._barrier(metadata, current, f"{current.kind.value} undo {undo}")
             await self._commit(

@@ -58,6 +58,7 @@ Phase = pb.StreamCursor.Phase
 SCAN_ROWS = 512
 CELL_OVERHEAD_BYTES = 40  # token, hlc, writer and framing, roughly
 STREAM_ATTEMPTS = 5
+RETRY_BACKOFF_S = 0.2  # times the attempt number
 
 
 class StreamRefused(Exception):
@@ -251,6 +252,7 @@ class Piece:
     table_id: str
     left: int
     right: int
+    tracked: bool
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -266,6 +268,7 @@ class StreamProgressView:
     bytes: int = 0
     cells: int = 0
     mutations: int = 0
+    reconciled: int = 0  # log entries reconciliation brought that the streams had not
     started: float = field(default_factory=time.monotonic)
     width_total: int = 0
     width_done: int = 0
@@ -287,7 +290,8 @@ def pieces(metadata: ClusterMetadata, movements: tuple[Movement, ...]) -> list[P
                 continue
             for table in sorted(keyspace.tables.values(), key=lambda t: t.id):
                 for left, right in movement.range.pieces():
-                    result.append(Piece(movement, keyspace.name, table.id, left, right))
+                    tracked = keyspace.replication_type is ReplicationType.TRACKED
+                    result.append(Piece(movement, keyspace.name, table.id, left, right, tracked))
     return result
 
 
@@ -336,6 +340,7 @@ class StreamReceiver:
             streamed_mutations=view.mutations,
             ranges_done=view.pieces_done,
             ranges_total=view.pieces_total,
+            reconciled_mutations=view.reconciled,
         )
 
     async def _pull(self, sequence: InProgressSequence) -> StreamProgressView:
@@ -384,19 +389,73 @@ class StreamReceiver:
         )
         for piece in todo:
             progress = stored.get(piece.key)
+            source = ""
+            if progress is None or not progress.done:
+                with span("replica.stream_range") as traced:
+                    traced.set_attribute("keyspace", piece.keyspace)
+                    traced.set_attribute("table_id", piece.table_id)
+                    traced.set_attribute("range", f"({piece.left}, {piece.right}]")
+                    before = (view.bytes, view.cells, view.mutations)
+                    source = await self._piece(sequence, operation, piece, progress, view)
+                    traced.set_attribute("source", source)
+                    traced.set_attribute("bytes", view.bytes - before[0])
+                    traced.set_attribute("cells", view.cells - before[1])
+                    traced.set_attribute("mutations", view.mutations - before[2])
+                view.pieces_done += 1
+                view.width_done += piece.right - piece.left
+            if piece.tracked:
+                await self._reconcile(sequence, operation, piece, source, view)
+
+    async def _reconcile(
+        self,
+        sequence: InProgressSequence,
+        operation: str,
+        piece: Piece,
+        streamed_from: str,
+        view: StreamProgressView,
+    ) -> None:
+        """The bounded partial reconciliation of a tracked piece (until the reconciler does it):
+        the log entries of the range's other read replicas, stored when new. A write a quorum
+        acknowledged without the node the piece was streamed from is then here too, so the
+        node is promoted at MID holding every acknowledged write of the range. Bounded by the
+        range's log, not by the difference; a replica that cannot be reached is skipped with a
+        warning (any quorum the write reached has another member)."""
+        others = dict.fromkeys(piece.movement.sources + piece.movement.fallback)
+        others.pop(streamed_from, None)
+        for source in others:
+            address = self._address(source)
+            if address is None:
+                continue
+            stream = f"{operation}<{source}"
+            progress = self.storage.stream_progress(stream).get(piece.key)
             if progress is not None and progress.done:
                 continue
-            with span("replica.stream_range") as traced:
+            with span("replica.reconcile_range") as traced:
                 traced.set_attribute("keyspace", piece.keyspace)
-                traced.set_attribute("table_id", piece.table_id)
                 traced.set_attribute("range", f"({piece.left}, {piece.right}]")
-                before = (view.bytes, view.cells, view.mutations)
-                await self._piece(sequence, operation, piece, progress, view)
-                traced.set_attribute("bytes", view.bytes - before[0])
-                traced.set_attribute("cells", view.cells - before[1])
-                traced.set_attribute("mutations", view.mutations - before[2])
-            view.pieces_done += 1
-            view.width_done += piece.right - piece.left
+                traced.set_attribute("source", source)
+                before = view.reconciled
+                problem = ""
+                for attempt in range(STREAM_ATTEMPTS):
+                    try:
+                        await self._stream(
+                            address, sequence, stream, piece, progress, view, reconcile=True
+                        )
+                        break
+                    except grpc.aio.AioRpcError as error:
+                        problem = self._failed(sequence, piece, source, error)
+                        progress = self.storage.stream_progress(stream).get(piece.key)
+                        await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+                else:
+                    log.warning(
+                        "reconciling %s (%d, %d] from %s failed, skipped: %s",
+                        piece.keyspace,
+                        piece.left,
+                        piece.right,
+                        source,
+                        problem,
+                    )
+                traced.set_attribute("reconciled", view.reconciled - before)
 
     async def _piece(
         self,
@@ -405,14 +464,14 @@ class StreamReceiver:
         piece: Piece,
         progress: StreamProgress | None,
         view: StreamProgressView,
-    ) -> None:
+    ) -> str:
+        """Stream the piece from the first source that serves it; returns that source."""
         sources = list(piece.movement.sources)
         if self.settings.stream_sources == "nearest":
             sources += piece.movement.fallback
         if not sources:
             raise StreamRefused(f"no source is left for {piece.keyspace} {piece.movement.range}")
         last_error = ""
-        backoff_s = 0.2
         for attempt in range(STREAM_ATTEMPTS):
             for source in sources:
                 address = self._address(source)
@@ -420,29 +479,39 @@ class StreamReceiver:
                     continue
                 try:
                     await self._stream(address, sequence, operation, piece, progress, view)
-                    return
+                    return source
                 except grpc.aio.AioRpcError as error:
-                    last_error = f"{source}: {error.code().name} {error.details()}"
-                    if error.code() is grpc.StatusCode.FAILED_PRECONDITION:
-                        guard = at_start(
-                            self.follower.metadata, sequence.node_id, sequence.prepared_epoch
-                        )
-                        if guard:
-                            raise GuardClosed(guard) from None
-                    log.warning(
-                        "stream of %s %s from %s failed: %s",
-                        piece.table_id,
-                        (piece.left, piece.right),
-                        source,
-                        last_error,
-                    )
-                    self.metrics.stream_failures.inc()
+                    last_error = self._failed(sequence, piece, source, error)
                     progress = self.storage.stream_progress(operation).get(piece.key)
-            await asyncio.sleep(backoff_s * (attempt + 1))
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
         raise StreamRefused(
             f"could not stream {piece.keyspace} ({piece.left}, {piece.right}] from "
             f"{', '.join(sources)} in {STREAM_ATTEMPTS} rounds; last: {last_error}"
         )
+
+    def _failed(
+        self,
+        sequence: InProgressSequence,
+        piece: Piece,
+        source: str,
+        error: grpc.aio.AioRpcError,
+    ) -> str:
+        """Log and count a failed stream; raises ``GuardClosed`` when its step was closed."""
+        problem = f"{source}: {error.code().name} {error.details()}"
+        if error.code() is grpc.StatusCode.FAILED_PRECONDITION:
+            guard = at_start(self.follower.metadata, sequence.node_id, sequence.prepared_epoch)
+            if guard:
+                raise GuardClosed(guard) from None
+        log.warning(
+            "stream of %s (%d, %d] from %s failed: %s",
+            piece.table_id,
+            piece.left,
+            piece.right,
+            source,
+            problem,
+        )
+        self.metrics.stream_failures.inc()
+        return problem
 
     async def _delayed(self) -> None:
         """The stream_delay_ms test hook: wait that long after each message stored, re-reading
@@ -463,8 +532,15 @@ class StreamReceiver:
         piece: Piece,
         progress: StreamProgress | None,
         view: StreamProgressView,
+        *,
+        reconcile: bool = False,
     ) -> StreamProgress | None:
-        after = pb.StreamCursor.FromString(progress.cursor) if progress else pb.StreamCursor()
+        """One StreamRange call, from where ``progress`` stopped; ``reconcile`` asks for the
+        log entries only and counts the new ones as reconciled."""
+        if progress is not None:
+            after = pb.StreamCursor.FromString(progress.cursor)
+        else:
+            after = pb.StreamCursor(phase=Phase.MUTATIONS if reconcile else Phase.CELLS)
         request = pb.StreamRangeRequest(
             epoch=self.follower.epoch,
             receiver=self.follower.node_id,
@@ -501,10 +577,14 @@ class StreamReceiver:
             guard = at_start(self.follower.metadata, sequence.node_id, sequence.prepared_epoch)
             if guard:
                 raise GuardClosed(guard)
-            self.storage.ingest(cells, mutations, operation, piece.key, progress)
+            fresh = self.storage.ingest(cells, mutations, operation, piece.key, progress)
             view.bytes += size
-            view.cells += len(cells)
-            view.mutations += len(mutations)
+            if reconcile:
+                view.reconciled += sum(fresh)
+                self.metrics.reconciled_mutations.inc(sum(fresh))
+            else:
+                view.cells += len(cells)
+                view.mutations += len(mutations)
             self.metrics.streamed_in_bytes.inc(size)
             self.metrics.streamed_in_cells.inc(len(cells))
             self.metrics.streamed_in_mutations.inc(len(mutations))

@@ -299,3 +299,88 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
             assert status.state == "finished", status
 
     run(cluster, scenario, timeout_s=300)
+
+
+# --------------------------------------------------------------------------- reconciliation
+
+
+def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path: Path) -> None:
+    """A ring of three single-token nodes A, B, C (RF 3); replica4 (D) joins between C and A,
+    taking (C, D] over from C. X, one of A and B, is down while partitions are written at
+    QUORUM (the other, Y, and C hold them) and comes back without them; then C dies. With
+    ``--stream-sources nearest`` the join streams (C, D] from X, the first of the range's other
+    replicas, and D's final group for it is {D, A, B}: the quorum {D, X} must still read every
+    write. For the tracked keyspace the join's partial reconciliation brought them from Y; the
+    untracked keyspace, which has none, shows what is at stake: that quorum misses them."""
+    cluster = LocalCluster(tmp_path, replicas=4, replica_args=("--stream-sources", "nearest"))
+    tokens = {"replica1": [-(6 * 10**18)], "replica2": [0], "replica3": [6 * 10**18]}
+    joining_at = 8 * 10**18
+
+    async def scenario() -> None:
+        cluster.cms.start()
+        founders = ["replica1", "replica2", "replica3"]
+        for name in founders:
+            cluster.start_replica(name)
+        await cluster.wait_ready(founders)
+        everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
+        await cluster.form_ring(tokens=tokens)
+        cluster.nodes = everyone
+        # The range's fallback sources are ordered by node id: X is streamed from.
+        x, y = sorted(("replica1", "replica2"), key=lambda n: cluster.nodes[n].node_id)
+        async with Client([cluster.nodes[n].address for n in founders]) as client:
+            for keyspace in KEYSPACES:
+                await client.create_keyspace(
+                    keyspace, replication_factor=3, tracked=keyspace == "tks"
+                )
+                await client.create_table(
+                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
+                )
+            await latest(cluster, client)
+            cluster.stop_replica(x)
+            missed = []
+            for p in range(200):
+                key = f"m{p}"
+                for keyspace in KEYSPACES:
+                    await client.write(
+                        keyspace,
+                        "events",
+                        {"id": key, "seq": 0, "payload": f"while {x} was down {p}"},
+                        consistency=Consistency.QUORUM,
+                    )
+                token = partition_token(
+                    encode_key(partition_columns(client.table("tks", "events")), (key,))
+                )
+                if 6 * 10**18 < token <= joining_at:
+                    missed.append(key)
+            assert missed  # some of them fall into the range that moves
+            cluster.start_replica(x)
+            await cluster.wait_ready([x])
+            cluster.kill_replica("replica3")
+            cluster.start_replica("replica4")
+            await cluster.wait_ready(["replica4"])
+            status = await cluster.bootstrap("replica4", tokens=[joining_at])
+            assert status.state == "finished", status
+            assert status.reconciled_mutations >= len(missed), status
+            assert await cluster.metric("replica4", "reconciled_mutations_total") >= len(missed)
+
+            metadata = await latest(cluster, client)
+            pair = {cluster.nodes[n].node_id for n in (x, "replica4")}
+            for key in missed:
+                assert pair < read_group(metadata, client, "tks", key), key
+            cluster.stop_replica(y)
+            coordinator = cluster.nodes["replica4"].address
+            found = {}
+            for keyspace in KEYSPACES:
+                found[keyspace] = 0
+                for key in missed:
+                    result = await client.read(
+                        keyspace,
+                        "events",
+                        {"id": key},
+                        consistency=Consistency.QUORUM,
+                        coordinator=coordinator,
+                    )
+                    found[keyspace] += len(result.rows)
+            assert found == {"tks": len(missed), "uks": 0}, (found, len(missed))
+
+    run(cluster, scenario, timeout_s=300)

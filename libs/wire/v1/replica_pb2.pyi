@@ -636,20 +636,22 @@ class PullRangesRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., sequence_node: _Optional[str] = ..., prepared_epoch: _Optional[int] = ...) -> None: ...
 
 class PullRangesResponse(_message.Message):
-    __slots__ = ("node_id", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total")
+    __slots__ = ("node_id", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total", "reconciled_mutations")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STREAMED_BYTES_FIELD_NUMBER: _ClassVar[int]
     STREAMED_CELLS_FIELD_NUMBER: _ClassVar[int]
     STREAMED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     RANGES_DONE_FIELD_NUMBER: _ClassVar[int]
     RANGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RECONCILED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     streamed_bytes: int
     streamed_cells: int
     streamed_mutations: int
     ranges_done: int
     ranges_total: int
-    def __init__(self, node_id: _Optional[str] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ...) -> None: ...
+    reconciled_mutations: int
+    def __init__(self, node_id: _Optional[str] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., reconciled_mutations: _Optional[int] = ...) -> None: ...
 
 class StreamedCell(_message.Message):
     __slots__ = ("token", "partition_key", "cell")
@@ -708,7 +710,7 @@ class CleanupResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., removed: _Optional[int] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
-    __slots__ = ("node_id", "epoch", "kind", "step", "state", "message", "prepared_epoch", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total", "eta_s", "barrier_level")
+    __slots__ = ("node_id", "epoch", "kind", "step", "state", "message", "prepared_epoch", "streamed_bytes", "streamed_cells", "streamed_mutations", "ranges_done", "ranges_total", "eta_s", "barrier_level", "reconciled_mutations")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +725,7 @@ class OperationStatus(_message.Message):
     RANGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     ETA_S_FIELD_NUMBER: _ClassVar[int]
     BARRIER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    RECONCILED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     epoch: int
     kind: str
@@ -737,7 +740,8 @@ class OperationStatus(_message.Message):
     ranges_total: int
     eta_s: float
     barrier_level: str
-    def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ...) -> None: ...
+    reconciled_mutations: int
+    def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ..., reconciled_mutations: _Optional[int] = ...) -> None: ...
 
 class TestHooks(_message.Message):
     __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms")
