@@ -23,6 +23,7 @@ import random
 import sqlite3
 from pathlib import Path
 
+import grpc
 import pytest
 
 from epochal.client import Client, Consistency
@@ -105,6 +106,42 @@ def stored(cluster: LocalCluster, name: str) -> tuple[Tokens, Tokens]:
 
 def inside(token: int, ranges: tuple[tuple[int, int], ...]) -> bool:
     return any(left < token <= right for left, right in ranges)
+
+
+def held_partitions(
+    cluster: LocalCluster, name: str, metadata: ClusterMetadata
+) -> set[tuple[str, int]]:
+    """(keyspace, token) of every partition the replica holds cells of."""
+    keyspace_of = {t.id: k.name for k in metadata.keyspaces.values() for t in k.tables.values()}
+    cells, _ = stored(cluster, name)
+    return {(keyspace_of[t], token) for t, token in cells}
+
+
+def assert_holds_only_its_ranges(
+    cluster: LocalCluster, name: str, metadata: ClusterMetadata
+) -> None:
+    """No cell and no log entry on the replica lies outside the ranges it replicates."""
+    node_id = cluster.nodes[name].node_id
+    ranges = {o.keyspace: o.ranges for o in owned_ranges(metadata, node_id)}
+    keyspace_of = {t.id: k.name for k in metadata.keyspaces.values() for t in k.tables.values()}
+    cells, logged = stored(cluster, name)
+    outside = [(t, token) for t, token in cells if not inside(token, ranges[keyspace_of[t]])]
+    assert not outside, (name, outside[:5])
+    outside = [(k, token) for k, token in logged if not inside(token, ranges[k])]
+    assert not outside, (name, outside[:5])
+
+
+def assert_holds_every_preloaded_partition_it_replicates(
+    cluster: LocalCluster, name: str, metadata: ClusterMetadata, client: Client
+) -> None:
+    node_id = cluster.nodes[name].node_id
+    held = held_partitions(cluster, name, metadata)
+    for keyspace in KEYSPACES:
+        for p in range(PRELOADED):
+            key = f"p{p}"
+            mine = node_id in read_group(metadata, client, keyspace, key)
+            has = (keyspace, key_token(client, keyspace, key)) in held
+            assert has == mine, (name, keyspace, key, mine)
 
 
 def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothing(
@@ -288,25 +325,100 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                 removed += (await cluster.operation(name, "Cleanup")).removed
             assert removed > 0  # the moves left data behind that cleanup deleted
             metadata = await latest(cluster, client)
-            table_keyspace = {
-                t.id: k.name for k in metadata.keyspaces.values() for t in k.tables.values()
-            }
             for name in final:
-                node_id = ids[name]
-                ranges = {o.keyspace: o.ranges for o in owned_ranges(metadata, node_id)}
-                cells, logged = stored(cluster, name)
-                outside = [
-                    (t, token) for t, token in cells if not inside(token, ranges[table_keyspace[t]])
-                ]
-                assert not outside, (name, outside[:5])
-                outside = [(k, token) for k, token in logged if not inside(token, ranges[k])]
-                assert not outside, (name, outside[:5])
-                held = {(table_keyspace[t], token) for t, token in cells}
-                for keyspace in KEYSPACES:
-                    for p in range(PRELOADED):
-                        key = f"p{p}"
-                        mine = node_id in read_group(metadata, client, keyspace, key)
-                        has = (keyspace, key_token(client, keyspace, key)) in held
-                        assert has == mine, (name, keyspace, key, mine)
+                assert_holds_only_its_ranges(cluster, name, metadata)
+                assert_holds_every_preloaded_partition_it_replicates(
+                    cluster, name, metadata, client
+                )
 
     run(cluster, scenario, timeout_s=900)
+
+
+def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
+    tmp_path: Path,
+) -> None:
+    """A decommission held mid-stream is aborted: its steps are undone one epoch each, the node
+    is JOINED again with the placements it had, and the nodes that had pulled part of its
+    ranges hold nothing outside their own. Then a node is killed and removed by another: the
+    survivors stream its ranges from each other, and every partition is on every replica of
+    its final group."""
+    cluster = LocalCluster(
+        tmp_path, replicas=4, replica_args=("--stream-message-bytes", "4096"), test_hooks=True
+    )
+
+    async def scenario() -> None:
+        cluster.start()
+        await cluster.wait_ready()
+        formed = await cluster.form_ring(num_tokens=4)
+        ids = {name: replica.node_id for name, replica in cluster.nodes.items()}
+        async with Client([r.address for r in cluster.nodes.values()]) as client:
+            for keyspace, (rf, tracked) in KEYSPACES.items():
+                await client.create_keyspace(keyspace, replication_factor=rf, tracked=tracked)
+                await client.create_table(
+                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
+                )
+                for p in range(PRELOADED):
+                    await client.write(
+                        keyspace,
+                        "events",
+                        {"id": f"p{p}", "seq": 0, "payload": f"preloaded {p}" * 20},
+                        consistency=Consistency.ALL,
+                    )
+            before = (await latest(cluster, client)).placements
+
+            # Decommission, held mid-stream, then aborted.
+            for name in cluster.nodes:
+                await cluster.set_hooks(name, stream_delay_ms=HOLD_MS)
+            leaving = asyncio.ensure_future(cluster.operation("replica4", "Decommission"))
+            others = ["replica1", "replica2", "replica3"]
+            for _ in range(3000):
+                pulled = [await cluster.metric(n, "streamed_in_cells_total") for n in others]
+                if sum(pulled) > 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert sum(pulled) > 0, "no receiver pulled anything"
+            status = await cluster.operation("replica4", "DecommissionAbort")
+            assert status.state == "aborted", status
+            with pytest.raises(grpc.aio.AioRpcError) as stopped:
+                await leaving
+            assert stopped.value.code() == grpc.StatusCode.ABORTED
+            for name in cluster.nodes:
+                await cluster.set_hooks(name, stream_delay_ms=0)
+            metadata = await latest(cluster, client)
+            assert metadata.nodes[ids["replica4"]].state.value == "joined"
+            assert not metadata.sequences
+            assert metadata.placements == before
+            assert [s for n, s in await steps_since(cluster, formed)] == [
+                "prepare_leave",
+                "start",
+                "cancel",
+                "cancel",
+            ]
+            assert sum([await cluster.metric(n, "cleanup_removed_total") for n in others]) > 0
+            for name in cluster.nodes:
+                assert_holds_only_its_ranges(cluster, name, metadata)
+
+            # Remove a dead node from another one.
+            with pytest.raises(grpc.aio.AioRpcError) as itself:
+                await cluster.operation(
+                    "replica1", "Remove", replica_pb2.OperationRequest(node_id=ids["replica1"])
+                )
+            assert itself.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "decommission" in (itself.value.details() or "")
+            cluster.kill_replica("replica3")
+            removed = await cluster.operation(
+                "replica1", "Remove", replica_pb2.OperationRequest(node_id=ids["replica3"])
+            )
+            assert removed.state == "finished", removed
+            assert removed.node_id == ids["replica3"] and removed.kind == "remove", removed
+            assert removed.streamed_cells > 0, removed
+            metadata = await latest(cluster, client)
+            assert metadata.nodes[ids["replica3"]].state.value == "left"
+            steps = [s for n, s in await steps_since(cluster, formed) if n == ids["replica3"]]
+            assert steps == ["prepare_leave", "start", "mid", "finish"]
+            for name in ("replica1", "replica2", "replica4"):
+                assert_holds_every_preloaded_partition_it_replicates(
+                    cluster, name, metadata, client
+                )
+
+    run(cluster, scenario, timeout_s=400)
