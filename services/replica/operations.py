@@ -216,8 +216,12 @@ class Operations:
                 raise
             self.state, self.message = "aborted", "every step undone"
 
-    def cleanup(self) -> tuple[int, int]:
-        """Delete what this node no longer replicates; (the epoch it read owners at, removed)."""
+    async def cleanup(self, epoch: int = 0) -> tuple[int, int]:
+        """Delete what this node no longer replicates, once caught up to ``epoch``; answers
+        (the epoch it read the owners at, how many cells and log entries went). A stream
+        still running here stores nothing after that: its guard reads the same metadata."""
+        if epoch > self.follower.epoch and not await self.follower.catch_up(epoch, APPLY_TIMEOUT_S):
+            raise OperationRefused(f"could not catch up to epoch {epoch} to clean up")
         metadata = self.follower.metadata
         removed = self.storage.cleanup(owned_ranges(metadata, self._me()))
         self.metrics.cleanup_removed.inc(removed)
@@ -375,7 +379,7 @@ class Operations:
             return
         try:
             reply = await self.channels.admin(info.address).Cleanup(
-                pb.OperationRequest(), timeout=COMMIT_TIMEOUT_S
+                pb.OperationRequest(epoch=self.follower.epoch), timeout=COMMIT_TIMEOUT_S
             )
             log.info("%s deleted %d streamed cells and log entries", node_id, reply.removed)
         except grpc.aio.AioRpcError as error:

@@ -465,7 +465,7 @@ class AdminServicer:
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.CleanupResponse:
         try:
-            epoch, removed = self.operations.cleanup()
+            epoch, removed = await self.operations.cleanup(request.epoch)
         except OperationRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         return pb.CleanupResponse(epoch=epoch, removed=removed)

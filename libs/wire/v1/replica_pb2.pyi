@@ -684,10 +684,12 @@ class BootstrapRequest(_message.Message):
     def __init__(self, tokens: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ...) -> None: ...
 
 class OperationRequest(_message.Message):
-    __slots__ = ("node_id",)
+    __slots__ = ("node_id", "epoch")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     node_id: str
-    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+    epoch: int
+    def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ReplaceRequest(_message.Message):
     __slots__ = ("replaced",)
