@@ -1,0 +1,208 @@
+"""``epochal``: the operator's command line for topology operations on a replica.
+
+Each command calls the replica's ``epochal.v1.ReplicaAdmin`` service (see
+services/replica/README.md, "Topology operations"). A command that runs an operation answers
+when it has finished, failed or been refused; meanwhile it shows the operation's progress (step,
+state, streamed bytes, ranges, ETA) on stderr. If the command is interrupted (Ctrl-C, a lost
+connection) the operation goes on; ``epochal status`` shows it and ``resume`` / ``cancel`` act
+on it.
+
+Exit status: 0 when the operation finished (or was cancelled as asked), 1 when it failed, 2 when
+it was refused or the replica could not be reached — the message says why and what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+
+from epochal.wire.channels import insecure_channel
+from epochal.wire.v1 import replica_pb2 as pb
+from epochal.wire.v1 import replica_pb2_grpc
+
+PROGRESS_INTERVAL_S = 1.0
+REFUSED = {
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.NOT_FOUND,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="epochal",
+        description="Run and watch topology operations on an Epochal replica.",
+    )
+    top.add_argument(
+        "--replica",
+        default=os.environ.get("EPOCHAL_REPLICA", ""),
+        help="the replica to ask, host:port (its --listen or --advertise) [EPOCHAL_REPLICA]",
+    )
+    top.add_argument(
+        "--timeout-s",
+        type=float,
+        default=float(os.environ.get("EPOCHAL_TIMEOUT_S", "86400")),
+        help="give up waiting after this long; the operation goes on [EPOCHAL_TIMEOUT_S]",
+    )
+    top.add_argument("--quiet", action="store_true", help="no progress lines")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("status", help="what the replica's operation is doing")
+    boot = commands.add_parser("bootstrap", help="join the ring (on the new node)")
+    boot.add_argument("action", nargs="?", choices=("resume", "abort"))
+    boot.add_argument("--tokens", type=int, nargs="+", default=[], help="explicit tokens")
+    boot.add_argument("--num-tokens", type=int, default=0, help="else this many, allocated")
+    leave = commands.add_parser("decommission", help="leave the ring (on the leaving node)")
+    leave.add_argument("action", nargs="?", choices=("abort",))
+    remove = commands.add_parser("removenode", help="remove a dead node (on any live node)")
+    remove.add_argument("node_id")
+    replace = commands.add_parser("replace", help="take a dead node's tokens (on the new node)")
+    replace.add_argument("node_id", help="the dead node")
+    move = commands.add_parser("move", help="move to new tokens (on the moving node)")
+    move.add_argument("tokens", type=int, nargs="+")
+    resume = commands.add_parser("resume", help="continue an interrupted operation")
+    resume.add_argument("node_id", nargs="?", default="", help="another node's (a removal)")
+    cancel = commands.add_parser("cancel", help="undo an operation, one step per epoch")
+    cancel.add_argument("node_id", nargs="?", default="", help="another node's")
+    commands.add_parser("cleanup", help="delete the ranges this replica no longer owns")
+    return top
+
+
+def call_for(args: argparse.Namespace) -> tuple[str, Any]:
+    """The ReplicaAdmin method and request a parsed command line asks for."""
+    none = pb.OperationRequest()
+    match args.command:
+        case "status":
+            return "Status", none
+        case "bootstrap" if args.action == "resume":
+            return "BootstrapResume", none
+        case "bootstrap" if args.action == "abort":
+            return "BootstrapAbort", none
+        case "bootstrap":
+            return "Bootstrap", pb.BootstrapRequest(tokens=args.tokens, num_tokens=args.num_tokens)
+        case "decommission" if args.action == "abort":
+            return "DecommissionAbort", none
+        case "decommission":
+            return "Decommission", none
+        case "removenode":
+            return "Remove", pb.OperationRequest(node_id=args.node_id)
+        case "replace":
+            return "Replace", pb.ReplaceRequest(replaced=args.node_id)
+        case "move":
+            return "Move", pb.MoveRequest(tokens=args.tokens)
+        case "resume":
+            return "Resume", pb.OperationRequest(node_id=args.node_id)
+        case "cancel":
+            return "Cancel", pb.OperationRequest(node_id=args.node_id)
+        case "cleanup":
+            return "Cleanup", none
+    raise ValueError(f"unknown command {args.command!r}")
+
+
+def describe(status: pb.OperationStatus) -> str:
+    """The final status, one field per line."""
+    lines = [
+        f"node        {status.node_id}",
+        f"operation   {status.kind or '-'} (step {status.step or '-'}, {status.state})",
+        f"epoch       {status.epoch}",
+    ]
+    if status.message:
+        lines.append(f"message     {status.message}")
+    if status.ranges_total:
+        lines.append(
+            f"streamed    {status.ranges_done}/{status.ranges_total} ranges, "
+            f"{_megabytes(status.streamed_bytes)}, {status.streamed_cells} cells, "
+            f"{status.streamed_mutations} log entries"
+        )
+    if status.reconciled_mutations:
+        lines.append(f"reconciled  {status.reconciled_mutations} log entries")
+    if status.barrier_level:
+        lines.append(f"barrier     {status.barrier_level}")
+    return "\n".join(lines)
+
+
+def progress_line(status: pb.OperationStatus) -> str:
+    eta = f", ETA {status.eta_s:.0f} s" if status.eta_s >= 0 else ""
+    ranges = f", {status.ranges_done}/{status.ranges_total} ranges" if status.ranges_total else ""
+    return (
+        f"{status.kind or '-'} of {status.node_id}: {status.step or '-'} done, {status.state}"
+        f"{ranges}, {_megabytes(status.streamed_bytes)}{eta}"
+    )
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
+
+
+async def run(
+    args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]
+) -> int:
+    method, request = call_for(args)
+    async with insecure_channel(args.replica) as channel:
+        admin = replica_pb2_grpc.ReplicaAdminStub(channel)
+        call: Callable[..., Awaitable[Any]] = getattr(admin, method)
+        try:
+            if method in ("Status", "Cleanup"):
+                reply = await call(request, timeout=min(args.timeout_s, 120.0))
+            else:
+                reply = await _with_progress(
+                    admin, call(request, timeout=args.timeout_s), args, err
+                )
+        except grpc.aio.AioRpcError as error:
+            err(f"epochal {args.command}: {error.code().name}: {error.details()}")
+            return 2 if error.code() in REFUSED else 1
+    if isinstance(reply, pb.CleanupResponse):
+        out(f"removed {reply.removed} cells and log entries (owners as of epoch {reply.epoch})")
+        return 0
+    out(describe(reply))
+    if method == "Status":
+        return 0
+    return 0 if reply.state in ("finished", "aborted") else 1
+
+
+async def _with_progress(
+    admin: replica_pb2_grpc.ReplicaAdminStub,
+    operation: Awaitable[Any],
+    args: argparse.Namespace,
+    err: Callable[[str], None],
+) -> Any:
+    """Await ``operation``, writing the replica's Status to stderr every second meanwhile."""
+    task = asyncio.ensure_future(operation)
+    last = ""
+    started = time.monotonic()
+    while not task.done():
+        await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
+        if task.done() or args.quiet:
+            continue
+        try:
+            status = await admin.Status(pb.OperationRequest(), timeout=5.0)
+        except grpc.aio.AioRpcError:
+            continue  # the operation's own call reports what went wrong
+        line = progress_line(status)
+        if line != last:  # a line when something changed, not one a second
+            err(f"[{time.monotonic() - started:5.0f} s] {line}")
+            last = line
+    return task.result()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    command_line = parser()
+    args = command_line.parse_args(argv)
+    if not args.replica:
+        command_line.error("name the replica to ask: --replica host:port or EPOCHAL_REPLICA")
+    try:
+        return asyncio.run(run(args, print, lambda line: print(line, file=sys.stderr, flush=True)))
+    except KeyboardInterrupt:
+        print("interrupted: the operation goes on; `epochal status` shows it", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
