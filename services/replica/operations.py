@@ -65,6 +65,7 @@ COMMIT_TIMEOUT_S = 60.0
 APPLY_TIMEOUT_S = 30.0
 PULL_ATTEMPTS = 5
 RETRIED_PULL_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+LIVENESS_TIMEOUT_S = 2.0  # a node named dead that answers its Describe within this is alive
 
 
 class OperationRefused(Exception):
@@ -152,12 +153,14 @@ class Operations:
             raise OperationRefused("name the dead node to remove (node_id)")
         if node_id == me:
             raise OperationRefused(f"{me} cannot remove itself: decommission it instead")
+        await self._refuse_if_alive(node_id, "decommission it instead, or stop it first")
         await self._begin(PrepareLeave(node_id=node_id, remove=True), node_id)
 
     async def replace(self, replaced: str) -> None:
         me = self._me()
         if not replaced:
             raise OperationRefused("name the dead node to replace (replaced)")
+        await self._refuse_if_alive(replaced, "stop it before replacing it")
         await self._begin(PrepareReplace(node_id=me, replaced=replaced), me)
 
     async def move(self, tokens: Sequence[int]) -> None:
@@ -165,6 +168,26 @@ class Operations:
         if not tokens:
             raise OperationRefused("name the tokens to move to")
         await self._begin(PrepareMove(node_id=me, tokens=tuple(tokens)), me)
+
+    async def _refuse_if_alive(self, node_id: str, instead: str) -> None:
+        """Remove and replace are for dead nodes: refuse when ``node_id`` answers, as itself, at
+        its address (the data it holds and would keep serving is not the streamed copy). A node
+        that does not answer in time counts as dead; the PREPARE's validation names one that is
+        not in the directory. A replacement at the dead node's address answers as itself."""
+        info = self.follower.metadata.nodes.get(node_id)
+        if info is None:
+            return
+        try:
+            answer = await self.channels.replica(info.address).Describe(
+                pb.ReplicaDescribeRequest(), timeout=LIVENESS_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError:
+            return
+        if answer.node_id == node_id:
+            raise OperationRefused(
+                f"{node_id} is alive: it answered at {info.address} (epoch {answer.epoch}); "
+                f"{instead}"
+            )
 
     async def _begin(self, prepare: Transformation, target: str) -> None:
         async with self._lock:

@@ -12,6 +12,8 @@ is killed with SIGKILL and replaced by a 5th, and a node moves to new tokens. Af
   log entry outside them, and every partition written (at ALL) before the first operation whose
   final read group names it;
 * the metadata log shows each operation's four steps.
+
+Replacing or removing a node that still answers is refused, naming it as alive.
 """
 
 from __future__ import annotations
@@ -275,6 +277,12 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                 assert left.streamed_cells > 0, left  # the receivers pulled from it
                 cluster.stop_replica("replica2")
 
+                with pytest.raises(grpc.aio.AioRpcError) as alive:  # replace is for the dead
+                    await cluster.operation(
+                        "replica5", "Replace", replica_pb2.ReplaceRequest(replaced=ids["replica3"])
+                    )
+                assert alive.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert f"{ids['replica3']} is alive" in (alive.value.details() or "")
                 cluster.kill_replica("replica3")  # SIGKILL
                 replaced = await under_writes(
                     "replica5", "Replace", replica_pb2.ReplaceRequest(replaced=ids["replica3"])
@@ -424,6 +432,9 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
             rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica1"])
             assert rc == 2, (rc, out, err)
             assert "FAILED_PRECONDITION" in err and "decommission" in err, err
+            rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica3"])
+            assert rc == 2, (rc, out, err)  # it is alive: remove is for dead nodes
+            assert f"{ids['replica3']} is alive" in err and "decommission" in err, err
             cluster.kill_replica("replica3")
             rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica3"])
             assert rc == 0, (rc, out, err)
