@@ -173,7 +173,8 @@ class Operations:
         """Remove and replace are for dead nodes: refuse when ``node_id`` answers, as itself, at
         its address (the data it holds and would keep serving is not the streamed copy). A node
         that does not answer in time counts as dead; the PREPARE's validation names one that is
-        not in the directory. A replacement at the dead node's address answers as itself."""
+        not in the directory. Only an answer naming ``node_id`` counts: not another node that
+        answers at that address now."""
         info = self.follower.metadata.nodes.get(node_id)
         if info is None:
             return
