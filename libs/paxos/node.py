@@ -38,7 +38,14 @@ The leader's own vote (``leader_vote_delay_ms`` > 0): the followers of a 3-membe
 quorum by themselves, so the leader need not make its own acceptance durable for every slot. It
 sends the Accept to the followers only and votes itself for a slot still not chosen after the
 delay; from then on it votes at once, and every ``OWN_VOTE_PROBE_SLOTS`` slots it tries letting
-the followers decide again. Safety does not depend on it: a vote, the leader's or not, counts
+the followers decide again. A small slot (at most ``leader_votes_small_slots_up_to`` values: the
+log is quiet) is the other way round: the leader votes at once, its write being free while it
+would only wait, and sends the Accept to just enough followers for a quorum with its own vote,
+those that wait to learn the slot first. On a machine whose members share CPUs or a disk, every
+extra acceptor's fsync and messages slow the ones the quorum waits for. The other followers get
+the slot's value in a ``CatchUpReply`` once it is chosen, or the Accept if it is not chosen after
+``leader_vote_delay_ms`` (and then, like a late own vote, every slot goes to everyone until the
+next probe). Safety does not depend on it: a vote, the leader's or not, counts
 only once it is durable, and an acceptor that never votes is allowed by Paxos.
 
 Membership: the shell applies chosen slots and tells the core with ``applied(up_to,
@@ -110,6 +117,10 @@ class _Proposal:
     learners: tuple[str, ...] = ()
     acks: set[str] = field(default_factory=set)
     own_vote_due_ms: int | None = None  # when the leader votes itself if still not chosen
+    # A small slot's Accept went to a quorum only (see "small slots"): the other voters get it
+    # if it is not chosen by ``rest_due_ms``, and get its value once it is.
+    rest: frozenset[str] = frozenset()
+    rest_due_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -125,6 +136,8 @@ class Stats:
     catch_up_requests: int = 0
     state_transfers: int = 0
     own_votes_needed: int = 0  # lazy own votes the followers did not make unnecessary
+    small_slots: int = 0  # slots sent to a quorum only
+    small_slot_fallbacks: int = 0  # of those, slots that had to be sent to everyone
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -703,10 +716,26 @@ class PaxosNode:
         proposal = self._proposals[slot] = _Proposal(
             value=value, sent_ms=self._now_ms, learners=tuple(sorted(learners))
         )
-        voters = self.membership.governing(slot).voters
+        configuration = self.membership.governing(slot)
+        voters = configuration.voters
         if self._own_vote_waits and self.node_id in voters:
-            proposal.own_vote_due_ms = self._now_ms + self.settings.leader_vote_delay_ms
-            voters = voters - {self.node_id}
+            due_ms = self._now_ms + self.settings.leader_vote_delay_ms
+            if len(value) > self.settings.leader_votes_small_slots_up_to:
+                proposal.own_vote_due_ms = due_ms
+                voters = voters - {self.node_id}
+            else:
+                # A small slot (a quiet log): the leader votes at once, and only as many
+                # followers as a quorum needs get the Accept, those waiting to learn it first.
+                quorum = {self.node_id}
+                for follower in sorted(voters - quorum, key=lambda v: (v not in learners, v)):
+                    if configuration.is_quorum(quorum):
+                        break
+                    quorum.add(follower)
+                proposal.rest = voters - quorum
+                if proposal.rest:
+                    proposal.rest_due_ms = due_ms
+                    self.stats.small_slots += 1
+                voters = frozenset(quorum)
         self._send_accepts(slot, voters)
 
     def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
@@ -738,6 +767,16 @@ class PaxosNode:
             return
         del self._proposals[m.slot]
         self._after_choosing(proposal)
+        for voter in sorted(proposal.rest):  # the value of a slot they never saw
+            self._send(
+                CatchUpReply(
+                    src=self.node_id,
+                    dst=voter,
+                    chosen=(ChosenSlot(slot=m.slot, value=proposal.value),),
+                    chosen_up_to=m.slot,
+                    compacted_up_to=0,
+                )
+            )
         if m.slot > self._compacted_up_to:
             slot = self._log.setdefault(m.slot, _Slot())
             if slot.chosen_value is None:
@@ -754,6 +793,19 @@ class PaxosNode:
         self._slots_since_own_vote += 1
         if self._slots_since_own_vote >= OWN_VOTE_PROBE_SLOTS:
             self._own_vote_waits = True
+
+    def _send_rest_if_due(self, slot: int, proposal: _Proposal) -> None:
+        """A small slot's quorum did not answer in time: the others get the Accept too, and
+        slots go to everyone from now on (until the next probe, as with the leader's vote)."""
+        due = proposal.rest_due_ms
+        if due is None or self._now_ms < due:
+            return
+        proposal.rest_due_ms = None
+        rest, proposal.rest = proposal.rest, frozenset()
+        self.stats.small_slot_fallbacks += 1
+        self._own_vote_waits = False
+        self._slots_since_own_vote = 0
+        self._send_accepts(slot, rest)
 
     def _vote_if_due(self, slot: int, proposal: _Proposal) -> None:
         """The followers did not choose the slot in time: the leader votes, at once from now on."""
@@ -776,11 +828,13 @@ class PaxosNode:
             self._request_catch_up(self._catch_up_peer)
         for slot, proposal in sorted(self._proposals.items()):
             self._vote_if_due(slot, proposal)
+            self._send_rest_if_due(slot, proposal)
             if self._now_ms - proposal.sent_ms >= self.settings.retransmit_interval_ms:
                 proposal.sent_ms = self._now_ms
                 missing = self.membership.governing(slot).voters - proposal.acks
                 if proposal.own_vote_due_ms is not None:
                     missing -= {self.node_id}  # it votes when due, not with a retransmit
+                missing -= proposal.rest  # they get it when due
                 self._send_accepts(slot, missing)
 
     def _broadcast_commit(self) -> None:

@@ -27,6 +27,11 @@ class PaxosSettings:
     # once, until a periodic probe finds the followers answering again): one fsync fewer per
     # slot while they are healthy, no stall when one is not.
     leader_vote_delay_ms: int = 0
+    # With a vote delay: a slot of at most this many values still gets the leader's vote at
+    # once. A small slot means a quiet log, where the leader's write costs nothing (it would
+    # wait idle for the votes) and lets the faster follower alone complete the quorum; large
+    # slots mean a busy one, where skipping the write saves the leader's time.
+    leader_votes_small_slots_up_to: int = 0
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -47,6 +52,11 @@ class PaxosSettings:
             raise ValueError(
                 "PaxosSettings.election_timeout_ms must be at least twice heartbeat_interval_ms "
                 f"(got {self.election_timeout_ms} and {self.heartbeat_interval_ms})"
+            )
+        if self.leader_votes_small_slots_up_to < 0:
+            raise ValueError(
+                "PaxosSettings.leader_votes_small_slots_up_to must be >= 0, "
+                f"got {self.leader_votes_small_slots_up_to}"
             )
         if self.leader_vote_delay_ms < 0:
             raise ValueError(

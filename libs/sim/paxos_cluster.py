@@ -73,6 +73,8 @@ class Coverage:
     duplicate_commits_answered: int = 0
     reconfigurations: int = 0  # membership changes applied (counted once, by the first member)
     leader_votes_needed: int = 0  # lazy own votes cast because the followers lagged
+    small_slots: int = 0  # slots whose Accept went to a quorum only
+    small_slot_fallbacks: int = 0  # of those, sent to everyone because the quorum lagged
 
     def add(self, other: Coverage) -> None:
         for name in self.__slots__:  # type: ignore[attr-defined]
@@ -380,6 +382,7 @@ class PaxosCluster:
             retransmit_interval_ms=30,
             # Half the seeds let the followers decide and the leader vote only when they lag.
             leader_vote_delay_ms=rng.choice([0, 0, 8, 25]),
+            leader_votes_small_slots_up_to=rng.choice([0, 0, 1]),
             planted_bugs=planted_bugs,
         )
         self.tick_ms = 5
@@ -675,6 +678,8 @@ class PaxosCluster:
             self.coverage.reproposed_values += stats.reproposed_values
             self.coverage.noop_fills += stats.noop_fills
             self.coverage.leader_votes_needed += stats.own_votes_needed
+            self.coverage.small_slots += stats.small_slots
+            self.coverage.small_slot_fallbacks += stats.small_slot_fallbacks
         self.coverage.duplicated_messages = self.world.counters.duplicated
         self.coverage.dropped_messages = self.world.counters.dropped
 

@@ -205,6 +205,7 @@ class CMSMemberLoop:
             election_timeout_ms=settings.election_timeout_ms,
             retransmit_interval_ms=settings.retransmit_interval_ms,
             leader_vote_delay_ms=settings.leader_vote_delay_ms,
+            leader_votes_small_slots_up_to=settings.leader_votes_small_slots_up_to,
         )
         self.node: PaxosNode
         self.sm: MetadataStateMachine

@@ -45,6 +45,9 @@ class CMSSettings:
     # The leader lets the followers choose a slot and casts its own vote (an fsync) only for a
     # slot still not chosen after this long, then at once until they answer again (0: always).
     leader_vote_delay_ms: int = 10
+    # ... except for a slot of at most this many transformations (a quiet log): the leader
+    # votes at once and sends it to just enough followers for a quorum (epochal.paxos).
+    leader_votes_small_slots_up_to: int = 2
     max_batch_values: int = 512
     max_batch_bytes: int = 4 << 20
     # Group commit: while the log is busy (the last slot carried at least batch_linger_commits
@@ -104,7 +107,9 @@ class CMSSettings:
         return {m: a for m, a in self.members.items() if m != self.member_id}
 
 
-_ZERO_MEANS_OFF = frozenset({"batch_linger_ms", "leader_vote_delay_ms"})
+_ZERO_MEANS_OFF = frozenset(
+    {"batch_linger_ms", "leader_vote_delay_ms", "leader_votes_small_slots_up_to"}
+)
 
 _FLAGS: dict[str, tuple[type, str]] = {
     "member_id": (str, "this member's id (not in --members: join a running CMS as a candidate)"),
@@ -128,6 +133,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
         int,
         "the leader votes for its own slot (an fsync) only if the followers have not chosen it "
         "after this long, then at once until they answer again (0: always votes)",
+    ),
+    "leader_votes_small_slots_up_to": (
+        int,
+        "a slot of at most this many transformations (a quiet log): the leader votes at once "
+        "and sends it to just enough followers for a quorum, the rest once chosen (0: off)",
     ),
     "max_batch_values": (int, "most transformations in one Paxos slot"),
     "max_batch_bytes": (int, "most bytes in one Paxos slot"),

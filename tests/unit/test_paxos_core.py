@@ -223,6 +223,8 @@ def test_settings_are_checked_when_built() -> None:
         PaxosSettings(max_in_flight_slots=0)
     with pytest.raises(ValueError, match="twice"):
         PaxosSettings(heartbeat_interval_ms=100, election_timeout_ms=150)
+    with pytest.raises(ValueError, match="leader_votes_small_slots_up_to"):
+        PaxosSettings(leader_votes_small_slots_up_to=-1)
     with pytest.raises(ValueError, match="unknown planted bugs"):
         PaxosSettings(planted_bugs=frozenset({"nope"}))
 
@@ -240,6 +242,43 @@ def test_a_lazy_leader_lets_its_followers_choose_and_never_writes_its_own_vote()
     net.run()
     assert net.applied["a"] == [(1, (b"x",))]
     assert net.nodes["a"].stats.own_votes_needed == 0
+
+
+def test_a_small_slot_goes_to_a_quorum_and_the_rest_get_its_value_once_chosen() -> None:
+    net = Net(settings=dataclasses.replace(LAZY, leader_votes_small_slots_up_to=1))
+    net.elect("a")
+    net.nodes["a"].propose([b"x"], net.now, learners=["c"])
+    accepts = [m for m in net.nodes["a"].take_ready().messages if isinstance(m, Accept)]
+    # The leader votes at once; c waits to learn the slot, so c (not b) completes the quorum.
+    assert sorted(m.dst for m in accepts) == ["a", "c"]
+    net.queue.extend(accepts)
+    net.run()
+    assert net.applied["a"] == net.applied["b"] == net.applied["c"] == [(1, (b"x",))]
+    assert net.nodes["a"].stats.small_slots == 1
+    net.nodes["a"].propose([b"y", b"z"], net.now)  # two values: a busy log, the followers vote
+    accepts = [m for m in net.nodes["a"].take_ready().messages if isinstance(m, Accept)]
+    assert sorted(m.dst for m in accepts) == ["b", "c"]
+    net.queue.extend(accepts)
+    net.run()
+    assert net.applied["a"][-1] == (2, (b"y", b"z"))
+    assert net.nodes["a"].stats.own_votes_needed == 0
+
+
+def test_a_small_slot_whose_quorum_is_down_goes_to_everyone_when_due() -> None:
+    net = Net(settings=dataclasses.replace(LAZY, leader_votes_small_slots_up_to=1))
+    net.elect("a")
+    net.down = {"b"}
+    net.nodes["a"].propose([b"x"], net.now)
+    net.run()
+    assert net.applied["a"] == []  # b was the quorum's follower, and it is down
+    net.now += 5
+    net.nodes["a"].tick(net.now)  # due: c gets the Accept as well
+    net.run()
+    assert net.applied["a"] == [(1, (b"x",))]  # a's vote and c's
+    assert net.nodes["a"].stats.small_slot_fallbacks == 1
+    net.nodes["a"].propose([b"y"], net.now)  # from now on everyone gets every slot
+    accepts = [m for m in net.nodes["a"].take_ready().messages if isinstance(m, Accept)]
+    assert sorted(m.dst for m in accepts) == ["a", "b", "c"]
 
 
 def test_a_lazy_leader_votes_itself_when_a_follower_is_down_then_at_once() -> None:
