@@ -442,7 +442,13 @@ class PaxosNode:
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
-        # Learners get the vote first: each has a client waiting for this slot.
+        # Learners get the vote first: each has a client waiting for this slot. A slot known
+        # chosen is acknowledged without accepting (it may have come in a CatchUpReply, with
+        # no Accept, so promised may be below the ballot that chose it). That vote can only
+        # complete a quorum for the chosen value: this member has promised nothing above
+        # m.ballot, nor has a proposer still leading m.ballot, so every higher ballot's promise
+        # quorum meets a quorum of m.ballot in a member that really accepted there, and by the
+        # usual Paxos induction every higher ballot proposed m.ballot's value.
         for recipient in (*(n for n in m.learners if n != m.src), m.src):
             self._send_acceptor_reply(
                 Accepted(src=self.node_id, dst=recipient, ballot=m.ballot, slot=m.slot)
@@ -580,7 +586,11 @@ class PaxosNode:
                 slot.chosen_value = record.value
         self._advance_chosen()
         if self._chosen_up_to < m.chosen_up_to:
-            self._request_catch_up(m.src, force=True)
+            # A page of an answer to our request: ask for the next one at once. Otherwise (a
+            # leader's unasked value of one slot, past a gap here) ask at the usual pace, so
+            # that each such value does not start a chain of requests of its own.
+            paged = m.chosen[-1].slot < m.chosen_up_to
+            self._request_catch_up(m.src, force=paged)
 
     # ------------------------------------------------------------------ candidate
 
@@ -720,7 +730,8 @@ class PaxosNode:
         voters = configuration.voters
         if self._own_vote_waits and self.node_id in voters:
             due_ms = self._now_ms + self.settings.leader_vote_delay_ms
-            if len(value) > self.settings.leader_votes_small_slots_up_to:
+            up_to = self.settings.leader_votes_small_slots_up_to
+            if not 0 < len(value) <= up_to:  # a no-op fill goes to everyone
                 proposal.own_vote_due_ms = due_ms
                 voters = voters - {self.node_id}
             else:
@@ -767,21 +778,21 @@ class PaxosNode:
             return
         del self._proposals[m.slot]
         self._after_choosing(proposal)
+        if m.slot > self._compacted_up_to:
+            slot = self._log.setdefault(m.slot, _Slot())
+            if slot.chosen_value is None:
+                slot.chosen_value = proposal.value
+        self._advance_chosen()
         for voter in sorted(proposal.rest):  # the value of a slot they never saw
             self._send(
                 CatchUpReply(
                     src=self.node_id,
                     dst=voter,
                     chosen=(ChosenSlot(slot=m.slot, value=proposal.value),),
-                    chosen_up_to=m.slot,
+                    chosen_up_to=self._chosen_up_to,
                     compacted_up_to=0,
                 )
             )
-        if m.slot > self._compacted_up_to:
-            slot = self._log.setdefault(m.slot, _Slot())
-            if slot.chosen_value is None:
-                slot.chosen_value = proposal.value
-        self._advance_chosen()
 
     def _after_choosing(self, proposal: _Proposal) -> None:
         """Lazy own votes (``leader_vote_delay_ms``): count slots since the leader last had
@@ -828,14 +839,14 @@ class PaxosNode:
             self._request_catch_up(self._catch_up_peer)
         for slot, proposal in sorted(self._proposals.items()):
             self._vote_if_due(slot, proposal)
-            self._send_rest_if_due(slot, proposal)
             if self._now_ms - proposal.sent_ms >= self.settings.retransmit_interval_ms:
                 proposal.sent_ms = self._now_ms
                 missing = self.membership.governing(slot).voters - proposal.acks
                 if proposal.own_vote_due_ms is not None:
                     missing -= {self.node_id}  # it votes when due, not with a retransmit
-                missing -= proposal.rest  # they get it when due
+                missing -= proposal.rest  # they get it when due (below), once
                 self._send_accepts(slot, missing)
+            self._send_rest_if_due(slot, proposal)
 
     def _broadcast_commit(self) -> None:
         assert self._ballot is not None

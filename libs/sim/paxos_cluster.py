@@ -382,7 +382,7 @@ class PaxosCluster:
             retransmit_interval_ms=30,
             # Half the seeds let the followers decide and the leader vote only when they lag.
             leader_vote_delay_ms=rng.choice([0, 0, 8, 25]),
-            leader_votes_small_slots_up_to=rng.choice([0, 0, 1]),
+            leader_votes_small_slots_up_to=rng.choice([0, 1, 2]),
             planted_bugs=planted_bugs,
         )
         self.tick_ms = 5
