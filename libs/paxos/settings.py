@@ -27,10 +27,10 @@ class PaxosSettings:
     # once, until a periodic probe finds the followers answering again): one fsync fewer per
     # slot while they are healthy, no stall when one is not.
     leader_vote_delay_ms: int = 0
-    # With a vote delay: a slot of at most this many values still gets the leader's vote at
-    # once. A small slot means a quiet log, where the leader's write costs nothing (it would
-    # wait idle for the votes) and lets the faster follower alone complete the quorum; large
-    # slots mean a busy one, where skipping the write saves the leader's time.
+    # With a vote delay: a slot of 1..this many values (a quiet log) gets the leader's vote at
+    # once and goes to just enough followers for a quorum; the others get its value once it is
+    # chosen (node.py, "The leader's own vote"). Larger slots mean a busy log, where skipping
+    # the leader's write saves its time. 0: off.
     leader_votes_small_slots_up_to: int = 0
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
