@@ -116,11 +116,11 @@ class _Proposal:
     sent_ms: int
     learners: tuple[str, ...] = ()
     acks: set[str] = field(default_factory=set)
-    own_vote_due_ms: int | None = None  # when the leader votes itself if still not chosen
-    # A small slot's Accept went to a quorum only (see "small slots"): the other voters get it
-    # if it is not chosen by ``rest_due_ms``, and get its value once it is.
-    rest: frozenset[str] = frozenset()
-    rest_due_ms: int | None = None
+    # Voters the Accept did not go to (see "The leader's own vote"): the leader itself when
+    # its vote waits, or the followers a small slot's quorum did not need. They get it if the
+    # slot is still not chosen at ``left_out_due_ms``; followers get its value once it is.
+    left_out: frozenset[str] = frozenset()
+    left_out_due_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -729,11 +729,9 @@ class PaxosNode:
         configuration = self.membership.governing(slot)
         voters = configuration.voters
         if self._own_vote_waits and self.node_id in voters:
-            due_ms = self._now_ms + self.settings.leader_vote_delay_ms
             up_to = self.settings.leader_votes_small_slots_up_to
             if not 0 < len(value) <= up_to:  # a no-op fill goes to everyone
-                proposal.own_vote_due_ms = due_ms
-                voters = voters - {self.node_id}
+                proposal.left_out = frozenset({self.node_id})
             else:
                 # A small slot (a quiet log): the leader votes at once, and only as many
                 # followers as a quorum needs get the Accept, those waiting to learn it first.
@@ -742,12 +740,12 @@ class PaxosNode:
                     if configuration.is_quorum(quorum):
                         break
                     quorum.add(follower)
-                proposal.rest = voters - quorum
-                if proposal.rest:
-                    proposal.rest_due_ms = due_ms
+                proposal.left_out = voters - quorum
+                if proposal.left_out:
                     self.stats.small_slots += 1
-                voters = frozenset(quorum)
-        self._send_accepts(slot, voters)
+            if proposal.left_out:
+                proposal.left_out_due_ms = self._now_ms + self.settings.leader_vote_delay_ms
+        self._send_accepts(slot, voters - proposal.left_out)
 
     def _send_accepts(self, slot: int, targets: Iterable[str]) -> None:
         assert self._ballot is not None
@@ -783,7 +781,8 @@ class PaxosNode:
             if slot.chosen_value is None:
                 slot.chosen_value = proposal.value
         self._advance_chosen()
-        for voter in sorted(proposal.rest):  # the value of a slot they never saw
+        # Followers left out get the value of a slot they never saw.
+        for voter in sorted(proposal.left_out - {self.node_id}):
             self._send(
                 CatchUpReply(
                     src=self.node_id,
@@ -805,29 +804,22 @@ class PaxosNode:
         if self._slots_since_own_vote >= OWN_VOTE_PROBE_SLOTS:
             self._own_vote_waits = True
 
-    def _send_rest_if_due(self, slot: int, proposal: _Proposal) -> None:
-        """A small slot's quorum did not answer in time: the others get the Accept too, and
-        slots go to everyone from now on (until the next probe, as with the leader's vote)."""
-        due = proposal.rest_due_ms
+    def _send_left_out_if_due(self, slot: int, proposal: _Proposal) -> None:
+        """The slot was not chosen in time without the voters left out: they get the Accept
+        (the leader votes, or the rest of the followers hear of it), and every slot goes to
+        everyone from now on, until the next probe."""
+        due = proposal.left_out_due_ms
         if due is None or self._now_ms < due:
             return
-        proposal.rest_due_ms = None
-        rest, proposal.rest = proposal.rest, frozenset()
-        self.stats.small_slot_fallbacks += 1
+        left_out, proposal.left_out = proposal.left_out, frozenset()
+        proposal.left_out_due_ms = None
+        if self.node_id in left_out:
+            self.stats.own_votes_needed += 1
+        else:
+            self.stats.small_slot_fallbacks += 1
         self._own_vote_waits = False
         self._slots_since_own_vote = 0
-        self._send_accepts(slot, rest)
-
-    def _vote_if_due(self, slot: int, proposal: _Proposal) -> None:
-        """The followers did not choose the slot in time: the leader votes, at once from now on."""
-        due = proposal.own_vote_due_ms
-        if due is None or self._now_ms < due:
-            return
-        proposal.own_vote_due_ms = None
-        self.stats.own_votes_needed += 1
-        self._own_vote_waits = False
-        self._slots_since_own_vote = 0
-        self._send_accepts(slot, {self.node_id})
+        self._send_accepts(slot, left_out)
 
     def _tick_leader(self) -> None:
         # A slot's learners learn it from its votes; everyone else from the chosen prefix that
@@ -838,15 +830,11 @@ class PaxosNode:
             # Nobody sends the leader heartbeats, so it retries its own catch-up.
             self._request_catch_up(self._catch_up_peer)
         for slot, proposal in sorted(self._proposals.items()):
-            self._vote_if_due(slot, proposal)
             if self._now_ms - proposal.sent_ms >= self.settings.retransmit_interval_ms:
                 proposal.sent_ms = self._now_ms
                 missing = self.membership.governing(slot).voters - proposal.acks
-                if proposal.own_vote_due_ms is not None:
-                    missing -= {self.node_id}  # it votes when due, not with a retransmit
-                missing -= proposal.rest  # they get it when due (below), once
-                self._send_accepts(slot, missing)
-            self._send_rest_if_due(slot, proposal)
+                self._send_accepts(slot, missing - proposal.left_out)  # theirs come when due
+            self._send_left_out_if_due(slot, proposal)
 
     def _broadcast_commit(self) -> None:
         assert self._ballot is not None
