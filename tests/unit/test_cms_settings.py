@@ -44,6 +44,10 @@ def test_trace_dir_falls_back_to_epochal_trace_dir() -> None:
         (["--member-id", "cms1", "--members", MEMBERS, "--batch-linger-ms", "-1"], ">= 0"),
         (["--member-id", "cms1", "--members", MEMBERS, "--leader-vote-delay-ms", "-5"], ">= 0"),
         (
+            ["--member-id", "cms1", "--members", MEMBERS, "--leader-votes-small-slots-up-to", "-1"],
+            ">= 0",
+        ),
+        (
             ["--member-id", "cms1", "--members", MEMBERS, "--election-timeout-ms", "60"],
             "twice",
         ),
