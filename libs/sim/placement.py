@@ -1,10 +1,11 @@
 """The placement simulator: random topology operations, invariants checked after every epoch.
 
-One seed picks a cluster (3 to 50 nodes, 1 to 3 datacenters, 1 to 3 racks each), keyspaces
-(SimpleStrategy or NetworkTopologyStrategy, RF 1 to 5) and a run of random joins, leaves,
-removes, replaces, moves, steps and cancels, several sequences in flight where their locks allow.
-After every applied transformation ``check`` compares the placements with a naive reference that
-recomputes them from scratch:
+One seed picks a cluster (3 to 50 nodes, 1 to 3 datacenters, 1 to 5 racks each: fewer, as many
+or more racks than a datacenter's RF), keyspaces (SimpleStrategy RF 1 to 5, or rack-aware
+NetworkTopologyStrategy RF 1 to 3 per datacenter) and a run of random joins, leaves, removes,
+replaces (half of them by a node registered in another rack of the datacenter), moves, steps and
+cancels, several sequences in flight where their locks allow. After every applied transformation
+``check`` compares the placements with a naive reference that recomputes them from scratch:
 
 - the ranges' right ends are exactly the owned tokens plus the tokens of sequences in flight
   (so the ranges cover the ring exactly once, split where a sequence needs and merged after);
@@ -13,6 +14,14 @@ recomputes them from scratch:
 - write group = read group, plus — for a range a sequence in its dual-write steps (START or MID
   done) has locked — the natural replicas of the token map with that sequence's MID toggled; so
   write groups contain read groups and over-replication exists only inside a sequence.
+
+At the end two quorum checkers read the whole history: ``check_adjacent_views`` (a read group
+and a write group of the same or adjacent epochs must meet, every node able to answer: the rule
+PREPARE enforces as ``quorum_intersection``, computed again from the history) and
+``check_history`` (epochs further apart, behind the barriers the steps passed). A refused
+PREPARE is a normal outcome, counted by rule and kind. The planted bug
+``BUG_SKIP_QUORUM_INTERSECTION`` executes a PREPARE that only that rule refused, as a CMS without
+the rule would: the first checker must catch it.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from epochal.sim.quorums import Gate, Outage, check_history
+from epochal.sim.quorums import Gate, Outage, check_adjacent_views, check_history
 from epochal.tcm import (
     AdvanceSequence,
     CancelSequence,
@@ -46,6 +55,9 @@ from epochal.tcm.barrier import BarrierLevel, at_least, barrier_for_step
 from epochal.tcm.schema import Strategy
 from epochal.tcm.sequences import NEXT_STEP, SequenceKind
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN
+
+BUG_SKIP_QUORUM_INTERSECTION = "skip_quorum_intersection"
+KNOWN_BUGS = frozenset({BUG_SKIP_QUORUM_INTERSECTION})
 
 
 @dataclass
@@ -132,9 +144,14 @@ _SLOW_NODE_CHANCE = 0.25  # how often a replica has not acknowledged an epoch in
 
 
 class _Driver:
-    def __init__(self, seed: int, barriers: bool) -> None:
+    def __init__(
+        self, seed: int, barriers: bool, planted_bugs: frozenset[str] = frozenset()
+    ) -> None:
+        unknown = planted_bugs - KNOWN_BUGS
+        assert not unknown, f"unknown planted bugs {sorted(unknown)}; known: {sorted(KNOWN_BUGS)}"
         self.rng = random.Random(seed)
         self.run = PlacementRun(seed)
+        self.planted_bugs = planted_bugs
         self.md = ClusterMetadata.empty()
         self.address = 0
         self.barriers = barriers
@@ -150,7 +167,11 @@ class _Driver:
         rejection = transformation.validate(self.md)
         if rejection is not None:
             self.run.counts[f"rejected {rejection.rule}"] += 1
-            return False
+            if rejection.rule == "quorum_intersection":
+                self.run.counts[f"rejected quorum_intersection: {what}"] += 1
+            planted = BUG_SKIP_QUORUM_INTERSECTION in self.planted_bugs
+            if not (planted and rejection.rule == "quorum_intersection"):
+                return False
         node = getattr(transformation, "node_id", None)
         gate = self.pass_barrier(node) if node in self.last_step else None
         before, self.md = self.md, transformation.execute(self.md)
@@ -254,14 +275,18 @@ class _Driver:
         return tuple(self.rng.randint(MIN_TOKEN + 1, MAX_TOKEN) for _ in range(count))
 
     def location(self) -> tuple[str, str]:
-        dc = self.rng.randrange(self.run.datacenters)
-        return f"dc{dc + 1}", f"rack{self.rng.randrange(self.racks[dc]) + 1}"
+        datacenter = f"dc{self.rng.randrange(self.run.datacenters) + 1}"
+        return datacenter, self.random_rack(datacenter)
+
+    def random_rack(self, datacenter: str) -> str:
+        racks = self.racks[int(datacenter.removeprefix("dc")) - 1]
+        return f"rack{self.rng.randrange(racks) + 1}"
 
     def setup(self) -> None:
         rng = self.rng
         self.run.nodes = rng.choice([3, 4, 5, 6, 8, 12] * 3 + [20, 50])
         self.run.datacenters = rng.randint(1, 3)
-        self.racks = [rng.randint(1, 3) for _ in range(self.run.datacenters)]
+        self.racks = [rng.randint(1, 5) for _ in range(self.run.datacenters)]
         self.num_tokens = rng.choice([1, 1, 2, 4])
         self.apply(InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)), "initialize")
         for k in range(rng.randint(1, 3)):
@@ -279,6 +304,23 @@ class _Driver:
             ):
                 for step in (Step.START, Step.MID, Step.FINISH):
                     self.apply(AdvanceSequence(node_id=node, step=step), "step")
+        for params in self.md.placements:
+            if params.strategy is Strategy.NETWORK_TOPOLOGY:
+                for datacenter, factor in params.factors:
+                    racks = len(self.racks_in(datacenter))
+                    shape = (
+                        "fewer racks than"
+                        if racks < factor
+                        else "more racks than"
+                        if racks > factor
+                        else "as many racks as"
+                    )
+                    self.run.counts[f"rack-aware datacenter with {shape} RF"] += 1
+
+    def racks_in(self, datacenter: str) -> set[str]:
+        """The racks of the datacenter's nodes that own tokens."""
+        nodes = self.md.nodes
+        return {nodes[n].rack for n in self.md.tokens.owners if nodes[n].datacenter == datacenter}
 
     def nodes_in(self, state: NodeState) -> list[str]:
         return sorted(
@@ -306,22 +348,41 @@ class _Driver:
             node = self.register(*self.location())
             tokens = () if rng.random() < 0.5 else self.random_tokens(self.num_tokens)
             self.apply(
-                PrepareJoin(node_id=node, tokens=tokens, num_tokens=self.num_tokens), "prepare join"
+                PrepareJoin(node_id=node, tokens=tokens, num_tokens=self.num_tokens),
+                self.counted_as("prepare join", node),
             )
         elif joined and choice in ("leave", "remove"):
+            node = rng.choice(joined)
             self.apply(
-                PrepareLeave(node_id=rng.choice(joined), remove=choice == "remove"),
-                f"prepare {choice}",
+                PrepareLeave(node_id=node, remove=choice == "remove"),
+                self.counted_as(f"prepare {choice}", node),
             )
         elif joined and choice == "replace":
             dead = rng.choice(joined)
             info = self.md.nodes[dead]
-            node = self.register(info.datacenter, info.rack)
-            self.apply(PrepareReplace(node_id=node, replaced=dead), "prepare replace")
+            rack = info.rack
+            if rng.random() < 0.5:  # the operator registered the replacement in another rack
+                rack = self.random_rack(info.datacenter)
+            node = self.register(info.datacenter, rack)
+            where = "same rack" if rack == info.rack else "other rack"
+            self.apply(PrepareReplace(node_id=node, replaced=dead), f"prepare replace {where}")
         elif joined and choice == "move":
             node = rng.choice(joined)
             count = len(self.md.tokens.owners.get(node, ())) or 1
-            self.apply(PrepareMove(node_id=node, tokens=self.random_tokens(count)), "prepare move")
+            self.apply(
+                PrepareMove(node_id=node, tokens=self.random_tokens(count)),
+                self.counted_as("prepare move", node),
+            )
+
+    def counted_as(self, what: str, node: str) -> str:
+        """``what``, marked "racked" when ``node``'s datacenter owns tokens in several racks and a
+        NetworkTopologyStrategy keyspace replicates there (rack diversity shapes its groups)."""
+        datacenter = self.md.nodes[node].datacenter
+        rack_aware = any(
+            params.strategy is Strategy.NETWORK_TOPOLOGY and datacenter in dict(params.factors)
+            for params in self.md.placements
+        )
+        return f"{what} racked" if rack_aware and len(self.racks_in(datacenter)) > 1 else what
 
 
 def placement_history(seed: int, actions: int = 60) -> list[ClusterMetadata]:
@@ -333,10 +394,16 @@ def placement_history(seed: int, actions: int = 60) -> list[ClusterMetadata]:
     return driver.history
 
 
-def run_placement_seed(seed: int, actions: int = 60, *, barriers: bool = True) -> PlacementRun:
+def run_placement_seed(
+    seed: int,
+    actions: int = 60,
+    *,
+    barriers: bool = True,
+    planted_bugs: frozenset[str] = frozenset(),
+) -> PlacementRun:
     """One seeded history, checked after every epoch against the reference and, at the end, by
-    the quorum-intersection checker; ``barriers=False`` commits steps without any barrier."""
-    driver = _Driver(seed, barriers)
+    both quorum-intersection checkers; ``barriers=False`` commits steps without any barrier."""
+    driver = _Driver(seed, barriers, planted_bugs)
     try:
         driver.setup()
         for _ in range(actions):
@@ -357,6 +424,10 @@ def run_placement_seed(seed: int, actions: int = 60, *, barriers: bool = True) -
             raise PlacementViolation(
                 f"sequences left after draining: {sorted(driver.md.sequences)}"
             )
+        views = check_adjacent_views(driver.history, limit=1)
+        driver.run.counts["view checks"] += views.checks
+        if views.misses:
+            raise PlacementViolation(f"quorum intersection of adjacent views: {views.misses[0]}")
         outages = driver.history_outages + list(driver.outages.values())
         violations = check_history(
             driver.history,

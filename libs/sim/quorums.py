@@ -32,17 +32,23 @@ Exhaustive without enumeration: a majority of R and a majority of W, drawn from 
 that can answer, can be disjoint exactly when the quorums, filled first from the nodes only their
 own group has, need no more than the nodes both share: ``disjoint_quorums`` decides it and builds
 the witness; a unit test checks it against enumerating every pair of quorums.
+
+Adjacent epochs, every node answering: ``check_adjacent_views`` checks what no barrier can help
+with — a read group against the write group of its own epoch and of the epochs next to it — and
+counts no node out, since a node declared dead may only be partitioned and answer again. It is
+the PREPARE rule ``quorum_intersection`` computed a second way, from the history as applied.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from epochal.tcm import ClusterMetadata, ReplicationParams, TokenRange
 from epochal.tcm.barrier import BarrierLevel
-from epochal.tcm.placement import Group
+from epochal.tcm.placement import Group, Placement
 from epochal.tcm.schema import Strategy
 
 
@@ -287,3 +293,116 @@ def _check_piece(
                     )
                 ]  # one witness per piece and level is enough to act on
     return []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewMiss:
+    """Two views of a piece that can be alive at once, and a pair of quorums that misses."""
+
+    params: ReplicationParams
+    piece: TokenRange
+    scope: str  # "QUORUM", or a datacenter (its LOCAL_QUORUM and its part of EACH_QUORUM)
+    read_epoch: int
+    write_epoch: int
+    read_quorum: Group
+    write_quorum: Group
+
+    def __str__(self) -> str:
+        return (
+            f"{self.params} {self.piece} at {self.scope}: the read quorum"
+            f" {sorted(self.read_quorum)} of epoch {self.read_epoch} misses the write quorum"
+            f" {sorted(self.write_quorum)} of epoch {self.write_epoch}"
+        )
+
+
+@dataclass(slots=True)
+class ViewCheck:
+    """What ``check_adjacent_views`` found: how many (piece, pair of views) it checked, and
+    the misses (up to its limit)."""
+
+    checks: int = 0
+    misses: list[ViewMiss] = field(default_factory=list)
+
+
+def check_adjacent_views(history: Sequence[ClusterMetadata], *, limit: int = 10) -> ViewCheck:
+    """The rule without barriers or outages: for every piece, params and epoch, the read group
+    against the write group of the same epoch and of the epochs just before and after (two
+    coordinators can hold adjacent epochs whatever the barriers did), some majority of one must
+    not be able to miss some majority of the other — over whole groups (QUORUM) and within each
+    datacenter (LOCAL_QUORUM, EACH_QUORUM). Every node counts as able to answer: a node that a
+    remove or replace declares dead may only be partitioned, and answer again.
+
+    A second computation of the rule PREPARE checks (``epochal.tcm.intersection``): it replays
+    the history as applied and looks for a witness pair of quorums (``disjoint_quorums``, tested
+    against enumeration) instead of counting. An epoch whose placement for a params is the same
+    object as the epoch before adds no pair (its adjacent pairs are that epoch's own)."""
+    result = ViewCheck()
+    locations: dict[str, tuple[str, str]] = {}
+    for md in history:
+        locations.update(md.locations())
+    witnesses: dict[tuple[Group, Group], tuple[str, Group, Group] | None] = {}
+    for older, newer in itertools.pairwise(history):
+        for params, after in sorted(newer.placements.items(), key=lambda p: str(p[0])):
+            before = older.placements.get(params)
+            if before is after or not after.points:
+                continue
+            pairs = _view_pairs(before, after, older.epoch, newer.epoch)
+            for piece, read, write, read_epoch, write_epoch in pairs:
+                result.checks += 1
+                key = (read, write)
+                if key not in witnesses:
+                    witnesses[key] = _witness(read, write, locations)
+                witness = witnesses[key]
+                if witness is None:
+                    continue
+                scope, read_quorum, write_quorum = witness
+                result.misses.append(
+                    ViewMiss(
+                        params=params,
+                        piece=piece,
+                        scope=scope,
+                        read_epoch=read_epoch,
+                        write_epoch=write_epoch,
+                        read_quorum=read_quorum,
+                        write_quorum=write_quorum,
+                    )
+                )
+                if len(result.misses) >= limit:
+                    return result
+    return result
+
+
+def _view_pairs(
+    before: Placement | None, after: Placement, older: int, newer: int
+) -> list[tuple[TokenRange, Group, Group, int, int]]:
+    """(piece, read group, write group, read epoch, write epoch) for every piece of the ring cut
+    at both placements' points: the newer epoch's own pair and the two across the epochs."""
+    points = sorted(set(after.points) | set(before.points if before is not None else ()))
+    pairs = []
+    for k, point in enumerate(points):
+        piece = TokenRange(points[k - 1], point)
+        j = after.index_of(point)
+        pairs.append((piece, after.reads[j], after.writes[j], newer, newer))
+        if before is not None and before.points:
+            i = before.index_of(point)
+            pairs.append((piece, before.reads[i], after.writes[j], older, newer))
+            pairs.append((piece, after.reads[j], before.writes[i], newer, older))
+    return pairs
+
+
+def _witness(
+    read: Group, write: Group, locations: Mapping[str, tuple[str, str]]
+) -> tuple[str, Group, Group] | None:
+    """The first scope (QUORUM, then each datacenter) with a majority of ``read`` and a majority
+    of ``write`` that share no node, and those two quorums; None when there is none. A scope
+    where one side has no member has no quorum there to miss."""
+    datacenters = sorted({locations[n][0] for n in read | write})
+    for scope, datacenter in [("QUORUM", ""), *((dc, dc) for dc in datacenters)]:
+        local_read = _in(read, datacenter, locations)
+        local_write = _in(write, datacenter, locations)
+        if not local_read or not local_write:
+            continue
+        witness = disjoint_quorums(local_read, local_write)
+        if witness is not None:
+            return scope, *witness
+    return None

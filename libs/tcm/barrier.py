@@ -21,10 +21,18 @@ configured minimum (default EACH_QUORUM, what LOCAL_QUORUM clients need). QUORUM
 two QUORUM quorums of adjacent epochs overlap; below it the quorum-intersection guarantee is gone,
 so an outcome there is reported as ``waived``, never as passed.
 
-Why a majority of the union is enough: a step changes a range's groups by one node per datacenter,
-so the union has at most one node more than either group, and a majority of it meets every
-majority of both groups. A coordinator still on an older epoch therefore meets a node that has
-seen the newer one, learns the epoch from its reply, and re-checks its plan.
+Why a majority of the union is enough: in every step one of the two views' write groups is the
+whole union U (a step that changes groups has START's or MID's view on one side, and those write
+to the old and the new owners both), and every read group R of the two views is a read group PREPARE
+checked against that write group: ``quorum_intersection`` (``epochal.tcm.intersection``) refuses
+a plan unless maj(R) + maj(U) > |U|, over whole groups and within each datacenter. Two
+majorities of U always meet. So a majority of U — or, for EACH_QUORUM, of U's members in each
+datacenter — meets every majority of every group of both views. (A step may change more than one
+node per datacenter — a replace into another rack changes two, allowed where the groups have an
+even number of nodes; the argument needs the rule, not the count.) A coordinator still on an
+older epoch therefore meets a node that has seen the newer one, learns the epoch from its reply,
+and re-checks its plan. The union leaves out the node a remove or replace declares dead
+(``step_unions``), so for those steps the argument also takes that node never to answer again.
 """
 
 from __future__ import annotations

@@ -4,8 +4,12 @@ Theory of operation
 -------------------
 ``Prepare*`` validates the operation, plans it (``_plan``: the target token map, the split
 placements, the deltas to the natural replicas of the target, the ranges they touch) and rejects
-it when those ranges intersect another sequence's lock. ``AdvanceSequence`` takes the next step
-of a sequence and ``CancelSequence`` undoes its last one; what a step does to placements and the
+it when those ranges intersect another sequence's lock. Validation then plays the plan's steps
+on the ranges it changes and refuses it when two views of a range that can be alive at once
+(adjacent steps, or one step's read and write groups) have quorums that need not meet
+(``quorum_intersection``, see ``epochal.tcm.intersection``); a cancel retraces the same views
+backwards, so it needs no check of its own. ``AdvanceSequence`` takes the next step of a
+sequence and ``CancelSequence`` undoes its last one; what a step does to placements and the
 token map is the table in ``epochal.tcm.sequences``. Planning is deterministic, so the CMS's
 validation and every member's execution compute the same plan.
 """
@@ -19,6 +23,7 @@ from typing import ClassVar
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS, allocate_tokens
 from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.errors import Rejected
+from epochal.tcm.intersection import Miss, View, first_miss
 from epochal.tcm.metadata import ClusterMetadata
 from epochal.tcm.placement import Placement, RangeDelta
 from epochal.tcm.replication import TokenMap, natural_changes
@@ -247,6 +252,87 @@ def _check_enough_left(metadata: ClusterMetadata, node: NodeInfo, verb: str) -> 
                 )
 
 
+_SHOWN_RANGES = 3  # a rejection names this many ranges, then counts the rest
+
+
+def _step_views(
+    sequence: InProgressSequence, placements: Mapping[ReplicationParams, Placement]
+) -> dict[ReplicationParams, list[tuple[TokenRange, list[View]]]]:
+    """For every range the sequence changes: its (read, write) groups after PREPARE and after
+    each later step, as the step table (``_apply_step``) makes them."""
+    touched: dict[ReplicationParams, Placement] = {}
+    ranges: dict[ReplicationParams, list[TokenRange]] = {}
+    for params, deltas in sequence.deltas.items():
+        placement = placements[params]
+        indices = [placement.index_of(d.point) for d in deltas]
+        ranges[params] = [TokenRange(placement.points[i - 1], placement.points[i]) for i in indices]
+        touched[params] = Placement(
+            tuple(placement.points[i] for i in indices),
+            tuple(placement.reads[i] for i in indices),
+            tuple(placement.writes[i] for i in indices),
+        )
+    states: list[Mapping[ReplicationParams, Placement]] = [touched]
+    for step in (Step.START, Step.MID, Step.FINISH):
+        states.append(_apply_step(states[-1], sequence, step, undo=False))
+    return {
+        params: [
+            (token_range, [(s[params].reads[k], s[params].writes[k]) for s in states])
+            for k, token_range in enumerate(ranges[params])
+        ]
+        for params in touched
+    }
+
+
+def _check_quorum_intersection(
+    metadata: ClusterMetadata,
+    sequence: InProgressSequence,
+    placements: Mapping[ReplicationParams, Placement],
+) -> None:
+    """Refuse a plan whose steps would let a read quorum miss a write quorum alive at once."""
+    locations = metadata.locations()
+    missed: list[tuple[ReplicationParams, TokenRange, Miss]] = []
+    for params, views in sorted(_step_views(sequence, placements).items(), key=lambda p: str(p[0])):
+        for token_range, range_views in views:
+            miss = first_miss(range_views, locations)
+            if miss is not None:
+                missed.append((params, token_range, miss))
+    if missed:
+        raise _quorum_intersection_rejected(metadata, sequence, missed)
+
+
+def _quorum_intersection_rejected(
+    metadata: ClusterMetadata,
+    sequence: InProgressSequence,
+    missed: list[tuple[ReplicationParams, TokenRange, Miss]],
+) -> Rejected:
+    params, first_range, miss = missed[0]
+    shown = ", ".join(str(r) for _, r, _ in missed[:_SHOWN_RANGES])
+    more = f" and {len(missed) - _SHOWN_RANGES} more" if len(missed) > _SHOWN_RANGES else ""
+    target = sequence.node_id
+    if sequence.replaced:
+        target = f"{sequence.replaced} by {sequence.node_id}"
+    return Rejected(
+        "quorum_intersection",
+        f"the {sequence.kind.value} of {target} would change so many replicas of a range in one "
+        f"step that quorums alive at once need not meet: {len(missed)} ranges ({shown}{more}); "
+        f"for {params} {first_range}, {miss.describe()}; {_instead(metadata, sequence)}",
+    )
+
+
+def _instead(metadata: ClusterMetadata, sequence: InProgressSequence) -> str:
+    """What the operator can do instead. Only a replace into another rack is known to get here
+    (it is a leave and a join in one step); any other plan gets the general advice."""
+    if sequence.kind is SequenceKind.REPLACE:
+        node = metadata.nodes[sequence.node_id]
+        dead = metadata.nodes[sequence.replaced]
+        return (
+            f"replace {dead.node_id} with a node registered in its rack {dead.rack} of "
+            f"{dead.datacenter} ({node.node_id} is in {node.rack}), or bootstrap "
+            f"{node.node_id} with its own tokens and then remove {dead.node_id} (removenode)"
+        )
+    return "split the change into operations that each change one replica of a range per datacenter"
+
+
 class _Prepare(Transformation):
     """A PREPARE step: subclasses build the draft sequence (validating as they go)."""
 
@@ -254,7 +340,8 @@ class _Prepare(Transformation):
         raise NotImplementedError
 
     def check(self, metadata: ClusterMetadata) -> None:
-        _plan(metadata, self._draft(metadata))
+        sequence, placements = _plan(metadata, self._draft(metadata))
+        _check_quorum_intersection(metadata, sequence, placements)
 
     def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
         return _prepared(metadata, epoch, self._draft(metadata))
