@@ -14,9 +14,22 @@ tuples component by component:
 
 Every encoded component starts with 0x01, so a key that extends a prefix ``p`` sorts between
 ``p`` and ``p + 0xFF``: that is how a slice over a clustering-key prefix becomes byte bounds
-(``slice_bounds``). The partition key uses the same encoding; its token is Cassandra's Murmur3
-of the encoded bytes (``epochal.tcm.tokens``), so the SDK and every replica agree on where a
-partition lives.
+(``slice_bounds``). Storage keeps partition keys in this encoding too.
+
+A partition key's token is NOT computed from that encoding: it is Cassandra's Murmur3
+(``epochal.tcm.tokens``) of Cassandra's serialization of the key (``serialize_partition_key``),
+so that ``partition_token`` gives every key the token Cassandra gives it, and the SDK and every
+replica agree on where a partition lives:
+
+    one column               the type's own bytes: TEXT UTF-8; INT 4 bytes and BIGINT 8 bytes
+                             big-endian two's complement; TIMESTAMP 8 bytes (signed ms);
+                             BOOLEAN 1 byte; DOUBLE IEEE 754 big-endian; BLOB as is; UUID 16
+    several columns          CompositeType: per component a 2-byte big-endian length, the
+                             type's bytes, then one 0x00 (end-of-component) byte
+
+As in Cassandra, a one-column key that serializes to no bytes (an empty TEXT or BLOB) is refused,
+and so is a key of more than 65535 bytes serialized; an empty component of a several-column key
+is a valid key (Cassandra accepts it too: CASSANDRA-11487).
 """
 
 from __future__ import annotations
@@ -37,6 +50,9 @@ _PAST_PREFIX = b"\xff"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _SIGN = 1 << 63
+_END_OF_COMPONENT = b"\x00"
+# Cassandra refuses a longer partition key; CompositeType's component lengths are 2 bytes.
+MAX_PARTITION_KEY_BYTES = 0xFFFF
 
 
 class BadKey(ValueError):
@@ -116,17 +132,23 @@ def encode_key(
     columns: Sequence[tuple[str, ColumnType]], values: Sequence[KeyValue], *, prefix: bool = False
 ) -> bytes:
     """Encode ``values`` for the key ``columns`` (all of them, or a prefix when allowed)."""
+    _check_arity(columns, values, prefix=prefix)
+    parts = []
+    for (name, column_type), value in zip(columns, values, strict=False):
+        check_value(name, column_type, value)
+        parts.append(encode_component(column_type, value))
+    return b"".join(parts)
+
+
+def _check_arity(
+    columns: Sequence[tuple[str, ColumnType]], values: Sequence[KeyValue], *, prefix: bool
+) -> None:
     if len(values) > len(columns) or (not prefix and len(values) != len(columns)):
         names = [name for name, _ in columns]
         raise BadKey(
             f"the key needs {'at most ' if prefix else ''}{len(columns)} value(s) {names}, "
             f"got {len(values)}"
         )
-    parts = []
-    for (name, column_type), value in zip(columns, values, strict=False):
-        check_value(name, column_type, value)
-        parts.append(encode_component(column_type, value))
-    return b"".join(parts)
 
 
 def decode_key(columns: Sequence[tuple[str, ColumnType]], data: bytes) -> tuple[KeyValue, ...]:
@@ -141,6 +163,21 @@ def decode_key(columns: Sequence[tuple[str, ColumnType]], data: bytes) -> tuple[
     if offset != len(data):
         raise BadKey("encoded key has trailing bytes")
     return tuple(values)
+
+
+def decode_canonical(
+    columns: Sequence[tuple[str, ColumnType]], data: bytes
+) -> tuple[KeyValue, ...]:
+    """``decode_key`` for bytes another node sent: ``BadKey`` unless ``data`` is exactly what
+    ``encode_key`` makes of valid values (a short component, an unescaped NUL, a NaN, an int
+    out of its column's range, trailing bytes: all refused)."""
+    try:
+        values = decode_key(columns, data)
+    except (ValueError, IndexError, struct.error) as error:
+        raise BadKey(f"encoded key does not decode: {error}") from None
+    if encode_key(columns, values) != data:
+        raise BadKey("encoded key is not in its canonical form")
+    return values
 
 
 def _decode_component(column_type: ColumnType, data: bytes, offset: int) -> tuple[KeyValue, int]:
@@ -179,8 +216,52 @@ def _typed(table: Table, names: Sequence[str]) -> tuple[tuple[str, ColumnType], 
     return tuple((name, by_name[name]) for name in names)
 
 
-def partition_token(encoded_partition_key: bytes) -> int:
-    return token_of(encoded_partition_key)
+def partition_token(columns: Sequence[tuple[str, ColumnType]], values: Sequence[KeyValue]) -> int:
+    """The token of the partition key ``values`` of ``columns``: the one Cassandra gives it.
+
+    Raises ``BadKey`` for a key Cassandra refuses too (see ``serialize_partition_key``)."""
+    return token_of(serialize_partition_key(columns, values))
+
+
+def serialize_partition_key(
+    columns: Sequence[tuple[str, ColumnType]], values: Sequence[KeyValue]
+) -> bytes:
+    """Cassandra's bytes for the partition key ``values`` of ``columns``: the type's bytes for one
+    column, CompositeType for several. Raises ``BadKey`` if a value does not fit its column, if
+    a one-column key is empty, or if the key is longer than Cassandra allows."""
+    assert columns, "a table has at least one partition-key column"
+    _check_arity(columns, values, prefix=False)
+    parts = []
+    for (name, column_type), value in zip(columns, values, strict=True):
+        check_value(name, column_type, value)
+        parts.append(_SERIALIZERS[column_type](value))
+    single = len(parts) == 1
+    size = len(parts[0]) if single else sum(2 + len(part) + 1 for part in parts)
+    if size == 0:
+        name, column_type = columns[0]
+        raise BadKey(
+            f"column {name!r} may not be empty: it is the only partition-key column, and "
+            f"Cassandra refuses an empty partition key ({column_type.value})"
+        )
+    if size > MAX_PARTITION_KEY_BYTES:
+        raise BadKey(
+            f"the partition key is {size} bytes serialized; the limit is {MAX_PARTITION_KEY_BYTES}"
+        )
+    if single:
+        return parts[0]
+    return b"".join(len(part).to_bytes(2, "big") + part + _END_OF_COMPONENT for part in parts)
+
+
+_SERIALIZERS = {
+    ColumnType.TEXT: str.encode,
+    ColumnType.INT: lambda v: v.to_bytes(4, "big", signed=True),
+    ColumnType.BIGINT: lambda v: v.to_bytes(8, "big", signed=True),
+    ColumnType.TIMESTAMP: lambda v: v.to_bytes(8, "big", signed=True),
+    ColumnType.BOOLEAN: lambda v: b"\x01" if v else b"\x00",
+    ColumnType.DOUBLE: lambda v: struct.pack(">d", v),
+    ColumnType.BLOB: bytes,
+    ColumnType.UUID: lambda v: v.bytes,
+}
 
 
 def slice_bounds(

@@ -2,10 +2,11 @@
 
 Theory of operation
 -------------------
-A partition key's token is the first 64 bits of MurmurHash3_x64_128 (seed 0) read as a signed
-integer, exactly as Cassandra's ``Murmur3Partitioner`` computes it — including Cassandra's quirk
-of sign-extending the tail bytes (Java bytes are signed) and its mapping of ``MIN_TOKEN`` (which
-no key may have: it is the ring's origin) to ``MAX_TOKEN``.
+A partition key's token is the first 64 bits of MurmurHash3_x64_128 (seed 0) of the key's bytes
+in Cassandra's serialization (``epochal.tcm.keys.partition_token`` builds them: use it for a
+key), read as a signed integer, exactly as Cassandra's ``Murmur3Partitioner`` computes it —
+including Cassandra's quirk of sign-extending the tail bytes (Java bytes are signed) and its
+mapping of ``MIN_TOKEN`` (which no key may have: it is the ring's origin) to ``MAX_TOKEN``.
 
 A range is half-open ``(left, right]``. A set of *split points* cuts the ring into ranges: with
 points p0 < p1 < … < pn the ranges are (p0, p1], …, (pn-1, pn] and the wrapping range (pn, p0].
@@ -86,7 +87,8 @@ def murmur3_h1(key: bytes) -> int:
 
 
 def token_of(key: bytes) -> int:
-    """The Murmur3Partitioner token of a serialized partition key."""
+    """The Murmur3Partitioner token of bytes (for a partition key: its Cassandra serialization,
+    see ``epochal.tcm.keys.partition_token``)."""
     h1 = murmur3_h1(key)
     token = h1 - (1 << 64) if h1 >= 1 << 63 else h1
     return MAX_TOKEN if token == MIN_TOKEN else token

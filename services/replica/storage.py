@@ -2,11 +2,13 @@
 
 Theory of operation
 -------------------
-SQLAlchemy creates the engine and Alembic the schema (migrations run at start); the statements
-run many times a second are hand-written SQL on the driver's connection underneath, as in the
-CMS (SQLAlchemy's per-statement machinery costs more than the statements). Everything runs on
-the replica's event loop, synchronously: a point write or read takes tens of microseconds, and a
-hand-off to a thread and back costs more than that.
+SQLAlchemy creates the engine and Alembic the schema (migrations run at start, after a check
+that refuses a database of an older storage format: one written before revision 0003 holds
+tokens that are not Cassandra's, which nothing can convert, so it must not be upgraded and
+misread); the statements run many times a second are hand-written SQL on the driver's
+connection underneath, as in the CMS (SQLAlchemy's per-statement machinery costs more than the
+statements). Everything runs on the replica's event loop, synchronously: a point write or read
+takes tens of microseconds, and a hand-off to a thread and back costs more than that.
 
 Three connections, for three kinds of write:
 
@@ -31,6 +33,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, event
 
 from epochal.dbapi import transaction
@@ -39,6 +42,13 @@ from epochal.replica.model import Cell, Mutation
 from epochal.tcm.keys import KeyBounds
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# Revisions of storage format 1, whose tokens hash the order-preserving key encoding instead of
+# Cassandra's serialization of the key (see migrations/versions/0003_cassandra_tokens.py).
+FORMAT_1_REVISIONS = frozenset({"0001", "0002"})
+
+
+class StorageFormatError(Exception):
+    """The database was written in a storage format this replica does not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +151,11 @@ class ReplicaStorage:
             raise ValueError(f"a replica stores its data in SQLite; {url!r} is not a SQLite URL")
         self.url = url
         self.engine = self._create_engine(echo, sync)
-        self._migrate()
+        try:
+            self._migrate()
+        except StorageFormatError:
+            self.engine.dispose()
+            raise
         self._conn = self.engine.connect()
         self._lazy_conn = self.engine.connect()
         self._lazy_conn.exec_driver_sql("PRAGMA synchronous=OFF")
@@ -174,8 +188,20 @@ class ReplicaStorage:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as connection:
+            self._refuse_old_format(MigrationContext.configure(connection).get_current_revision())
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+    def _refuse_old_format(self, revision: str | None) -> None:
+        """Before migrating: Alembic would upgrade a format-1 database and its tokens would then
+        be misread. A new database has no revision and is created at the newest format."""
+        if revision in FORMAT_1_REVISIONS:
+            raise StorageFormatError(
+                f"{self.url.removeprefix('sqlite:///')} was written by an older replica "
+                f"(storage revision {revision}), whose partition-key tokens are not Cassandra's; "
+                "there is no conversion. Start the replica with an empty --data-dir (move this "
+                "one away or delete it) and write its data again."
+            )
 
     def close(self) -> None:
         self._durable_conn.close()

@@ -56,7 +56,8 @@ metadata_snapshots = Table(
 )
 
 # Data: one row per cell (see epochal.replica.model); last write wins by (hlc, writer,
-# tombstone).
+# tombstone). ``token`` is Cassandra's token of the partition key (``partition_token`` in
+# epochal.tcm.keys; storage format 2, revision 0003), ``pkey`` its order-preserving encoding.
 cells = Table(
     "cells",
     metadata,

@@ -35,7 +35,7 @@ from epochal.tcm import (
     ReplicationParams,
     Step,
 )
-from epochal.tcm.keys import encode_key, partition_columns, partition_token
+from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 
@@ -182,7 +182,7 @@ def key_near(table_columns: dict[str, str]) -> tuple[str, int]:
     typed = tuple(c for c in columns if c[0] == "id")
     for n in itertools.count():
         key = f"key-{n}"
-        token = partition_token(encode_key(typed, (key,)))
+        token = partition_token(typed, (key,))
         if 10**15 < abs(token) < (1 << 62) - 10**15:
             return key, token
     raise AssertionError("unreachable")

@@ -43,7 +43,7 @@ from epochal.tcm import (
     PrepareMove,
     PrepareReplace,
 )
-from epochal.tcm.keys import encode_key, partition_columns, partition_token
+from epochal.tcm.keys import partition_columns, partition_token
 from epochal.tcm.movements import movements
 from epochal.wire.metadata import transformation_from_proto
 from epochal.wire.v1 import replica_pb2
@@ -92,7 +92,7 @@ def read_group(metadata: ClusterMetadata, client: Client, keyspace: str, key: st
 
 def key_token(client: Client, keyspace: str, key: str) -> int:
     columns = partition_columns(client.table(keyspace, "events"))
-    return partition_token(encode_key(columns, (key,)))
+    return partition_token(columns, (key,))
 
 
 Tokens = list[tuple[str, int]]

@@ -7,6 +7,9 @@ leading components a plain tuple comparison puts between the bounds.
 DOUBLE and the sign of zero: the encoding keeps the IEEE sign bit, so ``-0.0`` and ``0.0`` are
 two different keys, ``-0.0`` sorting just before ``0.0`` and decoding back to ``-0.0`` (Python
 says ``-0.0 == 0.0``). The naive model spells that out in ``_order_of``.
+
+A partition key's token is not computed from this encoding but from Cassandra's serialization
+of the key: ``test_tcm_cassandra_tokens.py`` checks it.
 """
 
 from __future__ import annotations
@@ -25,11 +28,9 @@ from epochal.tcm.keys import (
     check_value,
     decode_key,
     encode_key,
-    partition_token,
     slice_bounds,
 )
 from epochal.tcm.schema import ColumnType
-from epochal.tcm.tokens import token_of
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
@@ -177,12 +178,6 @@ def test_the_empty_prefix_selects_everything_inclusive_and_nothing_exclusive():
     assert not slice_bounds(b"", True, None, False).contains(key)
     assert not slice_bounds(None, False, b"", True).contains(key)
     assert slice_bounds(None, False, None, False) == EVERYTHING == KeyBounds()
-
-
-def test_partition_token_is_the_murmur3_token_of_the_encoded_key():
-    columns = (("p", ColumnType.TEXT), ("q", ColumnType.INT))
-    data = encode_key(columns, ("x", 7))
-    assert partition_token(data) == token_of(data)
 
 
 @pytest.mark.parametrize(
