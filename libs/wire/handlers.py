@@ -1,12 +1,32 @@
-"""Register servicers so that a request that does not parse is answered INVALID_ARGUMENT.
+"""Register servicers so that every call gets a status that says what happened.
 
-grpcio's generated ``add_*Servicer_to_server`` let a deserialisation failure surface as an
-INTERNAL error with no useful message. Here each request deserialiser returns a ``BadRequest``
-instead of raising, and ``require_parsed`` turns it into INVALID_ARGUMENT naming the message type.
+- **Bad bytes**: grpcio's generated ``add_*Servicer_to_server`` let a deserialisation failure
+  surface as UNKNOWN or INTERNAL with no useful message. Here each request deserialiser returns
+  a ``BadRequest`` instead of raising, and the guard answers it INVALID_ARGUMENT naming the
+  message type before the method runs — for a client stream, at the first message that does
+  not parse, after the messages before it were handled (a method that reads its stream on a
+  task of its own passes the abort on with ``reraise_from``). Methods never see a
+  ``BadRequest``.
+- **Not ready**: a server passes one ``refusal(method)`` per service, consulted before every
+  call; while it names a reason (the server is still starting, or shutting down) the call is
+  answered UNAVAILABLE with that reason, which every client retries on another server
+  (``epochal.errors.RETRIES``). A method never runs against state that is not there yet.
+- **Bugs**: an exception a method does not turn into a status itself is logged with its
+  traceback and answered INTERNAL naming it (gRPC would answer UNKNOWN, the status a transport
+  failure also gets, and log it without saying which call). gRPC's own exceptions (an abort,
+  a call that ended under the method) are gRPC's to handle, and pass through.
+- **Stopping**: ``finished_before`` ends a long-lived stream's reading when the server stops,
+  so that the stream ends with a status instead of holding the stop to its deadline, where
+  gRPC would cancel it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +34,15 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
+from grpc._cython.cygrpc import BaseError as GrpcError  # abort, call ended, server stopped
+
+log = logging.getLogger(__name__)
+
+Refusal = Callable[[str], str | None]  # method name -> why it cannot answer now, or None
+
+
+def always_open(method: str) -> str | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +61,23 @@ def _lenient(message_class: Any) -> Any:
     return parse
 
 
-def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: object) -> None:
+def add_servicer(
+    server: grpc.aio.Server,
+    service: ServiceDescriptor,
+    servicer: object,
+    refusal: Refusal = always_open,
+) -> None:
     handlers = {}
     for method in service.methods:
         request_class = message_factory.GetMessageClass(method.input_type)
         response_class = message_factory.GetMessageClass(method.output_type)
         function = getattr(servicer, method.name)
+        full_name = f"/{service.full_name}/{method.name}"
+        streaming_in = method.client_streaming
+        if method.server_streaming:
+            guarded = _guard_stream(function, method.name, full_name, refusal, streaming_in)
+        else:
+            guarded = _guard_unary(function, method.name, full_name, refusal, streaming_in)
         if method.client_streaming and method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
         elif method.client_streaming:
@@ -47,7 +87,7 @@ def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: 
         else:
             make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(
-            function,
+            guarded,
             request_deserializer=_lenient(request_class),
             response_serializer=response_class.SerializeToString,
         )
@@ -56,9 +96,132 @@ def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: 
     )
 
 
+def _guard_unary(
+    function: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]],
+    method: str,
+    full_name: str,
+    refusal: Refusal,
+    streaming_in: bool,
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        request = await _admitted(refusal, method, request, context, streaming_in)
+        try:
+            return await function(request, context)
+        except GrpcError:
+            raise  # an abort (the method's own status), or a call that had ended: gRPC's
+        except Unparsable as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except Exception as error:
+            await _answer_bug(context, full_name, error)
+
+    return handle
+
+
+def _guard_stream(
+    function: Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]],
+    method: str,
+    full_name: str,
+    refusal: Refusal,
+    streaming_in: bool,
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        request = await _admitted(refusal, method, request, context, streaming_in)
+        try:
+            responses = function(request, context)
+            if inspect.isawaitable(responses):  # it writes its responses (context.write)
+                await responses
+                return
+            async for response in responses:
+                yield response
+        except GrpcError:
+            raise
+        except Unparsable as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except Exception as error:
+            await _answer_bug(context, full_name, error)
+
+    return handle
+
+
+async def _admitted(
+    refusal: Refusal,
+    method: str,
+    request: Any,
+    context: grpc.aio.ServicerContext,
+    streaming_in: bool,
+) -> Any:
+    """The request (or, for a client stream, its messages) once the server is open and it
+    parsed: a method never sees bytes that did not parse."""
+    reason = refusal(method)
+    if reason is not None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, reason)
+    if streaming_in:
+        return _parsed(request, context)
+    await require_parsed(request, context)
+    return request
+
+
+class Unparsable(Exception):
+    """A client stream's message that did not parse; the guard answers INVALID_ARGUMENT."""
+
+    def __init__(self, request: BadRequest) -> None:
+        super().__init__(f"request is not a valid {request.type_name}: {request.error}")
+
+
+async def _parsed(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+    """A client stream's messages; the first that does not parse raises ``Unparsable`` in
+    whichever task reads it. The call is aborted in the method's own task, by the guard (a
+    method that reads on a task of its own passes it on with ``reraise_from``): an abort from
+    another task, with the method still answering, leaves the call hanging."""
+    async for request in requests:
+        if isinstance(request, BadRequest):
+            raise Unparsable(request)
+        yield request
+
+
+async def _answer_bug(context: grpc.aio.ServicerContext, full_name: str, error: Exception) -> None:
+    if isinstance(error, NotImplementedError):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{full_name} is not implemented here")
+    log.error("%s failed unexpectedly", full_name, exc_info=error)
+    await context.abort(
+        grpc.StatusCode.INTERNAL,
+        f"internal error in {full_name}: {type(error).__name__}: {error} (logged by the server)",
+    )
+
+
+def reraise_from(task: asyncio.Task[Any]) -> None:
+    """Raise what a method's own reading task raised (``Unparsable``, a bug) in the method's
+    task, where the guard turns it into the call's status."""
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+
+
 async def require_parsed(request: Any, context: grpc.aio.ServicerContext) -> None:
     if isinstance(request, BadRequest):
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"request is not a valid {request.type_name}: {request.error}",
         )
+
+
+async def finished_before(work: Coroutine[Any, Any, Any], closing: asyncio.Event) -> bool:
+    """Run ``work`` (a stream's reading loop) until it ends (True; what it raised is raised) or
+    ``closing`` is set first (False: it is cancelled), so that a long-lived stream ends when its
+    server stops instead of holding the shutdown to its deadline."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    closed = loop.create_task(closing.wait())
+    try:
+        await asyncio.wait((task, closed), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        closed.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False

@@ -16,7 +16,9 @@ next call opens a new stream. Requests in flight are bounded.
 Server side (``serve``): each request is handed to a function that answers with a reply, or a
 future of one; replies are written back in batches as they are ready. A batch that does not
 parse aborts the stream with INVALID_ARGUMENT; the end of the client's stream ends the call once
-every request is answered.
+every request is answered. When the server stops (``closing``), the stream takes no more
+requests, answers those it took, and ends with UNAVAILABLE: the client fails whatever it had
+still queued on it as UNAVAILABLE too, and retries it elsewhere.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import grpc
 
-from epochal.wire.handlers import require_parsed
+from epochal.wire.handlers import reraise_from
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,16 @@ def describe(error: BaseException) -> str:
     if isinstance(error, grpc.aio.AioRpcError):
         return f"{error.code().name}: {error.details() or 'no details'}"
     return f"{type(error).__name__}: {error}"
+
+
+async def why_broken(call: Any, error: BaseException) -> tuple[str, grpc.StatusCode]:
+    """Why a stream call failed, and the status to fail its requests with. A write to a call
+    the peer has already ended raises ``asyncio.InvalidStateError``, which says only that: the
+    reason is the status the peer ended it with (its ``UNAVAILABLE: cms2 is shutting down``)."""
+    if isinstance(error, asyncio.InvalidStateError) and call is not None and call.done():
+        code = await call.code()
+        return f"{code.name}: {await call.details() or 'no details'}", code
+    return describe(error), _code_of(error)
 
 
 def _stream_failed(reason: str, code: grpc.StatusCode) -> Exception:
@@ -173,7 +185,7 @@ class Multiplexer:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            self._broken = self._broken or (describe(error), _code_of(error))
+            self._broken = self._broken or await why_broken(call, error)
         finally:
             if reader is not None:
                 reader.cancel()
@@ -249,6 +261,8 @@ async def serve(
     context: grpc.aio.ServicerContext,
     handle: Callable[[Any], Answer],
     batch: Callable[[list[Any]], Any],
+    closing: asyncio.Event | None = None,
+    closing_reason: str = "the server is shutting down",
 ) -> AsyncIterator[Any]:
     """Server side of one stream (see the module docstring): an async generator of reply
     batches for a stream-stream servicer method to return."""
@@ -267,7 +281,6 @@ async def serve(
         nonlocal unanswered, closed
         try:
             async for requests_batch in requests:
-                await require_parsed(requests_batch, context)
                 for request in requests_batch.requests:
                     answer = handle(request)
                     if isinstance(answer, asyncio.Future):
@@ -280,7 +293,10 @@ async def serve(
             closed = True
             wake.set()
 
-    reader = asyncio.get_running_loop().create_task(read())
+    loop = asyncio.get_running_loop()
+    reader = loop.create_task(read())
+    stopped = loop.create_task((closing or asyncio.Event()).wait())
+    stopped.add_done_callback(lambda _: reader.cancel())  # read() ends: no more requests
     try:
         while not (closed and unanswered == 0 and not answers):
             await wake.wait()
@@ -289,3 +305,7 @@ async def serve(
                 yield batch(_take_batch(answers, lambda _: True))
     finally:
         reader.cancel()
+        stopped.cancel()
+    reraise_from(reader)  # a batch that did not parse: INVALID_ARGUMENT, after the answers
+    if closing is not None and closing.is_set():
+        await context.abort(grpc.StatusCode.UNAVAILABLE, closing_reason)

@@ -43,6 +43,13 @@ class CommitTimeout(CommitError):
     code = "UNAVAILABLE"
 
 
+class ShuttingDown(CommitError):
+    """This member is stopping: the commit goes to another member, with the same entry id."""
+
+    code = "UNAVAILABLE"
+    rule = "shutting_down"
+
+
 def entry_id_reused(entry_id: str, epoch: int) -> RejectedCommit:
     return RejectedCommit(
         f"entry_id {entry_id!r} was already used for a different transformation "

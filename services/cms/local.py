@@ -1,7 +1,8 @@
 """A CMS of real member processes on 127.0.0.1, for ``make run``, tests and benchmarks.
 
-Each member is ``python -m epochal.cms``, an ``epochal.processes.LocalProcess``: its own process
-group and log file; ``stop`` sends SIGTERM (graceful), ``kill`` SIGKILL.
+Each member is ``python -m epochal.cms``, an ``epochal.processes.LocalProcess``: its own session
+and log file, gone when the program that started it dies; ``stop`` sends SIGTERM (graceful) to
+the members at once and SIGKILL to any still running after the timeout, ``kill`` SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import grpc
 
-from epochal.processes import LocalProcess, free_ports
+from epochal.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 
@@ -83,10 +84,10 @@ class LocalCMS:
         for member in self._select(member_id):
             member.start(self.command(member.member_id), self.env)
 
-    def stop(self, member_id: str | None = None, timeout_s: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL if it does not exit in time."""
-        for member in self._select(member_id):
-            member.stop(timeout_s)
+    def stop(self, member_id: str | None = None, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM to each selected member at once, then SIGKILL to those that did not exit
+        in time."""
+        stop_all(self._select(member_id), timeout_s)
 
     def kill(self, member_id: str) -> None:
         self.members[member_id].kill()

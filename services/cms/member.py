@@ -56,6 +56,7 @@ from epochal.cms.errors import (
     NotLeaderError,
     OverloadedError,
     RejectedCommit,
+    ShuttingDown,
     entry_id_reused,
 )
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
@@ -110,6 +111,7 @@ from epochal.wire.metadata import (
     decode_transformation,
     encode_transformation,
 )
+from epochal.wire.multiplex import describe
 from epochal.wire.paxos import ballot_to_proto, decode_slot_value, encode_slot_value
 from epochal.wire.v1 import cms_pb2
 
@@ -234,7 +236,10 @@ class CMSMemberLoop:
         self.ready = False
         self.on_readiness: Callable[[bool], None] = lambda ready: None
         self._stopped = False
-        self.started = False
+        self.loaded = False  # the state is loaded: peers may Describe and fetch
+        self.started = False  # caught up with the others: commits are taken
+        self._draining = False  # stopping: commits in flight settle, new ones are refused
+        self.closing = asyncio.Event()  # stopping: the Step and Forward streams end
         self._accepting_messages = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -268,7 +273,7 @@ class CMSMemberLoop:
             len(stored.accepted),
         )
         self.peers.update(self._peer_addresses(self.sm.metadata))
-        self.started = True
+        self.loaded = True
         if self.settings.joining and self.sm.metadata.cms_member(self.member_id) is None:
             self._spawn(self._register_as_candidate())
         # Far behind: copy a snapshot before taking part in Paxos, whose slot-by-slot
@@ -278,6 +283,7 @@ class CMSMemberLoop:
         self._accepting_messages = True
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
         self._spawn(self._backfill())
+        self.started = True
 
     def _rebuild(self, stored: StoredState) -> MetadataStateMachine:
         metadata = ClusterMetadata.empty()
@@ -293,6 +299,36 @@ class CMSMemberLoop:
             stored.applied_slot,
             [(r.entry_id, r.epoch, r.digest) for r in stored.entry_ids],
             self.settings.entry_id_retention_epochs,
+        )
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop taking commits (they are answered UNAVAILABLE: the client retries them on
+        another member with the same entry id) and wait up to ``timeout_s`` for those in flight
+        here — queued, proposed, or forwarded to the leader — to settle."""
+        self._draining = True
+        self._leader_changed.set()  # a commit waiting for a leader sees the drain at once
+        outstanding = [p.future for p in self._pending]
+        outstanding += [f for futures in self._in_flight.values() for f in futures]
+        outstanding += [f for waiting in self._forwarded.values() for _, f in waiting]
+        waiting = [f for f in outstanding if not f.done()]
+        if waiting and timeout_s > 0:
+            await asyncio.wait(waiting, timeout=timeout_s)
+
+    def end_streams(self) -> None:
+        """The last step before the gRPC server stops: answer what is still waiting (the
+        client retries it elsewhere with the same entry id), end the Step and Forward streams
+        and every Watch, so that no call holds the stop to its deadline."""
+        self._draining = True
+        self._fail_all(self._shutting_down())
+        for waiting in list(self._forwarded.values()):
+            for _, future in waiting:
+                _settle(future, self._shutting_down())
+        self.closing.set()
+        self.log.reset("UNAVAILABLE", f"{self.member_id} is shutting down; watch another member")
+
+    def _shutting_down(self) -> ShuttingDown:
+        return ShuttingDown(
+            f"{self.member_id} is shutting down; retry with the same entry_id on another member"
         )
 
     async def stop(self) -> None:
@@ -522,6 +558,8 @@ class CMSMemberLoop:
             known = self.sm.lookup(entry_id)
             if known is not None:
                 return _known_answer(item, known)
+            if self._draining:
+                raise self._shutting_down()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CommitTimeout(
@@ -565,6 +603,9 @@ class CMSMemberLoop:
             return _settled(_known_answer_or_error(item, known))
         if not self.node.is_leader:
             return _settled(NotLeaderError(self.node.leader_id))
+        if self._draining:
+            # Leading still, but not for long: the follower waits for the next leader.
+            return _settled(NotLeaderError(None))
         try:
             return self._enqueue(item, self.settings.commit_timeout_ms / 1000, origin)
         except OverloadedError as error:
@@ -794,7 +835,7 @@ class CMSMemberLoop:
         epochs = []
         for (peer, _), answer in zip(peers, answers, strict=True):
             if isinstance(answer, BaseException):
-                log.info("could not ask %s for its epoch at start: %s", peer, answer)
+                log.info("could not ask %s for its epoch at start: %s", peer, describe(answer))
             else:
                 epochs.append((answer.epoch, peer))
         if epochs:

@@ -20,6 +20,7 @@ from epochal.cms.errors import NotLeaderError
 from epochal.cms.state_machine import CommitResult, ProposalItem
 from epochal.paxos import Message
 from epochal.wire.channels import insecure_channel
+from epochal.wire.multiplex import describe, why_broken
 from epochal.wire.paxos import messages_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
@@ -130,7 +131,8 @@ class _PeerStream:
                 raise
             except Exception as error:
                 if self.connected:
-                    log.info("stream to member %s broke: %s", self.peer, _describe(error))
+                    reason, _ = await why_broken(call, error)
+                    log.info("stream to member %s broke: %s", self.peer, reason)
             self.connected = False
             call.cancel()
             self._pending.clear()
@@ -139,12 +141,6 @@ class _PeerStream:
 
     def close(self) -> None:
         self._task.cancel()
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, grpc.aio.AioRpcError):
-        return error.code().name
-    return type(error).__name__
 
 
 class _Forwarder:
@@ -162,6 +158,7 @@ class _Forwarder:
         self._next_batch = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._last_broken = ""
 
     def submit(self, item: ProposalItem, answer: asyncio.Future[CommitResult]) -> None:
         self._queue.append((item, answer))
@@ -191,7 +188,11 @@ class _Forwarder:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.info("forward stream to the leader broke: %s", _describe(error))
+            reason, _ = await why_broken(call, error)
+            # A leader that is down fails every attempt alike: say so once, not per commit.
+            level = logging.DEBUG if reason == self._last_broken else logging.INFO
+            self._last_broken = reason
+            log.log(level, "forward stream to the leader broke: %s", reason)
         finally:
             reader.cancel()
             call.cancel()
@@ -220,7 +221,7 @@ class _Forwarder:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.info("forward stream from the leader broke: %s", _describe(error))
+            log.info("forward stream from the leader broke: %s", describe(error))
         self._wake.set()
         self._fail_outstanding()
 

@@ -1,4 +1,17 @@
-"""Run one CMS member: storage, the member loop, gRPC services, health, reflection, signals."""
+"""Run one CMS member: storage, the member loop, gRPC services, health, reflection, signals.
+
+Start-up order: the gRPC server first (NOT_SERVING; every CMS and CMSPeer call is answered
+UNAVAILABLE "cmsN is starting: loading its state" — never a method running against state that
+is not there yet), then the member loads its state (from then on peers may Describe it and fetch
+its log), catches up with the others (then it takes commits), and reports SERVING once it has
+reached the epoch the others had (DESIGN.md "Readiness").
+
+Stop (SIGTERM or Ctrl-C), within ``--shutdown-grace-s``: NOT_SERVING and new calls refused;
+the commits in flight here settle (for a share of the grace period; new ones are refused, and
+the clients retry them on another member with the same entry id); then the Paxos, forward and
+watch streams end with UNAVAILABLE, the calls still running finish, and the applied state is
+written.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +19,17 @@ import asyncio
 import logging
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2
 
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
+from epochal.service import DRAIN_SHARE, RPC_SHARE
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
+from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import cms_pb2
 
 log = logging.getLogger(__name__)
@@ -27,9 +41,9 @@ MEMBER_SERVICE = cms_pb2.DESCRIPTOR.services_by_name["CMSPeer"]
 class CMSServer:
     def __init__(self, settings: CMSSettings) -> None:
         self.settings = settings
-        self.member: CMSMemberLoop
-        self.server: grpc.aio.Server
-        self.health = health.aio.HealthServicer()
+        self.member: CMSMemberLoop | None = None
+        self.server: grpc.aio.Server | None = None
+        self.health = HealthServicer()
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -38,37 +52,46 @@ class CMSServer:
         if trace_file is not None:
             log.info("writing spans to %s", trace_file)
         storage = await asyncio.to_thread(CMSStorage, settings.db_url, schema=settings.schema)
-        self.member = CMSMemberLoop(settings, storage)
-        self.member.on_readiness = self._set_serving
+        member = self.member = CMSMemberLoop(settings, storage)
+        member.on_readiness = self._set_serving
         # Leave headroom above the transformation limit so an oversized one reaches the
         # servicer and gets INVALID_ARGUMENT with a message, not a bare RESOURCE_EXHAUSTED.
-        self.server = grpc.aio.server(
+        server = self.server = grpc.aio.server(
             options=server_options(max_receive_bytes=4 * settings.max_transformation_bytes)
         )
-        add_servicer(self.server, CMS_SERVICE, CMSServicer(self.member))
-        add_servicer(self.server, MEMBER_SERVICE, CMSMemberServicer(self.member))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            (
-                CMS_SERVICE.full_name,
-                MEMBER_SERVICE.full_name,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            self.server,
+        add_servicer(server, CMS_SERVICE, CMSServicer(member), self._refusal)
+        add_servicer(server, MEMBER_SERVICE, CMSMemberServicer(member), self._refusal)
+        add_health_and_reflection(
+            server, self.health, (CMS_SERVICE.full_name, MEMBER_SERVICE.full_name)
         )
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = self.server.add_insecure_port(settings.listen_address)
+        bound = server.add_insecure_port(settings.listen_address)
         if bound == 0:
             raise OSError(f"cannot listen on {settings.listen_address}")
-        await self.server.start()
-        await self.member.start()
+        await server.start()
+        if settings.test_hold_start_ms:
+            log.warning("holding the start for %d ms (a test hook)", settings.test_hold_start_ms)
+            await asyncio.sleep(settings.test_hold_start_ms / 1000)
+        await member.start()
         log.info(
             "CMS member %s listening on %s, database %s",
             settings.member_id,
             settings.listen_address,
             _redact(settings.db_url),
         )
+
+    def _refusal(self, method: str) -> str | None:
+        """Why this member cannot answer ``method`` now (UNAVAILABLE), or None: the one
+        readiness gate of the CMS and CMSPeer services."""
+        member_id = self.settings.member_id
+        member = self.member
+        if self._stopping.is_set():
+            return f"{member_id} is shutting down; try another member"
+        if member is None or not member.loaded:
+            return f"{member_id} is starting: loading its state; try another member"
+        if method == "Commit" and not member.started:
+            return f"{member_id} is starting: catching up with the others; try another member"
+        return None
 
     def _set_serving(self, ready: bool) -> None:
         status = (
@@ -83,11 +106,27 @@ class CMSServer:
         await self.health.set(CMS_SERVICE.full_name, status)
 
     async def stop(self) -> None:
-        """Graceful: NOT_SERVING, finish in-flight RPCs within the grace period, flush storage."""
+        """Graceful and bounded (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        grace_s = self.settings.shutdown_grace_s
+        began = loop.time()
         self._stopping.set()
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.server.stop(self.settings.shutdown_grace_s)
-        await self.member.stop()
+        stopping = (
+            loop.create_task(self.server.stop(grace_s * RPC_SHARE))
+            if self.server is not None
+            else None
+        )
+        if self.member is not None:
+            await self.member.drain(max(began + grace_s * DRAIN_SHARE - loop.time(), 0))
+            log.debug("stop: commits drained after %.3f s", loop.time() - began)
+            self.member.end_streams()
+        if stopping is not None:
+            await stopping
+            log.debug("stop: gRPC server stopped after %.3f s", loop.time() - began)
+        if self.member is not None:
+            await self.member.stop()
+            log.debug("stop: member stopped after %.3f s", loop.time() - began)
         shutdown_tracing()
 
 

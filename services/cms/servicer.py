@@ -17,7 +17,7 @@ from epochal.cms.member import CMSMemberLoop
 from epochal.cms.state_machine import CommitResult
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
-from epochal.wire.handlers import require_parsed
+from epochal.wire.handlers import finished_before, reraise_from
 from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
 
@@ -37,7 +37,6 @@ class CMSServicer:
     async def Commit(
         self, request: cms_pb2.CommitRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.CommitResponse:
-        await require_parsed(request, context)
         commit_span = (
             _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER)
             if tracing_enabled()
@@ -59,7 +58,6 @@ class CMSServicer:
     async def FetchLog(
         self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.FetchLogResponse:
-        await require_parsed(request, context)
         with _tracer.start_as_current_span("cms.fetch_log", kind=trace.SpanKind.SERVER) as span:
             result = await self.member.fetch_log(
                 request.since_epoch,
@@ -81,7 +79,6 @@ class CMSServicer:
     async def Watch(
         self, request: cms_pb2.WatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cms_pb2.WatchEvent]:
-        await require_parsed(request, context)
         subscription = self.member.log.subscribe()
         try:
             since = request.since_epoch
@@ -111,9 +108,6 @@ class CMSServicer:
     async def Describe(
         self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.DescribeResponse:
-        await require_parsed(request, context)
-        if not self.member.started:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "this CMS member is still starting")
         return self.member.describe()
 
 
@@ -124,14 +118,20 @@ class CMSMemberServicer:
     async def Step(
         self, requests: AsyncIterator[cms_pb2.StepRequest], context: grpc.aio.ServicerContext
     ) -> cms_pb2.StepResponse:
+        """A peer's Paxos messages, until it closes the stream or this member stops."""
+        if not await finished_before(self._take_steps(requests, context), self.member.closing):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _shutting_down(self.member))
+        return cms_pb2.StepResponse()
+
+    async def _take_steps(
+        self, requests: AsyncIterator[cms_pb2.StepRequest], context: grpc.aio.ServicerContext
+    ) -> None:
         async for request in requests:
-            await require_parsed(request, context)
             try:
                 messages = [message_from_proto(m) for m in request.messages]
             except (ValueError, KeyError) as error:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Paxos message: {error}")
             self.member.on_messages(messages)
-        return cms_pb2.StepResponse()
 
     async def Forward(
         self, requests: AsyncIterator[cms_pb2.ForwardRequest], context: grpc.aio.ServicerContext
@@ -167,7 +167,6 @@ class CMSMemberServicer:
             nonlocal unsettled, closed
             try:
                 async for request in requests:
-                    await require_parsed(request, context)
                     known = request.member_id in self.member.settings.peers
                     origin = request.member_id if known else None
                     for index, proto in enumerate(request.items):
@@ -180,7 +179,12 @@ class CMSMemberServicer:
                 closed = True
                 wake.set()
 
-        reader = asyncio.get_running_loop().create_task(read())
+        loop = asyncio.get_running_loop()
+        reader = loop.create_task(read())
+        # This member stopping: take no more commits; those taken are answered (the drain
+        # settles them), then the stream ends.
+        closing = loop.create_task(self.member.closing.wait())
+        closing.add_done_callback(lambda _: reader.cancel())
         try:
             while not (closed and unsettled == 0 and not answers):
                 await wake.wait()
@@ -190,6 +194,10 @@ class CMSMemberServicer:
                     yield cms_pb2.ForwardResponse(outcomes=outcomes, batch_id=batch_id)
         finally:
             reader.cancel()
+            closing.cancel()
+        reraise_from(reader)  # a request that did not parse: INVALID_ARGUMENT
+        if self.member.closing.is_set():
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _shutting_down(self.member))
 
     def _one(self, proto: cms_pb2.ProposalItem, origin: str | None) -> asyncio.Future[CommitResult]:
         try:
@@ -199,6 +207,10 @@ class CMSMemberServicer:
             future.set_exception(error)
             return future
         return self.member.commit_forwarded(item, origin)
+
+
+def _shutting_down(member: CMSMemberLoop) -> str:
+    return f"{member.member_id} is shutting down; try another member"
 
 
 def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:

@@ -63,6 +63,9 @@ class CMSSettings:
     fetch_page_entries: int = 1_000
     watch_queue_events: int = 1_000
     shutdown_grace_s: float = 5.0
+    # Tests only: the server answers (UNAVAILABLE, "starting") this long before the member
+    # loads its state, so that the starting window can be observed.
+    test_hold_start_ms: int = 0
     trace_dir: str = ""
     log_level: str = "INFO"
 
@@ -108,7 +111,12 @@ class CMSSettings:
 
 
 _ZERO_MEANS_OFF = frozenset(
-    {"batch_linger_ms", "leader_vote_delay_ms", "leader_votes_small_slots_up_to"}
+    {
+        "batch_linger_ms",
+        "leader_vote_delay_ms",
+        "leader_votes_small_slots_up_to",
+        "test_hold_start_ms",
+    }
 )
 
 _FLAGS: dict[str, tuple[type, str]] = {
@@ -158,7 +166,14 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "applied_flush_interval_ms": (int, "write the applied log to storage this often (lazily)"),
     "fetch_page_entries": (int, "log entries per FetchLog page"),
     "watch_queue_events": (int, "events buffered per Watch subscriber before it is dropped"),
-    "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),
+    "shutdown_grace_s": (
+        float,
+        "on SIGTERM or Ctrl-C: seconds to settle commits, finish in-flight RPCs and exit",
+    ),
+    "test_hold_start_ms": (
+        int,
+        "tests only: answer UNAVAILABLE (starting) this long before loading the state",
+    ),
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
 }

@@ -3,7 +3,10 @@ workload through the SDK, then its status.
 
 The replicas register with the CMS and are joined into a new ring (16 tokens each); a tracked
 keyspace with RF 3 gets a table, rows are written and read back at QUORUM. The cluster stays up
-until Ctrl-C (then every process gets SIGTERM) unless ``--exit`` is given.
+until Ctrl-C or SIGTERM unless ``--exit`` is given; then every process gets SIGTERM at once
+(SIGKILL if one outlives its grace period) and this program exits. The servers run in sessions
+of their own, so the Ctrl-C reaches this program, which stops them; if this program is killed
+outright they get SIGTERM from the kernel (``epochal.processes``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -24,6 +28,10 @@ async def run(data_dir: Path, exit_after: bool) -> int:
     if data_dir.exists():
         shutil.rmtree(data_dir)
     cluster = LocalCluster(data_dir)
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    # asyncio.run turns Ctrl-C into a cancellation of this task; SIGTERM does the same.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     try:
         cluster.start()
         print(f"starting 3 CMS members: {cluster.cms.members_flag}")
@@ -39,7 +47,7 @@ async def run(data_dir: Path, exit_after: bool) -> int:
         print(f"\nthe cluster stays up (seeds: {','.join(cluster.addresses)}); Ctrl-C stops it")
         await asyncio.Event().wait()
     except asyncio.CancelledError:
-        pass
+        print("\nstopping every process")
     finally:
         cluster.stop()
         print(f"stopped; logs and databases are in {data_dir}")
@@ -104,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="var/devcluster", type=Path)
     parser.add_argument("--exit", action="store_true", help="stop after the report")
     args = parser.parse_args(argv)
+    # Every line at once, also through a pipe (`make run | tee`, the tests).
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     try:
         return asyncio.run(run(args.data_dir, args.exit))
     except KeyboardInterrupt:

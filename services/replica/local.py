@@ -21,7 +21,7 @@ import grpc
 
 from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient
-from epochal.processes import LocalProcess, free_ports
+from epochal.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
 from epochal.tcm import AdvanceSequence, PrepareJoin, Step
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 
@@ -110,16 +110,21 @@ class LocalCluster:
     def start_replica(self, name: str) -> None:
         self.nodes[name].start(self.command(name), self.env)
 
-    def stop_replica(self, name: str, timeout_s: float = 10.0) -> None:
+    def stop_replica(self, name: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
         self.nodes[name].stop(timeout_s)
 
     def kill_replica(self, name: str) -> None:
         self.nodes[name].kill()
 
-    def stop(self) -> None:
-        for replica in self.nodes.values():
-            replica.stop()
-        self.cms.stop()
+    @property
+    def processes(self) -> list[LocalProcess]:
+        """Every replica and CMS member."""
+        return [*self.nodes.values(), *self.cms.members.values()]
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM to every process at once, SIGKILL to those still running ``timeout_s``
+        later."""
+        stop_all(self.processes, timeout_s)
 
     def close(self) -> None:
         for replica in self.nodes.values():

@@ -1,10 +1,20 @@
 """Run one replica: storage, the metadata follower, registration, the coordinator, gRPC
 services, health, reflection, metrics, signals.
 
-Start-up order: storage (migrations) and the metadata stored here; the gRPC server (NOT_SERVING:
-peers may already fetch the log from it); the follower's push stream and pulls; registration
-(once per data directory, retried while the CMS is unreachable); then the node serves, and
-reports SERVING once it has caught up to the epoch the CMS had when it first reached it.
+Start-up order: storage (a data directory of an older storage format is refused, exit status
+65; then migrations) and the metadata stored here; the gRPC server (NOT_SERVING: peers may
+already fetch the log from it); the follower's push stream and pulls; registration (once per
+data directory, retried while the CMS is unreachable); then the node serves, and reports
+SERVING once it has caught up to the epoch the CMS had when it first reached it. Until it is
+registered, the ReplicaPeer and ReplicaAdmin services answer UNAVAILABLE ("starting:
+registering with the CMS"); the client API refuses writes and reads the same way (rule
+``not_ready``) and serves FetchLog and Describe.
+
+Stop (SIGTERM or Ctrl-C), within ``--shutdown-grace-s``: NOT_SERVING and new calls refused; the
+Session and Exchange streams take no more requests, answer those they took, and end with
+UNAVAILABLE (the clients retry what they had queued elsewhere); the calls still running finish
+(gRPC cancels what is left at the end of its share of the grace period); then the streams to
+peers, the follower and storage close.
 """
 
 from __future__ import annotations
@@ -15,8 +25,7 @@ import logging
 import os
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2
 
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.channels import Channels
@@ -34,11 +43,13 @@ from epochal.replica.servicer import (
     TestingServicer,
 )
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import ReplicaStorage
+from epochal.replica.storage import ReplicaStorage, StorageFormatError
 from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.service import RPC_SHARE
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
+from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import replica_pb2
 
 log = logging.getLogger(__name__)
@@ -48,21 +59,23 @@ PEER_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaPeer"]
 TESTING_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaTesting"]
 ADMIN_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaAdmin"]
 EXIT_CANNOT_REGISTER = 78  # EX_CONFIG
+EXIT_STORAGE_FORMAT = 65  # EX_DATAERR: --data-dir holds a storage format this version refuses
 REGISTER_RETRY_MAX_S = 5.0
 
 
 class ReplicaServer:
     def __init__(self, settings: ReplicaSettings) -> None:
         self.settings = settings
-        self.health = health.aio.HealthServicer()
+        self.health = HealthServicer()
         self.metrics = ReplicaMetrics()
         self.channels = Channels()
         self.storage: ReplicaStorage
         self.follower: MetadataFollower
         self.local: LocalReplica
         self.coordinator: Coordinator
-        self.server: grpc.aio.Server
+        self.server: grpc.aio.Server | None = None
         self.registered = asyncio.Event()
+        self.closing = asyncio.Event()  # stopping: the Session and Exchange streams end
         self._stopping = False
         self._registration: asyncio.Task[None] | None = None
 
@@ -72,7 +85,13 @@ class ReplicaServer:
         trace_file = setup_tracing("replica", instance, settings.trace_dir or None)
         if trace_file is not None:
             log.info("writing spans to %s", trace_file)
-        self.storage = ReplicaStorage(settings.db_url, sync=settings.sync)
+        try:
+            self.storage = ReplicaStorage(settings.db_url, sync=settings.sync)
+        except StorageFormatError as error:
+            # Nothing is open or written yet: exit with the reason, not a traceback.
+            log.critical("%s", error)
+            logging.shutdown()
+            os._exit(EXIT_STORAGE_FORMAT)
         self.follower = MetadataFollower(settings, self.storage, self.channels, self.metrics)
         self.follower.load()
         self.local = LocalReplica(settings, self.storage, self.follower, self.metrics)
@@ -80,11 +99,19 @@ class ReplicaServer:
             settings, self.follower, self.local, self.channels, self.metrics
         )
         self.follower.on_change.append(lambda _: self._update_readiness())
-        self.server = grpc.aio.server(options=server_options())
+        server = self.server = grpc.aio.server(options=server_options())
         add_servicer(
-            self.server,
+            server,
             REPLICA_SERVICE,
-            ReplicaServicer(settings, self.follower, self.coordinator, self.storage, self.metrics),
+            ReplicaServicer(
+                settings,
+                self.follower,
+                self.coordinator,
+                self.storage,
+                self.metrics,
+                closing=self.closing,
+            ),
+            self._refusal,
         )
         source = StreamSource(settings, self.follower, self.storage, self.metrics)
         self.receiver = StreamReceiver(
@@ -100,33 +127,31 @@ class ReplicaServer:
             self.metrics,
         )
         add_servicer(
-            self.server,
+            server,
             PEER_SERVICE,
-            PeerServicer(settings, self.local, self.follower, source, self.receiver),
+            PeerServicer(
+                settings, self.local, self.follower, source, self.receiver, closing=self.closing
+            ),
+            self._refusal_until_registered,
         )
-        add_servicer(self.server, ADMIN_SERVICE, AdminServicer(self.operations))
+        add_servicer(
+            server, ADMIN_SERVICE, AdminServicer(self.operations), self._refusal_until_registered
+        )
         services = [REPLICA_SERVICE.full_name, PEER_SERVICE.full_name, ADMIN_SERVICE.full_name]
         if settings.enable_test_hooks:
             add_servicer(
-                self.server,
+                server,
                 TESTING_SERVICE,
                 TestingServicer(self.follower, self.coordinator, self.receiver),
+                self._refusal,
             )
             services.append(TESTING_SERVICE.full_name)
             log.warning("test hooks are enabled (--enable-test-hooks): never in production")
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            (
-                *services,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            self.server,
-        )
+        add_health_and_reflection(server, self.health, services)
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        if self.server.add_insecure_port(settings.listen) == 0:
+        if server.add_insecure_port(settings.listen) == 0:
             raise OSError(f"cannot listen on {settings.listen}")
-        await self.server.start()
+        await server.start()
         if settings.metrics_listen:
             self.metrics.metrics.serve(settings.metrics_listen)
         self.follower.start()
@@ -169,6 +194,25 @@ class ReplicaServer:
         log.info("serving as %s", node_id)
         self._update_readiness()
 
+    def _refusal(self, method: str) -> str | None:
+        """Why this node cannot answer ``method`` now (UNAVAILABLE), or None: the readiness
+        gate of the Replica and ReplicaTesting services (the coordinator refuses writes and
+        reads itself until the node is registered, rule ``not_ready``)."""
+        if self._stopping:
+            return f"replica {self.settings.address} is shutting down; try another replica"
+        return None
+
+    def _refusal_until_registered(self, method: str) -> str | None:
+        """The readiness gate of the ReplicaPeer and ReplicaAdmin services: they act as this
+        node, which has no id until it is registered."""
+        refusal = self._refusal(method)
+        if refusal is None and not self.registered.is_set():
+            refusal = (
+                f"replica {self.settings.address} is starting: registering with the CMS; "
+                "try another replica"
+            )
+        return refusal
+
     def _update_readiness(self) -> None:
         ready = (
             self.registered.is_set()
@@ -190,14 +234,18 @@ class ReplicaServer:
         await self.health.set(REPLICA_SERVICE.full_name, status)
 
     async def stop(self) -> None:
-        """Graceful: NOT_SERVING, finish in-flight RPCs within the grace period, close."""
+        """Graceful and bounded (see the module docstring). The start never suspends before
+        storage, the follower and the coordinator exist, so a start cut short by the signal
+        has them too."""
         self._stopping = True
+        self.closing.set()
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._registration is not None:
             self._registration.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._registration
-        await self.server.stop(self.settings.shutdown_grace_s)
+        if self.server is not None:
+            await self.server.stop(self.settings.shutdown_grace_s * RPC_SHARE)
         self.coordinator.close()
         await self.follower.stop()
         await self.channels.close()

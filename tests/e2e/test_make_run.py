@@ -1,11 +1,26 @@
 """`make run`'s program, end to end: 3 CMS members and 3 replicas up, the ring formed, rows
-written and read back at QUORUM through the SDK, the status and the metadata log printed."""
+written and read back at QUORUM through the SDK, the status and the metadata log printed.
+
+And stopping it: Ctrl-C (SIGINT to its process group, as a terminal sends it) stops the dev
+cluster and all six servers within 10 s, each server logging that it shut down and no
+traceback; SIGKILL to the dev cluster leaves no server behind either (they get SIGTERM from the
+kernel when their parent dies)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 
 def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -> None:
@@ -32,3 +47,138 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     assert "InitializeCMS(cms1, cms2, cms3)" in out
     assert "CreateKeyspace(demo, SimpleStrategy(rf=3), tracked)" in out
     assert out.count("AdvanceSequence(node-") == 9  # three joins, START, MID and FINISH each
+
+
+# ---------------------------------------------------------------------- stopping `make run`
+
+
+@dataclass
+class DevCluster:
+    """`make run`'s program (the command the Makefile runs, with a data directory of the
+    test's), started as the leader of its own process group — as a shell starts a foreground
+    job — and its output read line by line."""
+
+    process: subprocess.Popen[str]
+    lines: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
+    output: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, data_dir: Path) -> DevCluster:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "epochal.replica.devcluster", "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        started = cls(process)
+        threading.Thread(target=started._read, daemon=True).start()
+        return started
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in self.output):
+            remaining = deadline - time.monotonic()
+            try:
+                self.output.append(self.lines.get(timeout=max(remaining, 0)))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {text!r} within {timeout_s} s:\n{''.join(self.output)}"
+                ) from None
+
+
+@dataclass(frozen=True)
+class Pid:
+    """A process by its pid and start time, so that a reused pid is never taken for it."""
+
+    pid: int
+    start_ticks: str
+
+    @classmethod
+    def children_of(cls, parent: int) -> list[Pid]:
+        found = []
+        for entry in os.listdir("/proc"):
+            fields = _stat_fields(entry) if entry.isdigit() else None
+            if fields is not None and fields[1] == str(parent):
+                found.append(cls(int(entry), fields[19]))
+        return found
+
+    @property
+    def alive(self) -> bool:
+        fields = _stat_fields(str(self.pid))
+        return fields is not None and fields[19] == self.start_ticks and fields[0] != "Z"
+
+    def kill(self) -> None:
+        if self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state, ppid, ... (field 3 onwards)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+@contextlib.contextmanager
+def dev_cluster(tmp_path: Path) -> Iterator[tuple[DevCluster, list[Pid]]]:
+    """The dev cluster up and serving, and its six servers; whatever happens, every one of
+    those processes is gone afterwards (SIGKILL, by pid)."""
+    cluster = DevCluster.start(tmp_path / "dc")
+    servers: list[Pid] = []
+    try:
+        cluster.wait_for("Ctrl-C stops it", timeout_s=180)
+        servers.extend(Pid.children_of(cluster.process.pid))
+        assert len(servers) == 6, servers  # 3 CMS members, 3 replicas
+        yield cluster, servers
+    finally:
+        if cluster.process.poll() is None:
+            cluster.process.kill()
+        cluster.process.wait()
+        for server in servers:
+            server.kill()
+
+
+def wait_gone(cluster: DevCluster, servers: list[Pid], timeout_s: float) -> float:
+    began = time.monotonic()
+    while cluster.process.poll() is None or any(s.alive for s in servers):
+        if time.monotonic() - began > timeout_s:
+            raise AssertionError(
+                f"still running after {timeout_s} s: dev cluster "
+                f"{'exited' if cluster.process.poll() is not None else 'running'}, "
+                f"servers {[s.pid for s in servers if s.alive]}"
+            )
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_the_dev_cluster_and_every_server(tmp_path: Path) -> None:
+    with dev_cluster(tmp_path) as (cluster, servers):
+        os.killpg(cluster.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        took = wait_gone(cluster, servers, timeout_s=10)
+        cluster.wait_for("stopped; logs and databases are in", timeout_s=1)
+        assert cluster.process.returncode == 0, "".join(cluster.output)
+    logs = [*(tmp_path / "dc").glob("*.log"), *(tmp_path / "dc" / "cms").glob("*.log")]
+    assert len(logs) == 6, logs
+    for log in logs:
+        text = log.read_text()
+        assert text.count("shutting down on SIGTERM") == 1, (log, text)
+        assert "Traceback" not in text, (log, text)
+    print(f"stopped in {took:.2f} s")
+
+
+@pytest.mark.timeout(300)
+def test_the_servers_die_with_a_killed_dev_cluster(tmp_path: Path) -> None:
+    with dev_cluster(tmp_path) as (cluster, servers):
+        cluster.process.kill()  # SIGKILL: no chance to stop them itself
+        took = wait_gone(cluster, servers, timeout_s=10)
+    print(f"servers gone {took:.2f} s after the dev cluster was killed")

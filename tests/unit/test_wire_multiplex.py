@@ -1,8 +1,9 @@
 """Many requests over one stream (epochal.wire.multiplex), against a real grpc.aio server on
 127.0.0.1: answers reach their callers whatever order they come back in, requests queued
 together travel in one batch, a request past its timeout fails alone, a broken stream fails
-every request on it and the next call opens a new one, in-flight requests are bounded, and a
-batch that does not parse ends the stream with INVALID_ARGUMENT."""
+every request on it and the next call opens a new one, in-flight requests are bounded, a batch
+that does not parse ends the stream with INVALID_ARGUMENT, and a stopping server answers the
+requests it took, then ends the stream with UNAVAILABLE."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Echo(OtherPeerMethods):
     def __init__(self, delay_s: Callable[[int], float]) -> None:
         self.delay_s = delay_s
         self.batches: list[int] = []
+        self.closing = asyncio.Event()  # set: the streams end, as a stopping server's do
 
     async def Exchange(
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
@@ -58,7 +60,12 @@ class Echo(OtherPeerMethods):
                 yield batch
 
         async for replies in serve(
-            counted(), context, self.answer, lambda r: pb.PeerReplies(replies=r)
+            counted(),
+            context,
+            self.answer,
+            lambda r: pb.PeerReplies(replies=r),
+            self.closing,
+            "echo is shutting down",
         ):
             yield replies
 
@@ -249,6 +256,31 @@ def test_a_stream_the_server_refuses_fails_its_requests_with_the_servers_status(
                     await mux.call(request(1), 5.0)
                 assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
                 assert "no, thanks" in refused.value.reason
+                mux.close()
+        finally:
+            await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_a_stopping_server_answers_what_it_took_then_ends_the_stream_unavailable() -> None:
+    async def scenario() -> None:
+        servicer = Echo(lambda epoch: 0.3)
+        server, address = await start(servicer)
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                mux = multiplexer(channel)
+                taken = [mux.call(request(epoch), 5.0) for epoch in (1, 2, 3)]
+                deadline = asyncio.get_running_loop().time() + 5
+                while sum(servicer.batches) < 3:  # the server has read all three
+                    assert asyncio.get_running_loop().time() < deadline
+                    await asyncio.sleep(0.01)
+                servicer.closing.set()
+                assert [(await f).apply.epoch for f in taken] == [1, 2, 3]
+                with pytest.raises(StreamFailed) as refused:
+                    await mux.call(request(4), 5.0)
+                assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+                assert "echo is shutting down" in refused.value.reason
                 mux.close()
         finally:
             await server.stop(None)
