@@ -8,8 +8,12 @@ PROTO_SRC := $(wildcard protos/epochal/wire/v1/*.proto)
 SEEDS ?= 300
 SEED ?=
 BUG ?=
+HISTORY_SECONDS ?= 90
+HISTORY_RUNS ?= 5
+FUZZ_INPUTS ?= 20000
+FUZZ_SEED ?= 0
 
-.PHONY: install run test lint format protos sim bench clean-venv
+.PHONY: install run test lint format protos sim history fuzz bench clean-venv
 
 install: $(STAMP)
 
@@ -42,6 +46,17 @@ ifeq ($(SEED),)
 else
 	$(PY) -m epochal.sim.cli --seed $(SEED) --trace $(if $(BUG),--bug $(BUG))
 endif
+
+# The history check of QUORUM reads under replica kills and pauses, longer and several times
+# in a row (CI runs one short run as part of `make test`).
+history: install
+	EPOCHAL_HISTORY_SECONDS=$(HISTORY_SECONDS) EPOCHAL_HISTORY_RUNS=$(HISTORY_RUNS) \
+		$(PY) -m pytest tests/integration/test_history.py -s -p no:cacheprovider
+
+# The fuzz test of every gRPC method, long (CI runs a short one as part of `make test`).
+fuzz: install
+	EPOCHAL_FUZZ_INPUTS=$(FUZZ_INPUTS) EPOCHAL_FUZZ_SEED=$(FUZZ_SEED) \
+		$(PY) -m pytest tests/integration/test_fuzz.py -s -p no:cacheprovider
 
 bench: install
 	for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done

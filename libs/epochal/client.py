@@ -19,10 +19,12 @@ a table created a moment ago is known) and the session's highest HLC (a later wr
 session always gets a later timestamp than an earlier one). DDL goes to the CMS, whose members
 the metadata names.
 
-Retries: a write that fails with UNAVAILABLE, DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED is tried
-again on the next replica, reusing the mutation id the coordinator assigned (it comes back in
-the error), so it is stored once. A write whose coordinator vanished before answering has no id
-to reuse; its retry is a new mutation with the same content (idempotent cells, another id).
+Retries follow the retry table (``epochal.errors.RETRIES``, README "Errors and retries"): a
+failed write or read is tried again on the next replica unless the server decided no (bad
+input, a refusal). A write's retry reuses the mutation id the coordinator assigned (it comes
+back in the error), so it is stored once. A write whose coordinator vanished before answering
+has no id to reuse; its retry is a new mutation with the same content (idempotent cells,
+another id).
 """
 
 from __future__ import annotations
@@ -39,7 +41,16 @@ import grpc
 
 from epochal.cms_client import CMSClient
 from epochal.consistency import Consistency
-from epochal.errors import RETRYABLE, EpochalError, InvalidRequest, Unavailable, error_for
+from epochal.errors import (
+    EpochalError,
+    InvalidRequest,
+    Operation,
+    Retry,
+    Unavailable,
+    error_for,
+    from_rpc_error,
+    retry_for,
+)
 from epochal.mtrack import MutationId
 from epochal.tcm import (
     AlterTable,
@@ -56,7 +67,7 @@ from epochal.tcm import (
     Table,
     Transformation,
 )
-from epochal.tcm.keys import encode_key, partition_columns, partition_token
+from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import fetch_request, fetch_response
 from epochal.wire.multiplex import Multiplexer
@@ -98,6 +109,11 @@ class ReadStats:
     repaired: tuple[MutationId, ...]
     digest_mismatch: bool
     repaired_cells: int
+    # Tracked: rounds of summary comparison (1: the summaries agreed at once), whether they
+    # agreed in the first round, and per replica the logs (node, log) that differed then.
+    summary_rounds: int = 0
+    summaries_agreed: bool = False
+    differing: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +177,8 @@ class Client:
                 await self._fetch_metadata(address)
                 return self
             except grpc.aio.AioRpcError as error:
+                if retry_for(Operation.READ, error.code()) is Retry.NO:
+                    raise from_rpc_error(error) from None
                 errors.append(f"{address}: {error.code().name}")
         raise Unavailable(f"no seed answered: {'; '.join(errors)}")
 
@@ -236,7 +254,9 @@ class Client:
                 return
             try:
                 await self._fetch_metadata(address)
-            except grpc.aio.AioRpcError:
+            except grpc.aio.AioRpcError as error:
+                if retry_for(Operation.READ, error.code()) is Retry.NO:
+                    raise from_rpc_error(error) from None
                 continue
             if self.metadata.epoch < target:
                 await asyncio.sleep(0.05)
@@ -328,10 +348,11 @@ class Client:
         missing = [name for name, _ in columns if values.get(name) is None]
         if missing:
             raise InvalidRequest(f"the partition key needs {missing}")
-        key = [values[name] for name, _ in columns]
         try:
             protos = [to_proto(name, kind, values[name]) for name, kind in columns]
-            token = partition_token(encode_key(columns, key))
+            # The token of the values the replica decodes (to_proto converts an int for a
+            # double, a datetime for a timestamp), so that both compute the same token.
+            token = partition_token(columns, [from_proto(proto) for proto in protos])
         except (BadValue, ValueError) as error:
             raise InvalidRequest(str(error)) from None
         return protos, token
@@ -521,9 +542,12 @@ class Client:
         self, candidates: list[str], pinned: bool, **body: Any
     ) -> tuple[pb.SessionReply, str, int]:
         """Send the request (``write=`` or ``read=``) to the candidates in turn until one
-        answers or a failure is not worth retrying; a write's retry reuses the mutation id
-        its failure named. Returns the reply, who answered, and the attempts made."""
+        answers, a failure is not worth retrying (the retry table, ``epochal.errors``) or
+        ``retries`` retries failed; a write's retry reuses the mutation id its failure named
+        (or drops it when the table says a fresh one). Returns the reply, who answered, and
+        the attempts made."""
         request = next(iter(body.values()))
+        operation = Operation.WRITE if "write" in body else Operation.READ
         attempt = 0
         while True:
             address = candidates[attempt % len(candidates)]
@@ -534,9 +558,12 @@ class Client:
                 return await self._send(address, pinned, **body), address, attempt
             except EpochalError as error:
                 self._observe(error.epoch, address)
-                if error.code not in RETRYABLE or attempt > self.retries:
+                retry = retry_for(operation, error.code)
+                if retry is Retry.NO or attempt > self.retries:
                     raise
-                if error.mutation_id and "write" in body:
+                if operation is Operation.WRITE and retry is Retry.FRESH:
+                    request.ClearField("mutation_id")
+                elif operation is Operation.WRITE and error.mutation_id:
                     request.mutation_id.CopyFrom(_id_proto(error.mutation_id))
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
 
@@ -625,6 +652,11 @@ class Client:
                 repaired=tuple(_mutation_id(m) for m in stats.repaired),
                 digest_mismatch=stats.digest_mismatch,
                 repaired_cells=stats.repaired_cells,
+                summary_rounds=stats.summary_rounds,
+                summaries_agreed=stats.summaries_agreed,
+                differing={
+                    d.replica: tuple((k.node, k.log) for k in d.logs) for d in stats.differing
+                },
             ),
             epoch=response.epoch,
             coordinator=address,

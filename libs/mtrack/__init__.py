@@ -22,6 +22,7 @@ from epochal.mtrack.hlc import (
 from epochal.mtrack.iblt import MAX_CELLS
 from epochal.mtrack.ids import MutationId, SequenceBlock
 from epochal.mtrack.summary import (
+    EXPLICIT_CELLS,
     MAX_SKETCH_ROUNDS,
     Difference,
     LogDigest,
@@ -30,10 +31,12 @@ from epochal.mtrack.summary import (
     cells_for,
     difference,
     differing_logs,
+    more_cells,
     reconcile,
 )
 
 __all__ = [
+    "EXPLICIT_CELLS",
     "LOGICAL_BITS",
     "MAX_CELLS",
     "MAX_SKETCH_ROUNDS",
@@ -56,6 +59,7 @@ __all__ = [
     "format_hlc",
     "logical_of",
     "make_hlc",
+    "more_cells",
     "physical_ms_of",
     "reconcile",
 ]

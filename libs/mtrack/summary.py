@@ -43,6 +43,7 @@ from itertools import pairwise
 from epochal.mtrack._codec import MAX_U64, Reader, decoding, put_uvarint
 from epochal.mtrack._hashing import digest_element
 from epochal.mtrack.errors import LowBoundMismatch, Undecodable
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.iblt import HASH_FUNCTIONS, MAX_CELLS, Iblt
 from epochal.mtrack.ids import MAX_U32, PACKED_SIZE, MutationId
 
@@ -50,6 +51,16 @@ LogKey = tuple[int, int]
 DIGEST_SIZE = 8
 MAX_SKETCH_ROUNDS = MAX_CELLS.bit_length()  # from 3 cells, doubling passes MAX_CELLS by then
 _EXPLICIT, _TABLE = 0, 1
+
+
+# Cells past MAX_CELLS ask each side for its ids explicitly (``Sketch.of``): the last resort,
+# which always decodes.
+EXPLICIT_CELLS = MAX_CELLS + HASH_FUNCTIONS
+
+
+def more_cells(cells: int) -> int:
+    """The cells to ask for after an undecodable round: twice as many, then explicit ids."""
+    return min(cells * 2, EXPLICIT_CELLS)
 
 
 def cells_for(estimated_difference: int) -> int:
@@ -86,8 +97,8 @@ class LogDigests:
     logs: tuple[LogDigest, ...]
 
     def __post_init__(self) -> None:
-        if not 0 <= self.low_bound <= MAX_U64:
-            raise ValueError(f"low_bound must be in 0..2^64-1, got {self.low_bound}")
+        if not 0 <= self.low_bound <= MAX_HLC:
+            raise ValueError(f"low_bound must be in 0..2^63-1, got {self.low_bound}")
         if any(a.log_key >= b.log_key for a, b in pairwise(self.logs)):
             raise ValueError("log digests must be sorted by (node, log) without repeats")
 

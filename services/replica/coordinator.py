@@ -96,6 +96,11 @@ class ReadStats:
     repaired: list[MutationId] = field(default_factory=list)
     digest_mismatch: bool = False
     repaired_cells: int = 0
+    # Tracked: rounds of summary comparison (1: they agreed at once), whether the summaries
+    # agreed in the first round, and per replica the logs that differed from the data's then.
+    summary_rounds: int = 0
+    summaries_agreed: bool = False
+    differing: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,14 +386,36 @@ class Coordinator:
         retry_of: MutationId | None,
     ) -> MutationId:
         assert self.ids is not None
+        if retry_of is not None:
+            self._check_issued(metadata, retry_of)
+            return retry_of
         try:
-            if retry_of is not None:
-                self.ids.observe(retry_of.hlc)
-                return retry_of
             self.ids.observe(session_hlc)
         except ClockSkew as error:
             raise ClockSkewed(str(error)) from None
         return self.ids.next_id(metadata, prepared.keyspace, prepared.token)
+
+    def _check_issued(self, metadata: ClusterMetadata, retry_of: MutationId) -> None:
+        """A client resends only a mutation id a coordinator gave it: refuse one no coordinator
+        could have issued (an unknown node, a log or sequence this node never reached, a time
+        beyond the allowed skew), before it reaches storage or the clock."""
+        assert self.ids is not None
+        problem = ""
+        if retry_of.node >= metadata.next_node_number:
+            problem = f"node {retry_of.node} was never issued"
+        elif retry_of.node == self.ids.node and not self.ids.could_have_issued(retry_of):
+            problem = f"{self.node_id} never issued it"
+        else:
+            try:
+                self.ids.observe(retry_of.hlc)
+            except ClockSkew as error:
+                problem = str(error)
+        if problem:
+            raise InvalidRequest(
+                f"the retry's mutation id {retry_of} is not one a coordinator gave out: "
+                f"{problem}; resend the write without it",
+                rule="unknown_mutation_id",
+            )
 
     async def _write_done(
         self, progress: _Progress, level: Consistency, keyspace: str, token: int, deadline: float
@@ -475,6 +502,17 @@ class Coordinator:
                 traced.set_attribute("replicas", result.stats.replicas)
                 traced.set_attribute("repaired_mutations", len(result.stats.repaired))
                 traced.set_attribute("repaired_cells", result.stats.repaired_cells)
+                if result.stats.summary_rounds:
+                    traced.set_attribute("summary_rounds", result.stats.summary_rounds)
+                    traced.set_attribute("summaries_agreed", result.stats.summaries_agreed)
+                    traced.set_attribute(
+                        "differing_logs",
+                        [
+                            f"{node}:{log_node}/L{log}"
+                            for node, logs in sorted(result.stats.differing.items())
+                            for log_node, log in logs
+                        ],
+                    )
             self.metrics.read_latency_by_level[level].observe(time.monotonic() - started)
             return result
 

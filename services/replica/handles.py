@@ -37,6 +37,7 @@ OUTCOMES = {
     pb.OVERLOADED: Outcome.OVERLOADED,
     pb.CLOCK_SKEW: Outcome.CLOCK_SKEW,
     pb.TOO_LARGE: Outcome.TOO_LARGE,
+    pb.MALFORMED: Outcome.MALFORMED,
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 MAX_IN_FLIGHT = 16_384
@@ -66,7 +67,7 @@ class LocalHandle:
         self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
         body = stored.SerializeToString()
-        return self.replica.apply_soon(epoch, mutation, body, repair=False)
+        return self.replica.apply_soon(epoch, mutation, body, repair=False, prepared=True)
 
     def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
@@ -87,21 +88,20 @@ class LocalHandle:
         summary: bool,
         digest: bool,
         timeout_s: float,
+        sketch_logs: Sequence[tuple[int, int]] = (),
+        sketch_cells: int = 0,
     ) -> asyncio.Future[PeerReply]:
         return asyncio.ensure_future(
-            self.replica.read(epoch, read, data=data, summary=summary, want_digest=digest)
+            self.replica.read(
+                epoch,
+                read,
+                data=data,
+                summary=summary,
+                want_digest=digest,
+                sketch_logs=sketch_logs,
+                sketch_cells=sketch_cells,
+            )
         )
-
-    def sketch(
-        self,
-        epoch: int,
-        read: PartitionRead,
-        logs: Sequence[tuple[int, int]],
-        cells: int,
-        *,
-        timeout_s: float,
-    ) -> asyncio.Future[PeerReply]:
-        return asyncio.ensure_future(self.replica.sketch(epoch, read, logs, cells))
 
     def fetch(
         self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
@@ -180,6 +180,8 @@ class RemoteHandle:
         summary: bool,
         digest: bool,
         timeout_s: float,
+        sketch_logs: Sequence[tuple[int, int]] = (),
+        sketch_cells: int = 0,
     ) -> asyncio.Future[PeerReply]:
         request = pb.LocalReadRequest(
             epoch=epoch,
@@ -191,28 +193,10 @@ class RemoteHandle:
             data=data,
             summary=summary,
             digest=digest,
+            sketch_logs=[pb.LogKey(node=n, log=g) for n, g in sketch_logs],
+            sketch_cells=sketch_cells,
         )
         return self._call(timeout_s, _read, read=request)
-
-    def sketch(
-        self,
-        epoch: int,
-        read: PartitionRead,
-        logs: Sequence[tuple[int, int]],
-        cells: int,
-        *,
-        timeout_s: float,
-    ) -> asyncio.Future[PeerReply]:
-        request = pb.SketchRequest(
-            epoch=epoch,
-            keyspace=read.keyspace,
-            table_id=read.table_id,
-            token=read.token,
-            partition_key=read.partition_key,
-            logs=[pb.LogKey(node=n, log=g) for n, g in logs],
-            cells=cells,
-        )
-        return self._call(timeout_s, _sketched, sketch=request)
 
     def fetch(
         self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
@@ -239,15 +223,7 @@ def _read(reply: pb.PeerReply) -> PeerReply:
         cells=tuple(cells_from_proto(response.cells)),
         summary=LogDigests.decode(response.summary) if response.summary else None,
         digest=response.digest,
-    )
-
-
-def _sketched(reply: pb.PeerReply) -> PeerReply:
-    response = reply.sketch
-    return PeerReply(
-        *_outcome(response),
         sketch=Sketch.decode(response.sketch) if response.sketch else None,
-        summary=LogDigests.decode(response.summary) if response.summary else None,
     )
 
 

@@ -23,10 +23,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.mtrack import LogDigests, MutationId, Sketch, physical_ms_of
 from epochal.replica.follower import MetadataFollower
+from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
+from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage
 from epochal.service import fatal
@@ -44,6 +46,7 @@ class Outcome(enum.Enum):
     OVERLOADED = "overloaded"
     CLOCK_SKEW = "clock_skew"
     TOO_LARGE = "too_large"
+    MALFORMED = "malformed"  # no coordinator could have sent it; never stored
 
 
 # Answers stay well under the channels' message limit (epochal.wire.channels).
@@ -141,23 +144,26 @@ class LocalReplica:
     # ------------------------------------------------------------------ writes
 
     def apply_soon(
-        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool
+        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool, prepared: bool = False
     ) -> asyncio.Future[PeerReply]:
         """Store ``mutation``; the future answers once it is durable (or refused). Unless a
-        catch-up must be waited for, no task is created: the group commit settles the future."""
+        catch-up must be waited for, no task is created: the group commit settles the future.
+        ``prepared``: this node's coordinator made it (else it is checked first)."""
         loop = asyncio.get_running_loop()
         if epoch > self.follower.epoch:
-            return loop.create_task(self.apply(epoch, mutation, body, repair=repair))
+            return loop.create_task(
+                self.apply(epoch, mutation, body, repair=repair, prepared=prepared)
+            )
         future: asyncio.Future[PeerReply] = loop.create_future()
         refusal = self._gate_now(mutation.keyspace, mutation.table_id, mutation.token, write=True)
         if refusal is None:
-            refusal = self._enqueue_mutation(mutation, body, repair, future)
+            refusal = self._enqueue_mutation(mutation, body, repair, future, prepared)
         if refusal is not None:
             future.set_result(refusal)
         return future
 
     async def apply(
-        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool
+        self, epoch: int, mutation: Mutation, body: bytes, *, repair: bool, prepared: bool = False
     ) -> PeerReply:
         refusal = await self._gate(
             epoch, mutation.keyspace, mutation.table_id, mutation.token, write=True
@@ -165,20 +171,72 @@ class LocalReplica:
         if refusal is not None:
             return refusal
         future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
-        refusal = self._enqueue_mutation(mutation, body, repair, future)
+        refusal = self._enqueue_mutation(mutation, body, repair, future, prepared)
         return refusal if refusal is not None else await future
 
     def _enqueue_mutation(
-        self, mutation: Mutation, body: bytes, repair: bool, future: asyncio.Future[PeerReply]
+        self,
+        mutation: Mutation,
+        body: bytes,
+        repair: bool,
+        future: asyncio.Future[PeerReply],
+        prepared: bool,
     ) -> PeerReply | None:
+        if not prepared:
+            refusal = self._check(mutation)
+            if refusal is not None:
+                return refusal
         if self._pending() >= self.settings.max_pending_applies:
             return self._overloaded()
         self._mutations.append((mutation, body, repair, future))
         self._schedule_flush()
         return None
 
+    def _check(self, mutation: Mutation) -> PeerReply | None:
+        """The refusal of a mutation from another node that no coordinator could have
+        prepared (the gate has checked its table exists here), or whose time is further
+        ahead of this node's clock than the allowed skew (it would win every later write)."""
+        metadata = self.follower.metadata
+        try:
+            check_stored(
+                metadata.keyspaces[mutation.keyspace],
+                self.follower.tables_by_id[mutation.table_id],
+                mutation,
+                issued_nodes=metadata.next_node_number,
+                max_value_bytes=self.settings.max_value_bytes,
+                max_mutation_bytes=self.settings.max_mutation_bytes,
+            )
+        except BadRequest as error:
+            return self._refuse(Outcome.MALFORMED, f"{self.node_id} refused: {error}")
+        return self._ahead(mutation.id.hlc, f"mutation {mutation.id}")
+
+    def _ahead(self, hlc: int, what: str) -> PeerReply | None:
+        """The refusal of a time further ahead of this node's clock than the allowed skew."""
+        ahead_ms = physical_ms_of(hlc) - wall_ms()
+        if ahead_ms <= self.settings.max_skew_ms:
+            return None
+        return self._refuse(
+            Outcome.CLOCK_SKEW,
+            f"{what} is {ahead_ms} ms ahead of {self.node_id}'s clock "
+            f"(--max-skew-ms {self.settings.max_skew_ms})",
+        )
+
     async def apply_cells(self, epoch: int, repair: CellRepair, keyspace: str) -> PeerReply:
         refusal = await self._gate(epoch, keyspace, repair.table_id, repair.token, write=True)
+        if refusal is not None:
+            return refusal
+        try:
+            check_repaired_cells(
+                self.follower.tables_by_id[repair.table_id],
+                repair.token,
+                repair.partition_key,
+                repair.cells,
+                issued_nodes=self.follower.metadata.next_node_number,
+                max_value_bytes=self.settings.max_value_bytes,
+            )
+        except BadRequest as error:
+            return self._refuse(Outcome.MALFORMED, f"{self.node_id} refused: {error}")
+        refusal = self._ahead(max((c.hlc for c in repair.cells), default=0), "a repaired cell")
         if refusal is not None:
             return refusal
         if self._pending() >= self.settings.max_pending_applies:
@@ -235,21 +293,35 @@ class LocalReplica:
     # ------------------------------------------------------------------ reads
 
     async def read(
-        self, epoch: int, read: PartitionRead, *, data: bool, summary: bool, want_digest: bool
+        self,
+        epoch: int,
+        read: PartitionRead,
+        *,
+        data: bool,
+        summary: bool,
+        want_digest: bool,
+        sketch_logs: Sequence[tuple[int, int]] = (),
+        sketch_cells: int = 0,
     ) -> PeerReply:
+        """The partition's cells (``data``), its summary, a digest of its cells, and a sketch of
+        its ids in ``sketch_logs`` (when ``sketch_cells``), as asked: all of one state."""
         refusal = await self._gate(epoch, read.keyspace, read.table_id, read.token, write=False)
         if refusal is not None:
             return refusal
-        # No await from here on: the data and the summary describe one state.
+        # No await from here on: the data, the summary and the sketch describe one state.
         cells: list[Cell] = []
         if data or want_digest:
             cells = self.storage.read_cells(
                 read.table_id, read.token, read.partition_key, read.bounds
             )
-        digests = None
-        if summary:
-            digests = LogDigests.of(self._partition_ids(read))
+        digests = sketch = None
+        if summary or sketch_cells:
+            ids = self._partition_ids(read)
+            digests = LogDigests.of(ids)
             self.metrics.summary_reads.inc()
+            if sketch_cells:
+                wanted = frozenset(sketch_logs)
+                sketch = Sketch.of([i for i in ids if (i.node, i.log) in wanted], sketch_cells)
         if data:
             size = sum(len(c.clustering) + len(c.value or b"") for c in cells)
             if size > MAX_REPLY_BYTES:
@@ -259,23 +331,15 @@ class LocalReplica:
                     f"may carry ({MAX_REPLY_BYTES}); read a narrower clustering slice",
                 )
             self.metrics.row_data_reads.inc()
-            return self._ok(cells=tuple(cells), summary=digests)
-        return self._ok(summary=digests, digest=digest(cells) if want_digest else b"")
+            return self._ok(cells=tuple(cells), summary=digests, sketch=sketch)
+        return self._ok(
+            summary=digests, sketch=sketch, digest=digest(cells) if want_digest else b""
+        )
 
     def _partition_ids(self, read: PartitionRead) -> list[MutationId]:
         return self.storage.partition_ids(
             read.keyspace, read.table_id, read.token, read.partition_key
         )
-
-    async def sketch(
-        self, epoch: int, read: PartitionRead, logs: Sequence[tuple[int, int]], cells: int
-    ) -> PeerReply:
-        refusal = await self._gate(epoch, read.keyspace, read.table_id, read.token, write=False)
-        if refusal is not None:
-            return refusal
-        wanted = frozenset(logs)
-        ids = [i for i in self._partition_ids(read) if (i.node, i.log) in wanted]
-        return self._ok(sketch=Sketch.of(ids, cells), summary=LogDigests.of(ids))
 
     async def fetch(self, epoch: int, ids: Sequence[MutationId]) -> PeerReply:
         """The bodies of those of ``ids`` held here, in order, up to a size budget; ``examined``

@@ -4,12 +4,24 @@ Theory of operation
 -------------------
 Tracked keyspaces (seed 002 "Read path"): the data replica D sent its data and the summary of
 the partition's mutation ids, read together; each other replica S sent its summary. Where a
-summary differs from D's, round 2 asks D and S for sketches of the differing logs and decodes
-which ids only one of them holds (``epochal.mtrack``; an undecodable sketch is asked for again
-with twice the cells). Then the coordinator fetches each missing *whole* mutation from a replica
-that holds it, applies the ones D lacks to the response, and stores each on every contacted
-replica that lacks it before it answers: a mutation is never seen torn, and what one read
-returned a later quorum read returns too.
+summary differs from D's, the coordinator asks every contacted replica again, at once, in a
+*sketch round*: D for its data, each for its summary and a sketch of the differing logs, each
+replica's three read from one state of it. A round settles the read when every summary that
+differs from D's differs only in logs the round sketched: each sketch pair then decodes which
+ids only one side holds (``epochal.mtrack``). Otherwise — a sketch did not decode (ask again
+with twice the cells), or a write reached a replica in another log since the round before (add
+that log) — another round follows, at most ``MAX_SKETCH_ROUNDS``. The coordinator then fetches
+each missing *whole* mutation from a replica that holds it, answers with D's data of that same
+round plus the mutations D lacked, and stores each mutation on every contacted replica that
+lacks it before it answers.
+
+So the answer is exactly the union of what the contacted replicas held in the settling round,
+and every contacted replica holds all of it when the read returns: every write acknowledged
+before the read started is in it (a quorum held it already), a mutation is never seen torn, and
+what one quorum read returned every later one returns too. Answering with D's data of an
+earlier round than the one the difference was computed on loses exactly the mutations that
+reached D between the rounds (another read's repair, a late write): they are then in neither
+the data nor the repair set.
 
 Untracked keyspaces (classic digest reads, for comparison): the others send a digest of their
 cells in the slice; on a mismatch the coordinator reads the data of every contacted replica,
@@ -24,13 +36,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from epochal.mtrack import (
-    MAX_CELLS,
     MAX_SKETCH_ROUNDS,
     MutationId,
     Undecodable,
     cells_for,
     difference,
     differing_logs,
+    more_cells,
 )
 from epochal.replica.codec import mutation_from_body
 from epochal.replica.errors import Unavailable
@@ -40,6 +52,7 @@ from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
 from epochal.replica.storage import CellRepair
 
 REPAIRS_IN_FLIGHT = 256
+LogKey = tuple[int, int]
 
 if TYPE_CHECKING:
     from epochal.replica.coordinator import Coordinator, ReadStats
@@ -59,90 +72,130 @@ class ReadRepair:
         replies: Mapping[str, PeerReply],
         deadline: float,
     ) -> list[Cell]:
-        """The data replica's cells plus those of every mutation it lacked; every contacted
-        replica holds every mutation any of them held when this returns."""
+        """The data replica's cells plus those of every mutation it lacked, all of one round;
+        every contacted replica holds every mutation of that round's answer when this
+        returns."""
         data_node, *others = replies
-        base = replies[data_node].summary
+        state = dict(replies)
+        logs: set[LogKey] = set()
+        cells = 0
+        for round_number in range(1, MAX_SKETCH_ROUNDS + 2):
+            stats.summary_rounds = round_number
+            differing = self._differing(state, data_node, others)
+            if round_number == 1:
+                stats.summaries_agreed = not differing
+                stats.differing = {n: tuple(sorted(found)) for n, found in differing.items()}
+                if differing:
+                    self.coordinator.metrics.summary_mismatches.inc()
+            if not differing:
+                return list(state[data_node].cells)
+            wanted = set().union(*differing.values())
+            if round_number > 1 and wanted <= logs:
+                try:
+                    found = {n: self._decoded(state, data_node, n) for n in differing}
+                except Undecodable:
+                    cells = more_cells(cells)
+                else:
+                    return await self._repair(epoch, state, data_node, found, stats, deadline)
+            logs |= wanted
+            estimate = max(sum(found.values()) for found in differing.values())
+            cells = max(cells, cells_for(estimate))
+            state = await self._sketch_round(epoch, read, state, sorted(logs), cells, deadline)
+        raise Unavailable(
+            f"could not tell which mutations {sorted(replies)} differ by "
+            f"({MAX_SKETCH_ROUNDS} sketch rounds); retry the read"
+        )
+
+    @staticmethod
+    def _differing(
+        state: Mapping[str, PeerReply], data_node: str, others: list[str]
+    ) -> dict[str, dict[LogKey, int]]:
+        """Per other replica, the logs whose summary differs from the data replica's."""
+        base = state[data_node].summary
         assert base is not None, "a tracked data reply carries its summary"
-        cells = list(replies[data_node].cells)
         differing = {}
         for node in others:
-            summary = replies[node].summary
-            assert summary is not None
-            logs = differing_logs(base, summary)
-            if logs:
-                differing[node] = logs
-        if not differing:
-            return cells
-        self.coordinator.metrics.summary_mismatches.inc()
-        only_data: dict[str, frozenset[MutationId]] = {}
-        only_other: dict[str, frozenset[MutationId]] = {}
-        for node, logs in differing.items():
-            found = await self._difference(epoch, read, data_node, node, logs, deadline)
-            only_data[node], only_other[node] = found
+            summary = state[node].summary
+            assert summary is not None, "a tracked reply carries its summary"
+            found = differing_logs(base, summary)
+            if found:
+                differing[node] = found
+        return differing
+
+    @staticmethod
+    def _decoded(
+        state: Mapping[str, PeerReply], data_node: str, node: str
+    ) -> tuple[frozenset[MutationId], frozenset[MutationId]]:
+        """(ids only the data replica holds, ids only ``node`` holds), from their sketches of
+        this round; raises Undecodable."""
+        data, other = state[data_node], state[node]
+        assert data.summary is not None and data.sketch is not None
+        assert other.summary is not None and other.sketch is not None
+        found = difference(data.summary, data.sketch, other.summary, other.sketch)
+        return found.only_a, found.only_b
+
+    async def _sketch_round(
+        self,
+        epoch: int,
+        read: PartitionRead,
+        state: Mapping[str, PeerReply],
+        logs: list[LogKey],
+        cells: int,
+        deadline: float,
+    ) -> dict[str, PeerReply]:
+        """Ask every contacted replica again, at once: the data replica for its data, and each
+        for its summary and a sketch of ``logs``, each read from one state of that replica."""
+        nodes = list(state)
+        answers = await asyncio.gather(
+            *(
+                self._call(
+                    node,
+                    lambda handle, timeout_s, data=(node == nodes[0]): handle.read(
+                        epoch,
+                        read,
+                        data=data,
+                        summary=True,
+                        digest=False,
+                        timeout_s=timeout_s,
+                        sketch_logs=logs,
+                        sketch_cells=cells,
+                    ),
+                    deadline,
+                )
+                for node in nodes
+            )
+        )
+        return dict(zip(nodes, answers, strict=True))
+
+    async def _repair(
+        self,
+        epoch: int,
+        state: Mapping[str, PeerReply],
+        data_node: str,
+        found: Mapping[str, tuple[frozenset[MutationId], frozenset[MutationId]]],
+        stats: ReadStats,
+        deadline: float,
+    ) -> list[Cell]:
+        """Answer with the data replica's cells of this round plus every mutation another
+        replica held that it lacked, and store each on every contacted replica lacking it."""
+        only_data = {node: pair[0] for node, pair in found.items()}
+        only_other = {node: pair[1] for node, pair in found.items()}
         missing_on_data = frozenset().union(*only_other.values())
         lacking = {data_node: missing_on_data}
-        for node in others:
-            lacking[node] = only_data.get(node, frozenset()) | (
-                missing_on_data - only_other.get(node, frozenset())
-            )
+        for node in state:
+            if node != data_node:
+                lacking[node] = only_data.get(node, frozenset()) | (
+                    missing_on_data - only_other.get(node, frozenset())
+                )
         holders = {data_node: frozenset().union(*only_data.values()), **only_other}
         mutations = await self._fetch(epoch, holders, deadline)
+        cells = list(state[data_node].cells)
         for mutation_id in missing_on_data:
             cells.extend(mutations[mutation_id.key][0].cells())
         repaired = await self._store(epoch, lacking, mutations, deadline)
         stats.repaired.extend(sorted(repaired))
         self.coordinator.metrics.read_repaired_mutations.inc(len(repaired))
         return cells
-
-    async def _difference(
-        self,
-        epoch: int,
-        read: PartitionRead,
-        data_node: str,
-        node: str,
-        logs: Mapping[tuple[int, int], int],
-        deadline: float,
-    ) -> tuple[frozenset[MutationId], frozenset[MutationId]]:
-        """(ids only the data replica holds, ids only ``node`` holds) in the differing logs.
-        Each sketch comes with a summary of the same logs taken at the same moment, and is
-        checked against that one: a write that reached a replica since round 1 is simply part
-        of the difference."""
-        cells = cells_for(sum(logs.values()))
-        for _ in range(MAX_SKETCH_ROUNDS):
-            data_reply, node_reply = await asyncio.gather(
-                self._sketch(epoch, read, data_node, list(logs), cells, deadline),
-                self._sketch(epoch, read, node, list(logs), cells, deadline),
-            )
-            assert data_reply.summary is not None and node_reply.summary is not None
-            assert data_reply.sketch is not None and node_reply.sketch is not None
-            try:
-                found = difference(
-                    data_reply.summary, data_reply.sketch, node_reply.summary, node_reply.sketch
-                )
-            except Undecodable:
-                cells = min(cells * 2, MAX_CELLS)
-                continue
-            return found.only_a, found.only_b
-        raise Unavailable(
-            f"could not tell which mutations {data_node} and {node} differ by "
-            f"({MAX_SKETCH_ROUNDS} sketches); retry the read"
-        )
-
-    async def _sketch(
-        self,
-        epoch: int,
-        read: PartitionRead,
-        node: str,
-        logs: list[tuple[int, int]],
-        cells: int,
-        deadline: float,
-    ) -> PeerReply:
-        return await self._call(
-            node,
-            lambda handle, timeout_s: handle.sketch(epoch, read, logs, cells, timeout_s=timeout_s),
-            deadline,
-        )
 
     async def _fetch(
         self,

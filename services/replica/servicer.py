@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from epochal.errors import EpochalError
-from epochal.mtrack import MAX_CELLS
+from epochal.mtrack import EXPLICIT_CELLS
 from epochal.replica.codec import (
     bounds_from_proto,
     cell_to_proto,
@@ -26,6 +26,7 @@ from epochal.replica.codec import (
     mutation_from_proto,
     read_draft,
     rows_to_proto,
+    session_hlc_from,
     write_draft,
 )
 from epochal.replica.coordinator import Coordinator, Hooks
@@ -40,7 +41,6 @@ from epochal.replica.storage import CellRepair, ReplicaStorage
 from epochal.replica.streaming import GuardClosed, StreamReceiver, StreamRefused, StreamSource
 from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput
-from epochal.wire.handlers import require_parsed
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
 from epochal.wire.multiplex import answer_with, serve
@@ -69,18 +69,20 @@ class ReplicaServicer:
         coordinator: Coordinator,
         storage: ReplicaStorage,
         metrics: ReplicaMetrics,
+        *,
+        closing: asyncio.Event,
     ) -> None:
         self.settings = settings
         self.follower = follower
         self.coordinator = coordinator
         self.storage = storage
         self.metrics = metrics
+        self.closing = closing  # the server is stopping: Session streams end
         self._encoder = MetadataEncoder()
 
     async def Write(
         self, request: pb.WriteRequest, context: grpc.aio.ServicerContext
     ) -> pb.WriteResponse:
-        await require_parsed(request, context)
         try:
             return await self._write(request)
         except Exception as error:
@@ -90,7 +92,6 @@ class ReplicaServicer:
     async def Read(
         self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReadResponse:
-        await require_parsed(request, context)
         try:
             return await self._read(request)
         except Exception as error:
@@ -101,7 +102,12 @@ class ReplicaServicer:
         self, requests: AsyncIterator[pb.SessionRequests], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SessionReplies]:
         async for replies in serve(
-            requests, context, self._session_request, lambda r: pb.SessionReplies(replies=r)
+            requests,
+            context,
+            self._session_request,
+            lambda r: pb.SessionReplies(replies=r),
+            self.closing,
+            _shutting_down(self.settings),
         ):
             yield replies
 
@@ -152,7 +158,7 @@ class ReplicaServicer:
             draft,
             level,
             client_epoch=request.epoch,
-            session_hlc=request.session_hlc,
+            session_hlc=session_hlc_from(request.session_hlc),
             retry_of=retry_of,
         )
         return pb.WriteResponse(
@@ -166,7 +172,10 @@ class ReplicaServicer:
         draft = read_draft(request)
         level = consistency_from_proto(request.consistency)
         result = await self.coordinator.read(
-            draft, level, client_epoch=request.epoch, session_hlc=request.session_hlc
+            draft,
+            level,
+            client_epoch=request.epoch,
+            session_hlc=session_hlc_from(request.session_hlc),
         )
         stats = result.stats
         return pb.ReadResponse(
@@ -180,6 +189,12 @@ class ReplicaServicer:
                 repaired=[id_to_proto(i) for i in stats.repaired[:REPAIRED_IDS_SHOWN]],
                 digest_mismatch=stats.digest_mismatch,
                 repaired_cells=stats.repaired_cells,
+                summary_rounds=stats.summary_rounds,
+                summaries_agreed=stats.summaries_agreed,
+                differing=[
+                    pb.DifferingLogs(replica=node, logs=[pb.LogKey(node=n, log=g) for n, g in logs])
+                    for node, logs in sorted(stats.differing.items())
+                ],
             ),
         )
 
@@ -188,7 +203,6 @@ class ReplicaServicer:
     ) -> cms_pb2.FetchLogResponse:
         """The log as applied here: entries after since_epoch, or this node's metadata as a
         snapshot when it no longer keeps the entries the caller needs."""
-        await require_parsed(request, context)
         metadata = self.follower.metadata
         latest = metadata.epoch
         since = request.since_epoch
@@ -221,7 +235,6 @@ class ReplicaServicer:
     async def Describe(
         self, request: pb.ReplicaDescribeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReplicaDescribeResponse:
-        await require_parsed(request, context)
         metadata = self.follower.metadata
         node = metadata.nodes.get(self.coordinator.node_id)
         ids = self.coordinator.ids
@@ -241,7 +254,6 @@ class ReplicaServicer:
     async def AppliedEpochs(
         self, request: pb.AppliedEpochsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppliedEpochsResponse:
-        await require_parsed(request, context)
         return pb.AppliedEpochsResponse(
             epochs=[
                 pb.AppliedEpoch(epoch=epoch, applied_unix_ns=ns)
@@ -263,17 +275,19 @@ class PeerServicer:
         follower: MetadataFollower,
         source: StreamSource,
         receiver: StreamReceiver,
+        *,
+        closing: asyncio.Event,
     ) -> None:
         self.settings = settings
         self.local = local
         self.follower = follower
         self.source = source
         self.receiver = receiver
+        self.closing = closing  # the server is stopping: Exchange streams end
 
     async def AwaitEpoch(
         self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext
     ) -> pb.AwaitEpochResponse:
-        await require_parsed(request, context)
         timeout_ms = min(request.timeout_ms or self.settings.catch_up_timeout_ms, 60_000)
         await self.follower.catch_up(request.epoch, timeout_ms / 1000)
         return pb.AwaitEpochResponse(epoch=self.follower.epoch, node_id=self.follower.node_id)
@@ -281,14 +295,12 @@ class PeerServicer:
     async def StreamRange(
         self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamChunk]:
-        await require_parsed(request, context)
         async for chunk in self.source.serve(request, context):
             yield chunk
 
     async def PullRanges(
         self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
     ) -> pb.PullRangesResponse:
-        await require_parsed(request, context)
         try:
             return await self.receiver.pull(request)
         except GuardClosed as error:
@@ -303,7 +315,12 @@ class PeerServicer:
         self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.PeerReplies]:
         async for replies in serve(
-            requests, context, self._request, lambda r: pb.PeerReplies(replies=r)
+            requests,
+            context,
+            self._request,
+            lambda r: pb.PeerReplies(replies=r),
+            self.closing,
+            _shutting_down(self.settings),
         ):
             yield replies
 
@@ -339,6 +356,9 @@ class PeerServicer:
             body = request.mutation.SerializeToString()
             return local.apply_soon(request.epoch, mutation, body, repair=request.repair)
         if kind == "read":
+            cells = request.sketch_cells
+            if cells and (cells > EXPLICIT_CELLS or cells % 3):
+                raise MalformedInput(f"sketch_cells must be a multiple of 3 up to {EXPLICIT_CELLS}")
             return asyncio.ensure_future(
                 local.read(
                     request.epoch,
@@ -346,19 +366,18 @@ class PeerServicer:
                     data=request.data,
                     summary=request.summary,
                     want_digest=request.digest,
+                    sketch_logs=[(log.node, log.log) for log in request.sketch_logs],
+                    sketch_cells=cells,
                 )
-            )
-        if kind == "sketch":
-            if not 3 <= request.cells <= MAX_CELLS or request.cells % 3:
-                raise MalformedInput(f"cells must be a multiple of 3 up to {MAX_CELLS}")
-            logs = [(log.node, log.log) for log in request.logs]
-            return asyncio.ensure_future(
-                local.sketch(request.epoch, _partition(request), logs, request.cells)
             )
         if kind == "fetch":
             ids = [id_from_proto(i, "ids") for i in request.ids]
             return asyncio.ensure_future(local.fetch(request.epoch, ids))
-        raise MalformedInput("a peer request needs a body: apply, read, sketch or fetch")
+        raise MalformedInput("a peer request needs a body: apply, read or fetch")
+
+
+def _shutting_down(settings: ReplicaSettings) -> str:
+    return f"replica {settings.address} is shutting down; try another replica"
 
 
 def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
@@ -375,12 +394,7 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
             cells=[cell_to_proto(c) for c in reply.cells],
             summary=reply.summary.encode() if reply.summary is not None else b"",
             digest=reply.digest,
-        )
-    if kind == "sketch":
-        return pb.SketchResponse(
-            **common,
             sketch=reply.sketch.encode() if reply.sketch is not None else b"",
-            summary=reply.summary.encode() if reply.summary is not None else b"",
         )
     return pb.FetchMutationsResponse(
         **common,
@@ -389,14 +403,13 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
     )
 
 
-def _partition(request: pb.LocalReadRequest | pb.SketchRequest) -> PartitionRead:
-    bounds = bounds_from_proto(request.bounds) if isinstance(request, pb.LocalReadRequest) else None
-    if bounds is None:
-        return PartitionRead(
-            request.keyspace, request.table_id, request.token, request.partition_key
-        )
+def _partition(request: pb.LocalReadRequest) -> PartitionRead:
     return PartitionRead(
-        request.keyspace, request.table_id, request.token, request.partition_key, bounds
+        request.keyspace,
+        request.table_id,
+        request.token,
+        request.partition_key,
+        bounds_from_proto(request.bounds),
     )
 
 
@@ -409,7 +422,6 @@ class AdminServicer:
     async def Bootstrap(
         self, request: pb.BootstrapRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        await require_parsed(request, context)
         return await self._run(
             context, self.operations.bootstrap(tuple(request.tokens), request.num_tokens)
         )
@@ -442,13 +454,11 @@ class AdminServicer:
     async def Replace(
         self, request: pb.ReplaceRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        await require_parsed(request, context)
         return await self._run(context, self.operations.replace(request.replaced))
 
     async def Move(
         self, request: pb.MoveRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        await require_parsed(request, context)
         return await self._run(context, self.operations.move(tuple(request.tokens)))
 
     async def Resume(
@@ -484,7 +494,7 @@ class AdminServicer:
         except OperationRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         except EpochalError as error:  # the CMS refused a step, or was unreachable
-            await context.abort(error.code or grpc.StatusCode.UNKNOWN, error.message)
+            await context.abort(error.code or grpc.StatusCode.INTERNAL, error.message)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -511,7 +521,6 @@ class TestingServicer:
     async def SetHooks(
         self, request: pb.TestHooks, context: grpc.aio.ServicerContext
     ) -> pb.TestHooks:
-        await require_parsed(request, context)
         released = self.follower.hold_pushes and not request.hold_metadata_pushes
         self.follower.hold_pushes = request.hold_metadata_pushes
         if released:

@@ -26,6 +26,7 @@ class PeerOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERLOADED: _ClassVar[PeerOutcome]
     CLOCK_SKEW: _ClassVar[PeerOutcome]
     TOO_LARGE: _ClassVar[PeerOutcome]
+    MALFORMED: _ClassVar[PeerOutcome]
 CONSISTENCY_LEVEL_UNSPECIFIED: ConsistencyLevel
 ONE: ConsistencyLevel
 QUORUM: ConsistencyLevel
@@ -39,6 +40,7 @@ BEHIND: PeerOutcome
 OVERLOADED: PeerOutcome
 CLOCK_SKEW: PeerOutcome
 TOO_LARGE: PeerOutcome
+MALFORMED: PeerOutcome
 
 class Value(_message.Message):
     __slots__ = ("text", "int", "boolean", "double", "blob", "uuid", "timestamp")
@@ -181,20 +183,34 @@ class Row(_message.Message):
     def __init__(self, clustering: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., cells: _Optional[_Iterable[_Union[CellValue, _Mapping]]] = ...) -> None: ...
 
 class ReadStats(_message.Message):
-    __slots__ = ("replicas", "data_replica", "repaired_mutations", "repaired", "digest_mismatch", "repaired_cells")
+    __slots__ = ("replicas", "data_replica", "repaired_mutations", "repaired", "digest_mismatch", "repaired_cells", "summary_rounds", "summaries_agreed", "differing")
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     DATA_REPLICA_FIELD_NUMBER: _ClassVar[int]
     REPAIRED_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     REPAIRED_FIELD_NUMBER: _ClassVar[int]
     DIGEST_MISMATCH_FIELD_NUMBER: _ClassVar[int]
     REPAIRED_CELLS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIES_AGREED_FIELD_NUMBER: _ClassVar[int]
+    DIFFERING_FIELD_NUMBER: _ClassVar[int]
     replicas: _containers.RepeatedScalarFieldContainer[str]
     data_replica: str
     repaired_mutations: int
     repaired: _containers.RepeatedCompositeFieldContainer[MutationId]
     digest_mismatch: bool
     repaired_cells: int
-    def __init__(self, replicas: _Optional[_Iterable[str]] = ..., data_replica: _Optional[str] = ..., repaired_mutations: _Optional[int] = ..., repaired: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ..., digest_mismatch: _Optional[bool] = ..., repaired_cells: _Optional[int] = ...) -> None: ...
+    summary_rounds: int
+    summaries_agreed: bool
+    differing: _containers.RepeatedCompositeFieldContainer[DifferingLogs]
+    def __init__(self, replicas: _Optional[_Iterable[str]] = ..., data_replica: _Optional[str] = ..., repaired_mutations: _Optional[int] = ..., repaired: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ..., digest_mismatch: _Optional[bool] = ..., repaired_cells: _Optional[int] = ..., summary_rounds: _Optional[int] = ..., summaries_agreed: _Optional[bool] = ..., differing: _Optional[_Iterable[_Union[DifferingLogs, _Mapping]]] = ...) -> None: ...
+
+class DifferingLogs(_message.Message):
+    __slots__ = ("replica", "logs")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    LOGS_FIELD_NUMBER: _ClassVar[int]
+    replica: str
+    logs: _containers.RepeatedCompositeFieldContainer[LogKey]
+    def __init__(self, replica: _Optional[str] = ..., logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ...) -> None: ...
 
 class ReadResponse(_message.Message):
     __slots__ = ("epoch", "rows", "stats", "hlc")
@@ -414,7 +430,7 @@ class RawCell(_message.Message):
     def __init__(self, clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., value: _Optional[bytes] = ..., hlc: _Optional[int] = ..., mutation_key: _Optional[bytes] = ..., tombstone: _Optional[bool] = ...) -> None: ...
 
 class LocalReadRequest(_message.Message):
-    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "bounds", "data", "summary", "digest")
+    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "bounds", "data", "summary", "digest", "sketch_logs", "sketch_cells")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -424,6 +440,8 @@ class LocalReadRequest(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_LOGS_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_CELLS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspace: str
     table_id: str
@@ -433,23 +451,27 @@ class LocalReadRequest(_message.Message):
     data: bool
     summary: bool
     digest: bool
-    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ...) -> None: ...
+    sketch_logs: _containers.RepeatedCompositeFieldContainer[LogKey]
+    sketch_cells: int
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ..., sketch_logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., sketch_cells: _Optional[int] = ...) -> None: ...
 
 class LocalReadResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest")
+    __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest", "sketch")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CELLS_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
     cells: _containers.RepeatedCompositeFieldContainer[RawCell]
     summary: bytes
     digest: bytes
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ..., summary: _Optional[bytes] = ..., digest: _Optional[bytes] = ...) -> None: ...
+    sketch: bytes
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ..., summary: _Optional[bytes] = ..., digest: _Optional[bytes] = ..., sketch: _Optional[bytes] = ...) -> None: ...
 
 class LogKey(_message.Message):
     __slots__ = ("node", "log")
@@ -458,40 +480,6 @@ class LogKey(_message.Message):
     node: int
     log: int
     def __init__(self, node: _Optional[int] = ..., log: _Optional[int] = ...) -> None: ...
-
-class SketchRequest(_message.Message):
-    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "logs", "cells", "low_bound")
-    EPOCH_FIELD_NUMBER: _ClassVar[int]
-    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
-    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
-    LOGS_FIELD_NUMBER: _ClassVar[int]
-    CELLS_FIELD_NUMBER: _ClassVar[int]
-    LOW_BOUND_FIELD_NUMBER: _ClassVar[int]
-    epoch: int
-    keyspace: str
-    table_id: str
-    token: int
-    partition_key: bytes
-    logs: _containers.RepeatedCompositeFieldContainer[LogKey]
-    cells: int
-    low_bound: int
-    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., cells: _Optional[int] = ..., low_bound: _Optional[int] = ...) -> None: ...
-
-class SketchResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "sketch", "summary")
-    EPOCH_FIELD_NUMBER: _ClassVar[int]
-    OUTCOME_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    SKETCH_FIELD_NUMBER: _ClassVar[int]
-    SUMMARY_FIELD_NUMBER: _ClassVar[int]
-    epoch: int
-    outcome: PeerOutcome
-    message: str
-    sketch: bytes
-    summary: bytes
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., sketch: _Optional[bytes] = ..., summary: _Optional[bytes] = ...) -> None: ...
 
 class FetchMutationsRequest(_message.Message):
     __slots__ = ("epoch", "ids")
@@ -516,18 +504,16 @@ class FetchMutationsResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ...) -> None: ...
 
 class PeerRequest(_message.Message):
-    __slots__ = ("id", "apply", "read", "sketch", "fetch")
+    __slots__ = ("id", "apply", "read", "fetch")
     ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
-    SKETCH_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     id: int
     apply: ApplyRequest
     read: LocalReadRequest
-    sketch: SketchRequest
     fetch: FetchMutationsRequest
-    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., sketch: _Optional[_Union[SketchRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ...) -> None: ...
 
 class PeerRequests(_message.Message):
     __slots__ = ("requests",)
@@ -536,20 +522,18 @@ class PeerRequests(_message.Message):
     def __init__(self, requests: _Optional[_Iterable[_Union[PeerRequest, _Mapping]]] = ...) -> None: ...
 
 class PeerReply(_message.Message):
-    __slots__ = ("id", "apply", "read", "sketch", "fetch", "malformed")
+    __slots__ = ("id", "apply", "read", "fetch", "malformed")
     ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
-    SKETCH_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     MALFORMED_FIELD_NUMBER: _ClassVar[int]
     id: int
     apply: ApplyResponse
     read: LocalReadResponse
-    sketch: SketchResponse
     fetch: FetchMutationsResponse
     malformed: str
-    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyResponse, _Mapping]] = ..., read: _Optional[_Union[LocalReadResponse, _Mapping]] = ..., sketch: _Optional[_Union[SketchResponse, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsResponse, _Mapping]] = ..., malformed: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyResponse, _Mapping]] = ..., read: _Optional[_Union[LocalReadResponse, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsResponse, _Mapping]] = ..., malformed: _Optional[str] = ...) -> None: ...
 
 class PeerReplies(_message.Message):
     __slots__ = ("replies",)

@@ -1,0 +1,318 @@
+"""A recorded-history run against real processes (Jepsen's method), checked by
+``epochal.sim.history``.
+
+3 CMS members and 3 replicas on 127.0.0.1; a tracked keyspace with RF 3 and one table whose rows
+are written once. Writers (each its own SDK client) write new rows at QUORUM and now and then
+delete one they wrote; readers read whole partitions at QUORUM; every operation is recorded with
+its invocation and completion time and what the client saw. Meanwhile a nemesis faults one
+replica at a time: SIGKILL then restart, or SIGSTOP then SIGCONT. At the end every fault is
+healed, each partition is read once through each replica, and the history is checked.
+
+The history (and the faults, with their times) is written as JSON beside the cluster's logs, so
+that a violation can be traced to the servers' logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epochal.client import Client, Consistency
+from epochal.errors import EpochalError, InvalidRequest
+from epochal.replica.local import LocalCluster
+from epochal.sim.history import Kind, Op, Outcome, Verdict, check, to_record
+
+KEYSPACE = "hist"
+TABLE = "rows"
+COLUMNS = {"p": "int", "k": "text", "v": "text"}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    duration_s: float = 20.0
+    writers: int = 6
+    readers: int = 4
+    partitions: int = 8
+    delete_fraction: float = 0.1
+    faults: bool = True
+    fault_every_s: tuple[float, float] = (1.0, 3.0)  # quiet time between faults
+    fault_length_s: tuple[float, float] = (1.0, 4.0)
+    client_timeout_s: float = 3.0
+    seed: int = 0
+
+
+@dataclass
+class Recorder:
+    started: float = field(default_factory=time.monotonic)
+    ops: list[Op] = field(default_factory=list)
+    faults: list[dict[str, object]] = field(default_factory=list)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def add(self, **fields: object) -> None:
+        self.ops.append(Op(index=len(self.ops), **fields))  # type: ignore[arg-type]
+
+    def fault(self, what: str, replica: str, **more: object) -> None:
+        self.faults.append({"at": round(self.now(), 4), "what": what, "replica": replica, **more})
+
+
+@dataclass
+class RunResult:
+    verdict: Verdict
+    ops: int
+    writes_acknowledged: int
+    reads_ok: int
+    kills: int
+    pauses: int
+    history_path: Path
+
+
+async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> RunResult:
+    """Form the ring, run the workload under faults, heal, read everything, check."""
+    cluster.start()
+    await cluster.wait_ready()
+    await cluster.form_ring(num_tokens=4)
+    async with Client(cluster.addresses) as admin:
+        await admin.create_keyspace(KEYSPACE, replication_factor=3, tracked=True)
+        await admin.create_table(
+            KEYSPACE, TABLE, COLUMNS, partition_key=["p"], clustering_key=["k"]
+        )
+        epoch = admin.epoch
+    await cluster.wait_for_epoch(epoch)
+    recorder = Recorder()
+    rng = random.Random(workload.seed)
+    deadline = recorder.now() + workload.duration_s
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(_writer(cluster, workload, recorder, f"w{i}", rng.random(), deadline))
+        for i in range(workload.writers)
+    ]
+    tasks += [
+        asyncio.create_task(_reader(cluster, workload, recorder, f"r{i}", rng.random(), deadline))
+        for i in range(workload.readers)
+    ]
+    nemesis = asyncio.create_task(_nemesis(cluster, workload, recorder, rng.random(), stop))
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        stop.set()
+        await nemesis
+    finals = await _final_reads(cluster, workload, recorder)
+    verdict = check(recorder.ops, finals)
+    path = out / "history.json"
+    path.write_text(
+        json.dumps(
+            {
+                "workload": {k: getattr(workload, k) for k in workload.__dataclass_fields__},
+                "nodes": {name: r.node_id for name, r in cluster.nodes.items()},
+                "faults": recorder.faults,
+                "ops": [to_record(op) for op in recorder.ops],
+                "final_reads": [to_record(op) for op in finals],
+                "violations": [str(v) for v in verdict.violations],
+                "counts": dict(verdict.counts),
+            },
+            indent=1,
+        )
+    )
+    return RunResult(
+        verdict=verdict,
+        ops=len(recorder.ops),
+        writes_acknowledged=sum(
+            1 for op in recorder.ops if op.kind is Kind.WRITE and op.acknowledged
+        ),
+        reads_ok=sum(1 for op in recorder.ops if op.kind is Kind.READ and op.acknowledged),
+        kills=sum(1 for f in recorder.faults if f["what"] == "kill"),
+        pauses=sum(1 for f in recorder.faults if f["what"] == "pause"),
+        history_path=path,
+    )
+
+
+# --------------------------------------------------------------------------- clients
+
+
+async def _writer(
+    cluster: LocalCluster,
+    workload: Workload,
+    recorder: Recorder,
+    name: str,
+    seed: float,
+    deadline: float,
+) -> None:
+    rng = random.Random(seed)
+    written: list[tuple[int, str]] = []  # acknowledged rows, not deleted yet
+    async with Client(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
+        for n in range(1_000_000):
+            if recorder.now() >= deadline:
+                return
+            if written and rng.random() < workload.delete_fraction:
+                partition, row = written.pop(rng.randrange(len(written)))
+                key = {"p": partition, "k": row}
+                await _record(recorder, name, Kind.DELETE, key, client.delete(KEYSPACE, TABLE, key))
+                continue
+            partition = rng.randrange(workload.partitions)
+            key = {"p": partition, "k": f"{name}-{n}"}
+            value = f"{name}:{n}:{rng.randrange(1 << 30)}"
+            call = client.write(KEYSPACE, TABLE, {**key, "v": value})
+            if await _record(recorder, name, Kind.WRITE, key, call, value) is Outcome.OK:
+                written.append((partition, key["k"]))
+
+
+async def _record(
+    recorder: Recorder, name: str, kind: Kind, key: dict, call: object, value: str = ""
+) -> Outcome:
+    """Run a write or delete of the row ``key`` and record it."""
+    invoke = recorder.now()
+    outcome, detail = await _outcome(call)
+    recorder.add(
+        process=name,
+        kind=kind,
+        partition=key["p"],
+        invoke=invoke,
+        complete=recorder.now(),
+        outcome=outcome,
+        row=key["k"],
+        value=value,
+        detail=detail,
+    )
+    return outcome
+
+
+async def _outcome(call: object) -> tuple[Outcome, str]:
+    try:
+        result = await call  # type: ignore[misc]
+    except InvalidRequest as error:
+        return Outcome.FAIL, f"refused: {error}"
+    except EpochalError as error:
+        return Outcome.INFO, f"{type(error).__name__}: {error}"
+    return Outcome.OK, (
+        f"{result.coordinator} {result.mutation_id} acked by {','.join(result.acknowledged)} "
+        f"after {result.attempts} attempt(s)"
+    )
+
+
+async def _reader(
+    cluster: LocalCluster,
+    workload: Workload,
+    recorder: Recorder,
+    name: str,
+    seed: float,
+    deadline: float,
+) -> None:
+    rng = random.Random(seed)
+    async with Client(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
+        while recorder.now() < deadline:
+            partition = rng.randrange(workload.partitions)
+            await _read(client, recorder, name, partition, None)
+
+
+async def _read(
+    client: Client, recorder: Recorder, name: str, partition: int, coordinator: str | None
+) -> Op:
+    invoke = recorder.now()
+    try:
+        result = await client.read(
+            KEYSPACE,
+            TABLE,
+            {"p": partition},
+            consistency=Consistency.QUORUM,
+            coordinator=coordinator,
+        )
+    except EpochalError as error:
+        recorder.add(
+            process=name,
+            kind=Kind.READ,
+            partition=partition,
+            invoke=invoke,
+            complete=recorder.now(),
+            outcome=Outcome.INFO,
+            detail=f"{type(error).__name__}: {error}",
+        )
+        return recorder.ops[-1]
+    stats = result.stats
+    recorder.add(
+        process=name,
+        kind=Kind.READ,
+        partition=partition,
+        invoke=invoke,
+        complete=recorder.now(),
+        outcome=Outcome.OK,
+        rows={str(row["k"]): str(row["v"]) for row in result.rows},
+        detail=(
+            f"coordinator {result.coordinator}, data {stats.data_replica}, asked "
+            f"{','.join(stats.replicas)}, summaries "
+            f"{'agreed' if stats.summaries_agreed else 'differed'}"
+            + "".join(
+                f" {node}:" + ",".join(f"{n}/L{g}" for n, g in logs)
+                for node, logs in sorted(stats.differing.items())
+            )
+            + f", {stats.summary_rounds} round(s), repaired {stats.repaired_mutations}"
+        ),
+    )
+    return recorder.ops[-1]
+
+
+# --------------------------------------------------------------------------- faults
+
+
+async def _nemesis(
+    cluster: LocalCluster, workload: Workload, recorder: Recorder, seed: float, stop: asyncio.Event
+) -> None:
+    """One fault at a time: a replica SIGKILLed and restarted, or SIGSTOPped and continued."""
+    if not workload.faults:
+        return
+    rng = random.Random(seed)
+    names = sorted(cluster.nodes)
+    kill = rng.random() < 0.5  # the kinds alternate, so a short run has both
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), rng.uniform(*workload.fault_every_s))
+        if stop.is_set():
+            return
+        name = rng.choice(names)
+        length_s = rng.uniform(*workload.fault_length_s)
+        replica = cluster.nodes[name]
+        kill = not kill
+        if kill:
+            cluster.kill_replica(name)
+            recorder.fault("kill", name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), length_s)
+            cluster.start_replica(name)
+            recorder.fault("restart", name)
+            await cluster.wait_ready([name], timeout_s=60.0)
+            recorder.fault("serving", name)
+        else:
+            assert replica.process is not None
+            os.kill(replica.process.pid, signal.SIGSTOP)
+            recorder.fault("pause", name)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), length_s)
+            finally:
+                os.kill(replica.process.pid, signal.SIGCONT)
+                recorder.fault("continue", name)
+
+
+async def _final_reads(cluster: LocalCluster, workload: Workload, recorder: Recorder) -> list[Op]:
+    """Once every replica serves again: each partition read once through each replica."""
+    for name, replica in cluster.nodes.items():
+        if not replica.running:
+            cluster.start_replica(name)
+    await cluster.wait_ready(timeout_s=60.0)
+    finals = []
+    async with Client(cluster.addresses, timeout_s=10.0) as client:
+        for partition in range(workload.partitions):
+            for replica in cluster.nodes.values():
+                finals.append(await _read(client, recorder, "final", partition, replica.address))
+    # Final reads are checked as reads too; they are kept apart so that the end is checked
+    # against them.
+    del recorder.ops[-len(finals) :]
+    return finals

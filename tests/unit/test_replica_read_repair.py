@@ -1,0 +1,203 @@
+"""Tracked read repair (epochal.replica.read_repair) against in-memory replicas whose state moves
+between the rounds of a read, as real ones do (a late write, another read's repair).
+
+The property a QUORUM read needs: the answer holds every mutation any contacted replica held
+when it was first asked, and when the read returns, every contacted replica holds every
+mutation of the answer (so a later quorum read returns it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.replica.codec import mutation_to_proto
+from epochal.replica.coordinator import ReadStats
+from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
+from epochal.replica.model import Mutation, RowWrite, writer_of
+from epochal.replica.read_repair import ReadRepair
+
+
+def mutation(node: int, log: int, sequence: int) -> Mutation:
+    return Mutation(
+        id=MutationId(node=node, log=log, sequence=sequence, hlc=1_000 + sequence),
+        keyspace="ks",
+        table_id="t1",
+        token=0,
+        partition_key=b"\x01p\x00",
+        rows=(RowWrite(f"r{node}.{log}.{sequence}".encode(), (("v", b"x"),)),),
+        tracked=True,
+    )
+
+
+@dataclass
+class FakeReplica:
+    """A replica's mutations; ``arrivals[k]`` land right after its k-th read (0-based)."""
+
+    node_id: str
+    held: dict[tuple[int, int, int], Mutation]
+    arrivals: dict[int, list[Mutation]] = field(default_factory=dict)
+    reads: int = 0
+
+    def _done(self, reply: PeerReply) -> asyncio.Future[PeerReply]:
+        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+        future.set_result(reply)
+        return future
+
+    def read(
+        self,
+        epoch: int,
+        read: PartitionRead,
+        *,
+        data: bool,
+        summary: bool,
+        digest: bool,
+        timeout_s: float,
+        sketch_logs: Sequence[tuple[int, int]] = (),
+        sketch_cells: int = 0,
+    ) -> asyncio.Future[PeerReply]:
+        ids = [m.id for m in self.held.values()]
+        wanted = set(sketch_logs)
+        reply = PeerReply(
+            epoch,
+            Outcome.OK,
+            cells=tuple(c for m in self.held.values() for c in m.cells()) if data else (),
+            summary=LogDigests.of(ids),
+            sketch=(
+                Sketch.of([i for i in ids if i.log_key in wanted], sketch_cells)
+                if sketch_cells
+                else None
+            ),
+        )
+        for arrived in self.arrivals.get(self.reads, ()):
+            self.held.setdefault(arrived.id.key, arrived)
+        self.reads += 1
+        return self._done(reply)
+
+    def fetch(
+        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+    ) -> asyncio.Future[PeerReply]:
+        bodies = tuple(
+            mutation_to_proto(self.held[i.key]).SerializeToString()
+            for i in ids
+            if i.key in self.held
+        )
+        return self._done(PeerReply(epoch, Outcome.OK, bodies=bodies, examined=len(ids)))
+
+    def repair(
+        self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
+    ) -> asyncio.Future[PeerReply]:
+        self.held.setdefault(mutation.id.key, mutation)
+        return self._done(PeerReply(epoch, Outcome.OK))
+
+
+class _Counter:
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+
+class _Metrics:
+    summary_mismatches = _Counter()
+    read_repaired_mutations = _Counter()
+
+
+class _Follower:
+    metadata = None
+
+
+class FakeCoordinator:
+    def __init__(self, replicas: dict[str, FakeReplica]) -> None:
+        self.replicas = replicas
+        self.metrics = _Metrics()
+        self.follower = _Follower()
+
+    def handle(self, metadata: object, node_id: str) -> FakeReplica:
+        return self.replicas[node_id]
+
+
+READ = PartitionRead("ks", "t1", 0, b"\x01p\x00")
+
+
+async def reconcile(replicas: dict[str, FakeReplica]) -> tuple[set, ReadStats, set]:
+    """Run a read: round 1 as the coordinator sends it (data from the first replica), then the
+    repair. Returns (the answer's mutation keys, stats, the union first seen)."""
+    names = list(replicas)
+    first_seen = {key for r in replicas.values() for key in r.held}
+    replies = {}
+    for index, name in enumerate(names):
+        replies[name] = await replicas[name].read(
+            1, READ, data=index == 0, summary=True, digest=False, timeout_s=1.0
+        )
+    stats = ReadStats()
+    repair = ReadRepair(FakeCoordinator(replicas))  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    cells = await repair.reconcile(1, READ, stats, replies, loop.time() + 5.0)
+    by_writer = {writer_of(m.id): key for r in replicas.values() for key, m in r.held.items()}
+    return {by_writer[c.writer] for c in cells}, stats, first_seen
+
+
+def test_a_mutation_reaching_the_data_replica_between_rounds_is_in_the_answer() -> None:
+    m1, m2, m3 = mutation(1, 1, 1), mutation(1, 1, 2), mutation(2, 1, 1)
+    # D holds m1; m2 lands on D right after its first read (a late write, or another read's
+    # repair). S holds m1, m2 and m3.
+    data = FakeReplica("d", {m1.id.key: m1}, arrivals={0: [m2]})
+    other = FakeReplica("s", {m.id.key: m for m in (m1, m2, m3)})
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert answer == {m1.id.key, m2.id.key, m3.id.key}
+    assert stats.summaries_agreed is False
+    assert stats.differing == {"s": ((1, 1), (2, 1))}
+    assert stats.summary_rounds == 2
+    assert [i.key for i in stats.repaired] == [m3.id.key]
+
+
+def test_a_write_in_a_log_that_agreed_in_round_one_is_compared_before_it_is_answered() -> None:
+    m1, m2, late = mutation(1, 1, 1), mutation(2, 1, 1), mutation(3, 1, 1)
+    # Log 3/1 agreed in round 1 (neither held it); an unacknowledged write lands on D only
+    # before its second read: answering it without storing it on S could let it flap.
+    data = FakeReplica("d", {m1.id.key: m1}, arrivals={0: [late]})
+    other = FakeReplica("s", {m1.id.key: m1, m2.id.key: m2})
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert late.id.key in answer
+    assert late.id.key in other.held, "answered, so on every contacted replica"
+    assert stats.summary_rounds == 3
+
+
+def test_summaries_that_agree_answer_in_one_round() -> None:
+    m1 = mutation(1, 1, 1)
+    data = FakeReplica("d", {m1.id.key: m1})
+    other = FakeReplica("s", {m1.id.key: m1})
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert answer == {m1.id.key}
+    assert (stats.summaries_agreed, stats.summary_rounds, stats.differing) == (True, 1, {})
+
+
+UNIVERSE = [mutation(node, log, seq) for node in (1, 2, 3) for log in (1, 2) for seq in (1, 2, 3)]
+subsets = st.sets(st.sampled_from(range(len(UNIVERSE))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(subsets, min_size=2, max_size=3),
+    st.lists(st.dictionaries(st.integers(0, 3), subsets, max_size=3), min_size=3, max_size=3),
+)
+def test_the_answer_holds_what_any_replica_held_and_every_replica_holds_the_answer(
+    held: list[set[int]], arrivals: list[dict[int, set[int]]]
+) -> None:
+    replicas = {
+        f"n{i}": FakeReplica(
+            f"n{i}",
+            {UNIVERSE[k].id.key: UNIVERSE[k] for k in sets},
+            arrivals={r: [UNIVERSE[k] for k in ks] for r, ks in arrivals[i].items()},
+        )
+        for i, sets in enumerate(held)
+    }
+    answer, stats, first_seen = asyncio.run(reconcile(replicas))
+    assert first_seen <= answer
+    for replica in replicas.values():
+        assert answer <= set(replica.held), replica.node_id
+    assert stats.summary_rounds >= 1
