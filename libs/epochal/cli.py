@@ -1,5 +1,8 @@
 """``epochal``: the operator's command line for topology operations on a replica.
 
+``epochal unregister NODE`` forgets a node that registered but never joined (one with a
+software version the others refuse, say) by committing Unregister through the CMS.
+
 Each command calls the replica's ``epochal.v1.ReplicaAdmin`` service (see
 services/replica/README.md, "Topology operations"). A command that runs an operation answers
 when it has finished, failed or been refused; meanwhile it shows the operation's progress (step,
@@ -23,6 +26,9 @@ from typing import Any
 
 import grpc
 
+from epochal.client import Client
+from epochal.errors import EpochalError
+from epochal.tcm import Unregister
 from epochal.wire.channels import insecure_channel
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
@@ -72,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", help="undo an operation, one step per epoch")
     cancel.add_argument("node_id", nargs="?", default="", help="another node's")
     commands.add_parser("cleanup", help="delete the ranges this replica no longer owns")
+    unregister = commands.add_parser(
+        "unregister",
+        help="forget a node that registered but never joined (through the CMS the replica names)",
+    )
+    unregister.add_argument("node_id")
     return top
 
 
@@ -141,9 +152,25 @@ def _megabytes(count: int) -> str:
     return f"{count / 1e6:.1f} MB"
 
 
+async def unregister(
+    args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]
+) -> int:
+    """Commit Unregister through the CMS members the replica's metadata names."""
+    try:
+        async with Client([args.replica], timeout_s=min(args.timeout_s, 30.0)) as client:
+            epoch = await client.commit(Unregister(node_id=args.node_id))
+    except EpochalError as error:
+        err(f"epochal unregister: {error}")
+        return 2 if error.code in REFUSED or error.code is None else 1
+    out(f"unregistered {args.node_id} at epoch {epoch}")
+    return 0
+
+
 async def run(
     args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]
 ) -> int:
+    if args.command == "unregister":
+        return await unregister(args, out, err)
     method, request = call_for(args)
     async with insecure_channel(args.replica) as channel:
         admin = replica_pb2_grpc.ReplicaAdminStub(channel)

@@ -30,12 +30,14 @@ from epochal.mtrack.errors import ClockSkew
 
 LOGICAL_BITS = 16
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
-MAX_HLC = (1 << 64) - 1
+# HLCs are stored as signed 64-bit integers (SQLite's INTEGER, PostgreSQL's BIGINT): every value
+# a node issues, observes or accepts from a message is at most this.
+MAX_HLC = (1 << 63) - 1
 
 
 def make_hlc(physical_ms: int, logical: int = 0) -> int:
     if physical_ms < 0 or physical_ms > MAX_HLC >> LOGICAL_BITS:
-        raise ValueError(f"physical_ms must be in 0..2^48-1, got {physical_ms}")
+        raise ValueError(f"physical_ms must be in 0..2^47-1, got {physical_ms}")
     if logical < 0 or logical > LOGICAL_MASK:
         raise ValueError(f"logical must be in 0..{LOGICAL_MASK}, got {logical}")
     return physical_ms << LOGICAL_BITS | logical
@@ -76,7 +78,7 @@ class HybridClock:
         if reserve_ms <= 0:
             raise ValueError(f"reserve_ms must be > 0, got {reserve_ms}")
         if ceiling < 0 or ceiling > MAX_HLC:
-            raise ValueError(f"ceiling must be in 0..2^64-1, got {ceiling}")
+            raise ValueError(f"ceiling must be in 0..2^63-1, got {ceiling}")
         self.max_skew_ms = max_skew_ms
         self.reserve_ms = reserve_ms
         self._ceiling = ceiling
@@ -105,7 +107,7 @@ class HybridClock:
     def observe(self, remote_hlc: int, physical_ms: int) -> None:
         """Take a peer's HLC into account so the next tick is above it."""
         if remote_hlc < 0 or remote_hlc > MAX_HLC:
-            raise ValueError(f"remote_hlc must be in 0..2^64-1, got {remote_hlc}")
+            raise ValueError(f"remote_hlc must be in 0..2^63-1, got {remote_hlc}")
         ahead_ms = physical_ms_of(remote_hlc) - physical_ms
         if ahead_ms > self.max_skew_ms:
             raise ClockSkew(

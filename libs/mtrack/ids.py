@@ -22,10 +22,12 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
-from epochal.mtrack.hlc import format_hlc
+from epochal.mtrack.hlc import MAX_HLC, format_hlc
 
 MAX_U32 = (1 << 32) - 1
 MAX_U64 = (1 << 64) - 1
+# Sequences are stored as signed 64-bit integers, like HLCs.
+MAX_SEQUENCE = (1 << 63) - 1
 PACKED_SIZE = 24
 
 _PACKED = struct.Struct(">IIQQ")
@@ -41,16 +43,16 @@ class MutationId:
     _LIMITS: ClassVar[tuple[tuple[str, int, int], ...]] = (
         ("node", 1, MAX_U32),
         ("log", 1, MAX_U32),
-        ("sequence", 1, MAX_U64),
-        ("hlc", 0, MAX_U64),
+        ("sequence", 1, MAX_SEQUENCE),
+        ("hlc", 0, MAX_HLC),
     )
 
     def __post_init__(self) -> None:
         if not (
             1 <= self.node <= MAX_U32
             and 1 <= self.log <= MAX_U32
-            and 1 <= self.sequence <= MAX_U64
-            and 0 <= self.hlc <= MAX_U64
+            and 1 <= self.sequence <= MAX_SEQUENCE
+            and 0 <= self.hlc <= MAX_HLC
         ):
             raise ValueError(self._range_problem())
 
@@ -92,8 +94,8 @@ class SequenceBlock:
     def __init__(self, *, block_size: int, ceiling: int = 0) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
-        if ceiling < 0 or ceiling > MAX_U64:
-            raise ValueError(f"ceiling must be in 0..2^64-1, got {ceiling}")
+        if ceiling < 0 or ceiling > MAX_SEQUENCE:
+            raise ValueError(f"ceiling must be in 0..2^63-1, got {ceiling}")
         self.block_size = block_size
         self._ceiling = ceiling
         self._next_sequence = max(ceiling, 1)  # every sequence used before a crash is below it
@@ -112,7 +114,7 @@ class SequenceBlock:
         persist_ceiling = None
         if sequence >= self._ceiling:
             persist_ceiling = sequence + self.block_size
-            assert persist_ceiling <= MAX_U64, f"log sequences exhausted at {sequence}"
+            assert persist_ceiling <= MAX_SEQUENCE, f"log sequences exhausted at {sequence}"
             self._ceiling = persist_ceiling
         self._next_sequence = sequence + 1
         return sequence, persist_ceiling

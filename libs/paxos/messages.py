@@ -1,7 +1,9 @@
 """Messages between Paxos members. Frozen, keyword-only, validated when built.
 
 Slots start at 1; ``chosen_up_to == 0`` means nothing is known chosen. A slot value is a tuple
-of opaque byte strings (a batch); the empty tuple is a no-op.
+of opaque byte strings (a batch); the empty tuple is a no-op. Slots are stored as signed 64-bit
+integers and a log never comes near ``MAX_SLOT`` (2^62): a message naming a slot beyond it is
+refused when it is built (the gRPC layer answers INVALID_ARGUMENT), never stored.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ from epochal.paxos.ballot import Ballot
 
 SlotValue = tuple[bytes, ...]
 NOOP: SlotValue = ()
+MAX_SLOT = 1 << 62
+
+
+def check_slot(name: str, slot: int, *, lowest: int = 1) -> None:
+    """A slot number (``lowest`` 0 for a "chosen up to" mark), within what storage holds."""
+    if not lowest <= slot <= MAX_SLOT:
+        raise ValueError(f"{name} must be in {lowest}..2^62, got {slot}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,14 +30,16 @@ class AcceptedSlot:
     value: SlotValue
 
     def __post_init__(self) -> None:
-        if self.slot < 1:
-            raise ValueError(f"slot must be >= 1, got {self.slot}")
+        check_slot("slot", self.slot)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChosenSlot:
     slot: int
     value: SlotValue
+
+    def __post_init__(self) -> None:
+        check_slot("slot", self.slot)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,12 +53,18 @@ class Prepare(Message):
     ballot: Ballot
     from_slot: int
 
+    def __post_init__(self) -> None:
+        check_slot("from_slot", self.from_slot)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Promise(Message):
     ballot: Ballot
     accepted: tuple[AcceptedSlot, ...]
     chosen_up_to: int
+
+    def __post_init__(self) -> None:
+        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,11 +83,18 @@ class Accept(Message):
     # vote to them as well as to the leader): those waiting to answer a value in it.
     learners: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        check_slot("slot", self.slot)
+        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Accepted(Message):
     ballot: Ballot
     slot: int
+
+    def __post_init__(self) -> None:
+        check_slot("slot", self.slot)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,10 +102,16 @@ class Commit(Message):
     ballot: Ballot
     chosen_up_to: int
 
+    def __post_init__(self) -> None:
+        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CatchUpRequest(Message):
     from_slot: int
+
+    def __post_init__(self) -> None:
+        check_slot("from_slot", self.from_slot)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,3 +119,7 @@ class CatchUpReply(Message):
     chosen: tuple[ChosenSlot, ...]
     chosen_up_to: int
     compacted_up_to: int
+
+    def __post_init__(self) -> None:
+        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+        check_slot("compacted_up_to", self.compacted_up_to, lowest=0)

@@ -33,6 +33,6 @@ class NodeInfo:
 def parse_version(version: str) -> tuple[int, ...]:
     """'1.2.10' -> (1, 2, 10); raises ValueError for anything else."""
     parts = version.split(".")
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(p.isascii() and p.isdigit() for p in parts):
         raise ValueError(f"version {version!r} is not dotted numbers like 1.0.0")
     return tuple(int(p) for p in parts)

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from epochal.tcm.errors import Rejected
 
 MAX_REPLICATION_FACTOR = 16
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 
 
 def frozen_map(items: Mapping[str, object] | None = None) -> Mapping:  # type: ignore[type-arg]
@@ -24,8 +24,13 @@ def frozen_map(items: Mapping[str, object] | None = None) -> Mapping:  # type: i
     return MappingProxyType(dict(items or {}))
 
 
+def is_identifier(name: str) -> bool:
+    """1 to 48 letters, digits or underscores, starting with a letter (and nothing after)."""
+    return _IDENTIFIER.fullmatch(name) is not None
+
+
 def check_identifier(what: str, name: str) -> None:
-    if not _IDENTIFIER.match(name):
+    if not is_identifier(name):
         raise Rejected(
             "bad_name",
             f"{what} name {name!r} is not valid: use 1 to 48 letters, digits or underscores, "

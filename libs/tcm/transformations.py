@@ -60,11 +60,17 @@ class Transformation:
 
     def validate(self, metadata: ClusterMetadata) -> Rejected | None:
         try:
+            self.check_input()
             self._check_common(metadata)
             self.check(metadata)
         except Rejected as rejection:
             return rejection
         return None
+
+    def check_input(self) -> None:
+        """What is wrong with the transformation whatever the metadata (raises Rejected): the
+        CMS checks it where a commit arrives and answers INVALID_ARGUMENT; ``validate`` checks
+        it again at the tail of the log."""
 
     def execute(self, metadata: ClusterMetadata) -> ClusterMetadata:
         return replace(self.change(metadata, metadata.epoch + 1), epoch=metadata.epoch + 1)
@@ -83,10 +89,16 @@ class Transformation:
         needed = parse_version(self.since_version)
         for node in metadata.nodes.values():
             if node.state is not NodeState.LEFT and parse_version(node.version) < needed:
+                way_out = (
+                    f"; or, since it never joined, unregister it (epochal unregister "
+                    f"{node.node_id})"
+                    if node.state is NodeState.REGISTERED
+                    else ""
+                )
                 raise Rejected(
                     "version_too_old",
                     f"node {node.node_id} runs version {node.version}, which cannot apply "
-                    f"{self.kind} (needs {self.since_version}); upgrade it first",
+                    f"{self.kind} (needs {self.since_version}); upgrade it first{way_out}",
                 )
 
 
@@ -401,6 +413,31 @@ class DropTable(Transformation):
 
 # --------------------------------------------------------------------------- directory
 
+# The oldest software version that can apply every kind of transformation of this log format:
+# a node that registers with an older one would block every kind it cannot apply.
+OLDEST_VERSION = "1.0.0"
+_VERSION_PART_DIGITS = 6
+
+
+def check_version(version: str) -> None:
+    """A registering node's version: MAJOR.MINOR.PATCH, no older than ``OLDEST_VERSION``
+    (raises Rejected)."""
+    parts = version.split(".")
+    if len(parts) != 3 or not all(
+        p.isascii() and p.isdigit() and len(p) <= _VERSION_PART_DIGITS for p in parts
+    ):
+        raise Rejected(
+            "bad_version",
+            f"version {version[:40]!r} is not MAJOR.MINOR.PATCH (numbers of at most "
+            f"{_VERSION_PART_DIGITS} digits), e.g. {OLDEST_VERSION}",
+        )
+    if parse_version(version) < parse_version(OLDEST_VERSION):
+        raise Rejected(
+            "version_too_old",
+            f"version {version} is older than {OLDEST_VERSION}, the oldest that can apply "
+            "every transformation of this log; upgrade the node before it registers",
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Register(Transformation):
@@ -412,7 +449,7 @@ class Register(Transformation):
     version: str
     kind: ClassVar[str] = "register"
 
-    def check(self, metadata: ClusterMetadata) -> None:
+    def check_input(self) -> None:
         for what, value in (
             ("address", self.address),
             ("datacenter", self.datacenter),
@@ -420,10 +457,9 @@ class Register(Transformation):
         ):
             if not value or len(value) > 256:
                 raise Rejected("bad_node", f"{what} must be 1..256 characters")
-        try:
-            parse_version(self.version)
-        except ValueError as error:
-            raise Rejected("bad_node", str(error)) from None
+        check_version(self.version)
+
+    def check(self, metadata: ClusterMetadata) -> None:
         for node in metadata.nodes.values():
             if node.address == self.address and node.state is not NodeState.LEFT:
                 raise Rejected(

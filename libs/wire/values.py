@@ -12,6 +12,8 @@ import datetime
 import uuid
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from epochal.tcm import ColumnType
 from epochal.wire.v1 import replica_pb2 as pb
 
@@ -82,3 +84,19 @@ def encode(value: pb.Value) -> bytes:
 
 def decode(data: bytes) -> pb.Value:
     return pb.Value.FromString(data)
+
+
+def encoded_kind(data: bytes) -> tuple[str, int | None]:
+    """The kind of a stored (encoded) cell value, and the number for an ``int``; ``BadValue``
+    unless the bytes are the canonical encoding of one non-null Value (a peer's mutation is
+    checked with this before it is stored)."""
+    try:
+        value = pb.Value.FromString(data)
+    except DecodeError as error:
+        raise BadValue(f"not an encoded value: {error}") from None
+    kind = value.WhichOneof("kind")
+    if kind is None or value.SerializeToString() != data:
+        raise BadValue("not the canonical encoding of one value")
+    if kind == "uuid" and len(value.uuid) != 16:
+        raise BadValue(f"a uuid is 16 bytes, got {len(value.uuid)}")
+    return kind, value.int if kind == "int" else None

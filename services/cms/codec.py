@@ -12,6 +12,7 @@ import asyncio
 
 from epochal.cms.errors import CommitError, InvalidCommit, NotLeaderError, RejectedCommit
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
+from epochal.tcm import Rejected
 from epochal.wire.metadata import (
     MalformedInput,
     decode_transformation,
@@ -38,8 +39,11 @@ def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) 
         )
     try:
         transformation = transformation_from_proto(request.transformation)
+        transformation.check_input()
     except MalformedInput as error:
         raise InvalidCommit(f"malformed transformation: {error}") from None
+    except Rejected as rejection:
+        raise InvalidCommit(rejection.message, rule=rejection.rule) from None
     # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
     encoded = encode_transformation(transformation)
     return ProposalItem(transformation, encoded, request.entry_id, digest_of(encoded))

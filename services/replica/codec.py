@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from epochal.consistency import Consistency
 from epochal.mtrack import MutationId
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
 from epochal.tcm import Table
@@ -54,6 +55,13 @@ def id_from_proto(message: pb.MutationId, field: str = "mutation_id") -> Mutatio
         )
     except ValueError as error:
         raise MalformedInput(f"{field}: {error}") from None
+
+
+def session_hlc_from(value: int) -> int:
+    """A request's session HLC: what a clock can read (the skew check comes later)."""
+    if value > MAX_HLC:
+        raise MalformedInput(f"session_hlc {value} is beyond any clock's reading (2^63 - 1)")
+    return value
 
 
 # --------------------------------------------------------------------------- client requests

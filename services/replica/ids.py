@@ -116,6 +116,18 @@ class MutationIds:
         log = self._open[key] = _OpenLog(row, self._block(row.sequence_ceiling))
         return log
 
+    def could_have_issued(self, mutation_id: MutationId) -> bool:
+        """Whether this node could have issued ``mutation_id`` (a client resends only ids a
+        coordinator gave it): a log it opened, a sequence below that log's reserved ceiling."""
+        if mutation_id.node != self.node:
+            raise ValueError(f"{mutation_id} is another node's")
+        if mutation_id.log >= self._next_log:
+            return False
+        for log in self._open.values():
+            if log.row.log == mutation_id.log:
+                return mutation_id.sequence < log.block.next_sequence
+        return True  # a sealed log: its ceiling is on disk only, the id may be from it
+
     @property
     def open_logs(self) -> int:
         return len(self._open)

@@ -9,25 +9,39 @@ timestamp: one ``Mutation``, the unit replicas store and exchange whole.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epochal.mtrack import MutationId
-from epochal.replica.model import Mutation, RowWrite
+from epochal.mtrack.hlc import MAX_HLC
+from epochal.mtrack.ids import MAX_SEQUENCE
+from epochal.replica.model import (
+    PARTITION_DELETION,
+    ROW_DELETION,
+    ROW_MARKER,
+    WRITER_BYTES,
+    Cell,
+    Mutation,
+    RowWrite,
+)
 from epochal.tcm import ClusterMetadata, ColumnType, Keyspace, ReplicationType, Table
 from epochal.tcm.keys import (
     BadKey,
     KeyBounds,
     KeyValue,
     clustering_columns,
+    decode_canonical,
     encode_key,
     partition_columns,
     partition_token,
     slice_bounds,
 )
-from epochal.wire.values import KIND_OF_TYPE
+from epochal.tcm.schema import is_identifier
+from epochal.wire.values import KIND_OF_TYPE, BadValue, encoded_kind
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
+_WRITER = struct.Struct(">IIQ")  # a mutation id's identity, as model.writer_of packs it
 
 
 class BadRequest(ValueError):
@@ -123,11 +137,12 @@ def locate(metadata: ClusterMetadata, keyspace: str, table: str) -> tuple[Keyspa
 
 
 def partition_of(table: Table, values: Sequence[KeyValue]) -> tuple[bytes, int]:
+    """The partition key as stored (order-preserving encoding) and its token (Cassandra's)."""
+    columns = partition_columns(table)
     try:
-        key = encode_key(partition_columns(table), values)
+        return encode_key(columns, values), partition_token(columns, values)
     except BadKey as error:
         raise BadRequest(f"partition key of {table.keyspace}.{table.name}: {error}") from None
-    return key, partition_token(key)
 
 
 def prepare_write(
@@ -146,12 +161,19 @@ def prepare_write(
     clustering = clustering_columns(table)
     types = {c.name: c.type for c in table.columns}
     rows = []
+    keys: set[bytes] = set()
     size = len(partition_key)
     for row in draft.rows:
         try:
             key = encode_key(clustering, row.clustering)
         except BadKey as error:
             raise BadRequest(f"clustering key of {table.keyspace}.{table.name}: {error}") from None
+        if key in keys:
+            raise BadRequest(
+                f"the row {list(row.clustering)} is written twice in one write (both parts "
+                "would carry one timestamp): merge them into one row"
+            )
+        keys.add(key)
         if row.delete and row.cells:
             raise BadRequest("a row deletion carries no cells")
         cells = []
@@ -198,6 +220,125 @@ def _check_cell(table: Table, types: dict, cell: CellDraft, max_value_bytes: int
             f"the value of column {cell.column!r} is {len(cell.encoded)} bytes; the limit is "
             f"{max_value_bytes} (--max-value-bytes)"
         )
+
+
+def check_stored(
+    keyspace: Keyspace,
+    table: Table,
+    mutation: Mutation,
+    *,
+    issued_nodes: int,
+    max_value_bytes: int,
+    max_mutation_bytes: int,
+) -> None:
+    """A whole mutation another node sent (a coordinator's write, a read repair) is one a
+    coordinator could have prepared: its id from a node number the CMS issued (below
+    ``issued_nodes``), its keys canonical for the table and its token theirs, its values encoded
+    values of their columns' types, within the size limits. Raises ``BadRequest``. A column the
+    table no longer has is accepted (it may have been dropped since the write was prepared);
+    reads ignore it."""
+    name = f"{table.keyspace}.{table.name}"
+    if mutation.id.node >= issued_nodes:
+        raise BadRequest(f"mutation {mutation.id} names node {mutation.id.node}, never issued")
+    if mutation.tracked != (keyspace.replication_type is ReplicationType.TRACKED):
+        raise BadRequest(f"mutation {mutation.id}: tracked is wrong for keyspace {keyspace.name}")
+    columns = partition_columns(table)
+    try:
+        values = decode_canonical(columns, mutation.partition_key)
+        token = partition_token(columns, values)
+    except BadKey as error:
+        raise BadRequest(f"partition key of {name}: {error}") from None
+    if token != mutation.token:
+        raise BadRequest(f"mutation {mutation.id}: token {mutation.token} is not its key's")
+    if mutation.partition_deleted == bool(mutation.rows):
+        raise BadRequest("a mutation has rows or deletes its partition, not both or neither")
+    clustering = clustering_columns(table)
+    types = {c.name: c.type for c in table.columns}
+    size = len(mutation.partition_key)
+    if len({row.clustering for row in mutation.rows}) != len(mutation.rows):
+        raise BadRequest("a row is written twice in one mutation")
+    for row in mutation.rows:
+        try:
+            decode_canonical(clustering, row.clustering)
+        except BadKey as error:
+            raise BadRequest(f"clustering key of {name}: {error}") from None
+        if row.deleted and row.cells:
+            raise BadRequest("a row deletion carries no cells")
+        if len({column for column, _ in row.cells}) != len(row.cells):
+            raise BadRequest("a column is written twice in one row")
+        for column, encoded in row.cells:
+            _check_stored_cell(table, types, column, encoded, max_value_bytes)
+            size += len(column) + len(encoded or b"")
+        size += len(row.clustering)
+    if size > max_mutation_bytes:
+        raise BadRequest(f"the mutation is {size} bytes; the limit is {max_mutation_bytes}")
+
+
+def _check_stored_cell(
+    table: Table, types: dict, column: str, encoded: bytes | None, max_value_bytes: int
+) -> None:
+    if not is_identifier(column):
+        raise BadRequest(f"{column[:60]!r} is not a column name")
+    kind, number = None, None
+    if encoded is not None:
+        try:
+            kind, number = encoded_kind(encoded)
+        except BadValue as error:
+            raise BadRequest(f"column {column!r}: {error}") from None
+    if column not in types:
+        return  # dropped since the write was prepared
+    _check_cell(table, types, CellDraft(column, kind, encoded, number), max_value_bytes)
+
+
+def check_repaired_cells(
+    table: Table,
+    token: int,
+    partition_key: bytes,
+    cells: Sequence[Cell],
+    *,
+    issued_nodes: int,
+    max_value_bytes: int,
+) -> None:
+    """Cells an untracked read repair writes are cells some mutation made: a canonical key
+    whose token is ``token``, writers a node the CMS issued, timestamps that fit storage, and
+    values (or the row marker and deletions of ``epochal.replica.model``) as a write makes
+    them. Raises ``BadRequest``."""
+    name = f"{table.keyspace}.{table.name}"
+    columns = partition_columns(table)
+    try:
+        if partition_token(columns, decode_canonical(columns, partition_key)) != token:
+            raise BadRequest(f"token {token} is not the token of its partition key")
+    except BadKey as error:
+        raise BadRequest(f"partition key of {name}: {error}") from None
+    clustering = clustering_columns(table)
+    types = {c.name: c.type for c in table.columns}
+    for cell in cells:
+        _check_writer(cell.writer, issued_nodes)
+        if not 0 <= cell.hlc <= MAX_HLC:
+            raise BadRequest(f"cell time {cell.hlc} is out of range")
+        if cell.column == PARTITION_DELETION:
+            if cell.clustering or not cell.tombstone or cell.value is not None:
+                raise BadRequest("a partition deletion is a tombstone with no clustering key")
+            continue
+        try:
+            decode_canonical(clustering, cell.clustering)
+        except BadKey as error:
+            raise BadRequest(f"clustering key of {name}: {error}") from None
+        if cell.column in (ROW_MARKER, ROW_DELETION):
+            if cell.value is not None or cell.tombstone != (cell.column == ROW_DELETION):
+                raise BadRequest(f"a row's own cell {cell.column!r} is malformed")
+            continue
+        if cell.tombstone != (cell.value is None):
+            raise BadRequest(f"cell {cell.column!r}: a tombstone has no value, a value no tomb")
+        _check_stored_cell(table, types, cell.column, cell.value, max_value_bytes)
+
+
+def _check_writer(writer: bytes, issued_nodes: int) -> None:
+    if len(writer) != WRITER_BYTES:
+        raise BadRequest(f"a cell's writer is {WRITER_BYTES} bytes, got {len(writer)}")
+    node, log, sequence = _WRITER.unpack(writer)
+    if not (0 < node < issued_nodes and log > 0 and 0 < sequence <= MAX_SEQUENCE):
+        raise BadRequest(f"a cell's writer node-{node}/L{log}#{sequence} was never issued")
 
 
 def prepare_read(metadata: ClusterMetadata, draft: ReadDraft) -> PreparedRead:

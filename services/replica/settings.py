@@ -10,7 +10,9 @@ from pathlib import Path
 
 from epochal.flags import build_parser as build_flag_parser
 from epochal.flags import check_numbers, values_from
+from epochal.tcm import Rejected
 from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
+from epochal.tcm.transformations import check_version
 
 ENV_PREFIX = "EPOCHAL_REPLICA_"
 SOFTWARE_VERSION = "1.0.0"
@@ -87,6 +89,10 @@ class ReplicaSettings:
                 f"--stream-sources must be one of {', '.join(STREAM_SOURCES)}, got "
                 f"{self.stream_sources!r}"
             )
+        try:
+            check_version(self.software_version)
+        except Rejected as rejection:
+            raise ValueError(f"--software-version: {rejection.message}") from None
         if self.hlc_reserve_ms >= self.max_skew_ms:
             raise ValueError(
                 "--hlc-reserve-ms must be below --max-skew-ms: after a restart the clock starts at "

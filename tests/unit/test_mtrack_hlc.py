@@ -147,7 +147,8 @@ def test_observe_refuses_a_clock_too_far_ahead_with_an_actionable_message():
 
 def test_format_hlc_names_utc_time_and_logical_part():
     assert format_hlc(make_hlc(START_MS, 7)) == "2023-11-14T22:13:20.000Z+7"
-    assert format_hlc(make_hlc(2**48 - 1)) == f"{2**48 - 1}ms+0"
+    assert format_hlc(make_hlc(2**47 - 1)) == "6429-10-17T02:45:55.326Z+0"
+    assert format_hlc(2**64 + 5) == f"{2**48}ms+5"  # beyond year 9999 (from a bad message)
 
 
 @pytest.mark.parametrize(

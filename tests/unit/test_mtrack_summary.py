@@ -252,8 +252,8 @@ def encodings(draw):
                     MutationId,
                     node=st.integers(1, 3),
                     log=st.integers(1, 3),
-                    sequence=st.integers(1, 2**64 - 1),
-                    hlc=st.integers(0, 2**64 - 1),
+                    sequence=st.integers(1, 2**63 - 1),
+                    hlc=st.integers(0, 2**63 - 1),
                 ),
                 max_size=20,
                 unique_by=lambda i: i.key,
@@ -265,7 +265,7 @@ def encodings(draw):
         st.sampled_from(
             [
                 LogDigests.of(ids),
-                LogDigests.of([i for i in ids if i.hlc >= 2**63], low_bound=2**63),
+                LogDigests.of([i for i in ids if i.hlc >= 2**62], low_bound=2**62),
                 Sketch.of(ids, cells),
             ]
         )
@@ -284,6 +284,13 @@ def _decodes_canonically_or_is_malformed(data: bytes) -> None:
         except MalformedSummary:
             continue
         assert decoded.encode() == data
+
+
+def test_a_low_bound_past_the_largest_hlc_is_malformed():
+    assert LogDigests.decode(LogDigests.of([], low_bound=2**63 - 1).encode()).low_bound == 2**63 - 1
+    too_late = bytes([0x80] * 9 + [0x01, 0x00])  # the uvarint of 2^63, then no logs
+    with pytest.raises(MalformedSummary, match="low_bound"):
+        LogDigests.decode(too_late)
 
 
 @settings(max_examples=500)

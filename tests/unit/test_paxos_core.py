@@ -25,7 +25,10 @@ from epochal.paxos import (
     Role,
     StateTransfer,
 )
-from epochal.paxos.messages import CatchUpReply, CatchUpRequest, ChosenSlot
+from epochal.paxos.ballot import MAX_PEER_ROUND, MAX_ROUND
+from epochal.paxos.messages import MAX_SLOT, CatchUpReply, CatchUpRequest, ChosenSlot
+from epochal.wire.paxos import ballot_from_proto, message_from_proto
+from epochal.wire.v1 import paxos_pb2
 
 SETTINGS = PaxosSettings(
     max_in_flight_slots=2,
@@ -438,3 +441,26 @@ def test_a_member_that_missed_a_reconfiguration_does_not_learn_from_votes_past_i
     assert c.chosen_up_to == 1  # two votes of five: not chosen
     c.step(Accepted(src="d", dst="c", ballot=ballot, slot=2), 5)
     assert c.chosen_up_to == 2  # three of five
+
+
+def test_messages_refuse_slots_and_ballots_no_member_could_reach() -> None:
+    """Slots and rounds are stored as signed 64-bit integers: a message past what a member
+    reaches is refused when it is built (the CMS answers INVALID_ARGUMENT), and a round from
+    a peer leaves room for 2^61 more elections."""
+    with pytest.raises(ValueError, match="round"):
+        Ballot(MAX_ROUND + 1, "a")
+    with pytest.raises(ValueError, match="node id"):
+        Ballot(1, "x" * 129)
+    with pytest.raises(ValueError, match="from_slot"):
+        CatchUpRequest(src="a", dst="b", from_slot=MAX_SLOT + 1)
+    with pytest.raises(ValueError, match="chosen_up_to"):
+        CatchUpReply(src="a", dst="b", chosen=(), chosen_up_to=2**63, compacted_up_to=0)
+    assert ballot_from_proto(paxos_pb2.Ballot(round=MAX_PEER_ROUND, node_id="a")).round == 2**61
+    with pytest.raises(ValueError, match="2\\^61"):
+        ballot_from_proto(paxos_pb2.Ballot(round=MAX_PEER_ROUND + 1, node_id="a"))
+    with pytest.raises(ValueError):
+        message_from_proto(
+            paxos_pb2.PaxosMessage(
+                src="a", dst="b", catch_up_request=paxos_pb2.CatchUpRequest(from_slot=2**63)
+            )
+        )

@@ -29,8 +29,8 @@ mutation_ids = st.builds(
     MutationId,
     node=st.integers(1, 2**32 - 1),
     log=st.integers(1, 2**32 - 1),
-    sequence=st.integers(1, 2**64 - 1),
-    hlc=st.integers(0, 2**64 - 1),
+    sequence=st.integers(1, 2**63 - 1),  # stored as signed 64-bit integers
+    hlc=st.integers(0, 2**63 - 1),
 )
 row_writes = st.builds(
     RowWrite,

@@ -251,3 +251,20 @@ def test_no_id_and_no_hlc_is_issued_twice_across_restarts_whatever_the_clock_doe
     assert len({mid.key[1:] for mid in issued}) == len(issued)
     hlcs = [mid.hlc for mid in issued]
     assert hlcs == sorted(set(hlcs))  # unique, and in fact rising across restarts
+
+
+def test_only_ids_this_node_issued_could_have_been_issued_by_it(storage):
+    """A client's retry names an id a coordinator gave out: this node checks its own."""
+    ids = issuer(storage, FakeClock())
+    md = TOPOLOGY.base
+    first = issue(ids, md, 150)
+    later = issue(ids, md, 150)
+    assert ids.could_have_issued(first) and ids.could_have_issued(later)
+    past_end = MutationId(node=7, log=first.log, sequence=later.sequence + 1, hlc=first.hlc)
+    assert not ids.could_have_issued(past_end)
+    assert not ids.could_have_issued(MutationId(node=7, log=99, sequence=1, hlc=first.hlc))
+    sealed = issue(ids, TOPOLOGY.split, 150)  # a new range: the first log is sealed
+    assert sealed.log != first.log
+    assert ids.could_have_issued(MutationId(node=7, log=first.log, sequence=9, hlc=1))
+    with pytest.raises(ValueError, match="another node"):
+        ids.could_have_issued(MutationId(node=8, log=1, sequence=1, hlc=1))

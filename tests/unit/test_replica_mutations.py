@@ -3,12 +3,15 @@ metadata: what a request becomes, and every way it is refused with the message t
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from epochal.client import Client
+from epochal.errors import InvalidRequest
 from epochal.mtrack import MutationId
 from epochal.replica.model import Mutation, RowWrite
 from epochal.replica.mutations import (
@@ -41,7 +44,7 @@ from epochal.tcm.keys import (
     partition_token,
     slice_bounds,
 )
-from epochal.wire.values import KIND_OF_TYPE, encode, to_proto
+from epochal.wire.values import KIND_OF_TYPE, encode, from_proto, to_proto
 
 LIMITS = {"max_value_bytes": 1000, "max_mutation_bytes": 100_000}
 REGULAR = {f"v_{t.value}": t for t in ColumnType}
@@ -82,6 +85,18 @@ def build_metadata() -> ClusterMetadata:
                 clustering_key=("c", "d"),
             )
             for keyspace in ("ks", "tracked")
+        ),
+        CreateTable(
+            keyspace="ks",
+            name="by_name",
+            columns=(Column("name", ColumnType.TEXT), Column("v", ColumnType.INT)),
+            partition_key=("name",),
+        ),
+        CreateTable(
+            keyspace="ks",
+            name="typed",
+            columns=tuple(Column(f"k_{t.value}", t) for t in ColumnType),
+            partition_key=tuple(f"k_{t.value}" for t in ColumnType),
         ),
     ):
         metadata = apply_transformation(metadata, transformation)
@@ -128,9 +143,8 @@ def refused(draft: WriteDraft, **limits: int) -> str:
 def test_a_write_of_every_type_encodes_keys_finds_the_token_and_keeps_values_encoded():
     cells = tuple(cell(name, SAMPLES[t]) for name, t in REGULAR.items())
     prepared = prepare_write(METADATA, write(row(*cells), row(clustering=(6, b""))), **LIMITS)
-    key = encode_key(partition_columns(TABLE), ("k", 1))
-    assert prepared.partition_key == key
-    assert prepared.token == partition_token(key)
+    assert prepared.partition_key == encode_key(partition_columns(TABLE), ("k", 1))
+    assert prepared.token == partition_token(partition_columns(TABLE), ("k", 1))
     assert prepared.table == TABLE and prepared.keyspace is METADATA.keyspaces["ks"]
     assert prepared.rows == (
         RowWrite(
@@ -214,6 +228,40 @@ def test_an_unknown_keyspace_or_table_is_refused_naming_the_epoch():
 def test_a_bad_partition_key_is_refused_naming_the_column(partition_key, problem):
     message = refused(write(row(), partition_key=partition_key))
     assert message == f"partition key of ks.t: {problem}"
+
+
+def test_an_empty_key_of_one_column_is_refused_but_an_empty_component_of_two_is_not():
+    # Cassandra refuses the first ("Key may not be empty") and accepts the second; the
+    # coordinator turns BadRequest into InvalidRequest, which the servicer sends as
+    # INVALID_ARGUMENT.
+    message = refused(write(table="by_name", partition_key=("",), delete_partition=True))
+    assert message == (
+        "partition key of ks.by_name: column 'name' may not be empty: it is the only "
+        "partition-key column, and Cassandra refuses an empty partition key (text)"
+    )
+    with pytest.raises(BadRequest, match="column 'name' may not be empty"):
+        prepare_read(METADATA, read(table="by_name", partition_key=("",)))
+    with pytest.raises(InvalidRequest, match="column 'name' may not be empty"):  # the SDK's
+        Client(["127.0.0.1:1"])._partition(METADATA.keyspaces["ks"].tables["by_name"], {"name": ""})
+    prepared = prepare_write(METADATA, write(row(), partition_key=("", 0)), **LIMITS)
+    assert prepared.token == partition_token(partition_columns(TABLE), ("", 0))
+
+
+def test_the_sdk_routes_by_the_token_the_replica_computes():
+    # The SDK accepts values the wire converts (an int for a double, a datetime for a
+    # timestamp); the replica computes the token from the values it decodes, and the SDK must
+    # route by that same token.
+    table = METADATA.keyspaces["ks"].tables["typed"]
+    given = SAMPLES | {
+        ColumnType.DOUBLE: 3,
+        ColumnType.TIMESTAMP: datetime.datetime(2024, 5, 1, 12, 0, 0, 123_000, datetime.UTC),
+    }
+    values = {f"k_{t.value}": given[t] for t in ColumnType}
+    protos, token = Client(["127.0.0.1:1"])._partition(table, values)
+    decoded = tuple(from_proto(proto) for proto in protos)  # as the replica's codec does
+    draft = write(table="typed", partition_key=decoded, delete_partition=True)
+    assert prepare_write(METADATA, draft, **LIMITS).token == token
+    assert decoded[list(ColumnType).index(ColumnType.TIMESTAMP)] == 1_714_564_800_123
 
 
 def test_a_bad_clustering_key_is_refused_naming_the_column():
@@ -308,8 +356,11 @@ def read(**changes) -> ReadDraft:
 
 def test_a_read_finds_the_partition_and_reads_everything_without_a_slice():
     prepared = prepare_read(METADATA, read(columns=("v_text", "v_int")))
-    key = encode_key(partition_columns(TABLE), ("k", 1))
-    assert (prepared.partition_key, prepared.token) == (key, partition_token(key))
+    columns = partition_columns(TABLE)
+    assert (prepared.partition_key, prepared.token) == (
+        encode_key(columns, ("k", 1)),
+        partition_token(columns, ("k", 1)),
+    )
     assert prepared.bounds == EVERYTHING
     assert prepared.columns == ("v_text", "v_int")
     assert not prepared.tracked

@@ -6,6 +6,9 @@ changes the second is validated against the first; these tests apply them in log
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import pytest
 
 from epochal.tcm import (
@@ -200,16 +203,45 @@ def test_register_assigns_node_ids_and_refuses_a_used_address() -> None:
     assert rejected(two, node).rule == "address_in_use"
     removed = apply_transformation(two, Unregister(node_id="node-1"))
     assert sorted(removed.nodes) == ["node-2"]
-    bad_version = Register(address="10.0.0.3:9000", datacenter="dc1", rack="r1", version="one")
-    assert rejected(two, bad_version).rule == "bad_node"
 
 
-def test_a_kind_some_registered_node_cannot_apply_is_refused() -> None:
-    old_node = Register(address="10.0.0.1:9000", datacenter="dc1", rack="r1", version="0.9.0")
+@pytest.mark.parametrize(
+    ("version", "rule"),
+    [
+        ("one", "bad_version"),
+        ("1", "bad_version"),  # once accepted, it blocked every schema change
+        ("1.0", "bad_version"),
+        ("1.0.0.0", "bad_version"),
+        ("1.0.x", "bad_version"),
+        ("1.².0", "bad_version"),
+        ("1.0.1234567", "bad_version"),
+        ("", "bad_version"),
+        ("0.9.0", "version_too_old"),
+    ],
+)
+def test_register_refuses_a_version_that_would_block_the_log(version: str, rule: str) -> None:
+    register = Register(address="10.0.0.3:9000", datacenter="dc1", rack="r1", version=version)
+    rejection = rejected(initialized(), register)
+    assert rejection.rule == rule
+    assert "MAJOR.MINOR.PATCH" in rejection.message or "1.0.0" in rejection.message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FutureSnapshot(TriggerSnapshot):
+    """A kind that a later release adds."""
+
+    kind: ClassVar[str] = "future_snapshot"
+    since_version: ClassVar[str] = "1.1.0"
+
+
+def test_a_kind_some_registered_node_cannot_apply_is_refused_with_a_way_out() -> None:
+    old_node = Register(address="10.0.0.1:9000", datacenter="dc1", rack="r1", version="1.0.0")
     metadata = apply_transformation(initialized(), old_node)
-    rejection = rejected(metadata, TriggerSnapshot())
+    rejection = rejected(metadata, FutureSnapshot())
     assert rejection.rule == "version_too_old"
-    assert "node-1" in rejection.message and "0.9.0" in rejection.message
+    assert "node-1" in rejection.message and "1.0.0" in rejection.message
+    assert "unregister it (epochal unregister node-1)" in rejection.message
+    apply_transformation(metadata, TriggerSnapshot())  # a kind it can apply goes through
 
 
 def test_trigger_snapshot_only_takes_an_epoch() -> None:

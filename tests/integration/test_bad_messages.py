@@ -1,0 +1,274 @@
+"""The messages that once took processes down (integers past SQLite's signed 64 bits, garbage
+frames, a registration that blocked every schema change) are refused with INVALID_ARGUMENT, and
+every process stays up — a CMS member that saw them restarts — with the metadata log and the
+data unchanged by them. The fuzz test (test_fuzz.py) covers the rest of the input space.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from epochal.cli import main as cli_main
+from epochal.client import Client, Consistency
+from epochal.cms_client import CMSClient
+from epochal.mtrack import make_hlc
+from epochal.paxos import Ballot, CatchUpRequest, Prepare
+from epochal.replica.local import LocalCluster
+from epochal.tcm import Register
+from epochal.wire.paxos import message_to_proto
+from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, paxos_pb2, replica_pb2_grpc
+from epochal.wire.v1 import replica_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+GARBAGE = b"\x0a\xff\xff\xff\xff\x0f"  # a field whose length runs past the end
+
+
+def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "cluster")
+
+    async def scenario() -> None:
+        cluster.start()
+        await cluster.wait_ready()
+        await cluster.form_ring(num_tokens=4)
+        async with Client(cluster.addresses) as client:
+            await client.create_keyspace("ks", replication_factor=3, tracked=True)
+            await client.create_table(
+                "ks",
+                "t",
+                {"p": "int", "c": "bigint", "v": "text"},
+                partition_key=["p"],
+                clustering_key=["c"],
+            )
+            await client.write("ks", "t", {"p": 1, "c": 1, "v": "before"})
+            epoch = client.epoch
+        await cluster.wait_for_epoch(epoch)
+        log_before = await _log(cluster)
+        replica = cluster.addresses[0]
+
+        # A client write retried under a mutation id no coordinator issued: a sequence past
+        # signed 64 bits, a node the CMS never named, this node's own log it never opened.
+        own = int((await cluster.describe("replica1")).node_id.removeprefix("node-"))
+        now = make_hlc(int(time.time() * 1000))
+        for node, log, sequence in [
+            (1, 1, 2**63),
+            (2**32 - 1, 1, 1),
+            (own, 2**32 - 1, 1),
+        ]:
+            request = _write(epoch, "retry")
+            request.mutation_id.CopyFrom(
+                pb.MutationId(node=node, log=log, sequence=sequence, hlc=now)
+            )
+            await _expect_invalid(_unary(replica, "Write", request), "mutation")
+            session = pb.SessionRequests(requests=[pb.SessionRequest(id=7, write=request)])
+            (reply,) = await _session(replica, session)
+            assert reply.failure.code == "INVALID_ARGUMENT", reply
+        # A bigint clustering value of 2^63 - 1, in two rows of one write: stored once.
+        rows = _write(epoch, "edge")
+        rows.mutation.rows.add().CopyFrom(rows.mutation.rows[0])
+        with pytest.raises(grpc.aio.AioRpcError) as twice:
+            await _unary(replica, "Write", rows)
+        assert twice.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert "twice" in (twice.value.details() or "")
+        single = _write(epoch, "edge")
+        await _unary(replica, "Write", single)
+        # A peer's apply with an HLC past 64 bits and one past the allowed skew: refused in
+        # band, never stored.
+        apply = await _stored_apply(cluster, epoch)
+        apply.mutation.id.hlc = 2**64 - 1
+        (refused,) = await _exchange(
+            replica, pb.PeerRequests(requests=[pb.PeerRequest(id=1, apply=apply)])
+        )
+        assert refused.WhichOneof("body") == "malformed" and "hlc" in refused.malformed, refused
+        apply.mutation.id.hlc = make_hlc(int(time.time() * 1000) + 3_600_000)
+        (ahead,) = await _exchange(
+            replica, pb.PeerRequests(requests=[pb.PeerRequest(id=1, apply=apply)])
+        )
+        assert ahead.apply.outcome == pb.CLOCK_SKEW, ahead
+        # Garbage frames on both streams: refused at once, not at the deadline.
+        for method in ("Session", "Exchange"):
+            started = time.monotonic()
+            code = await _garbage_stream(replica, method)
+            assert code is grpc.StatusCode.INVALID_ARGUMENT, (method, code)
+            assert time.monotonic() - started < 2.0, method
+
+        # Paxos messages no member could have sent: a catch-up from slot 2^63, ballots past
+        # what elections reach.
+        members = sorted(cluster.cms.members)
+        for message in [
+            paxos_pb2.PaxosMessage(
+                src=members[1],
+                dst=members[0],
+                catch_up_request=paxos_pb2.CatchUpRequest(from_slot=2**63),
+            ),
+            message_to_proto(
+                Prepare(src=members[1], dst=members[0], ballot=Ballot(5, members[1]), from_slot=1)
+            ),
+            message_to_proto(CatchUpRequest(src=members[1], dst=members[0], from_slot=1)),
+        ]:
+            for round_ in (2**62, 2**63, 2**64 - 1):
+                if message.HasField("prepare"):
+                    message.prepare.ballot.round = round_
+                for address in cluster.cms.addresses:
+                    code = await _step(address, message)
+                    expect = (
+                        grpc.StatusCode.OK
+                        if message.HasField("catch_up_request")
+                        and message.catch_up_request.from_slot == 1
+                        else grpc.StatusCode.INVALID_ARGUMENT
+                    )
+                    assert code is expect, (message, code)
+        # A registration whose version would block every schema change.
+        async with CMSClient(cluster.cms.addresses) as cms:
+            for version in ("1", "0.9.0", "1.0", "x.y.z"):
+                with pytest.raises(Exception) as refused_version:
+                    await cms.commit(
+                        Register(address="10.9.9.9:1", datacenter="dc1", rack="r1", version=version)
+                    )
+                assert refused_version.value.code is grpc.StatusCode.INVALID_ARGUMENT, version
+            # A node that registered but never joined can be forgotten from the command line.
+            registered = await cms.commit(
+                Register(address="10.9.9.9:2", datacenter="dc1", rack="r1", version="1.0.0")
+            )
+        await cluster.wait_for_epoch(registered.epoch)
+        async with Client(cluster.addresses) as client:
+            await client.refresh(registered.epoch)
+            stray = next(
+                n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"
+            )
+        exit_code = await asyncio.to_thread(cli_main, ["--replica", replica, "unregister", stray])
+        assert exit_code == 0
+
+        # Nothing exited, nothing refused reached the log or the data, and a member that saw
+        # all of it restarts.
+        for process in [*cluster.cms.members.values(), *cluster.nodes.values()]:
+            assert process.running, process.name
+        log_after = await _log(cluster)
+        added = [
+            e.transformation.WhichOneof("kind")
+            for e in log_after.entries[len(log_before.entries) :]
+        ]
+        assert added == ["register", "unregister"], added
+        async with Client(cluster.addresses) as client:
+            rows = (await client.read("ks", "t", {"p": 1}, consistency=Consistency.ALL)).rows
+        assert sorted(r["v"] for r in rows) == ["before", "edge"], rows
+        member = members[0]
+        cluster.cms.stop(member)
+        cluster.cms.start(member)
+        await cluster.cms.wait_serving(member, timeout_s=30)
+        async with CMSClient(cluster.cms.addresses) as cms:
+            await cms.commit(
+                Register(address="10.9.9.9:3", datacenter="dc1", rack="r1", version="1.0.0")
+            )
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 240))
+    finally:
+        cluster.close()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _write(epoch: int, value: str) -> pb.WriteRequest:
+    return pb.WriteRequest(
+        mutation=pb.Mutation(
+            keyspace="ks",
+            table="t",
+            partition_key=[pb.Value(int=1)],
+            rows=[
+                pb.RowWrite(
+                    clustering=[pb.Value(int=2**63 - 1)],
+                    cells=[pb.CellWrite(column="v", value=pb.Value(text=value))],
+                )
+            ],
+        ),
+        consistency=pb.QUORUM,
+        epoch=epoch,
+    )
+
+
+async def _unary(address: str, method: str, request: object) -> object:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = replica_pb2_grpc.ReplicaStub(channel)
+        return await getattr(stub, method)(request, timeout=10)
+
+
+async def _expect_invalid(call: object, words: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT, raised.value
+    assert words in (raised.value.details() or ""), raised.value.details()
+
+
+async def _session(address: str, requests: pb.SessionRequests) -> list[pb.SessionReply]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await _replies(replica_pb2_grpc.ReplicaStub(channel).Session, requests)
+
+
+async def _exchange(address: str, requests: pb.PeerRequests) -> list[pb.PeerReply]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await _replies(replica_pb2_grpc.ReplicaPeerStub(channel).Exchange, requests)
+
+
+async def _replies(method, requests):  # type: ignore[no-untyped-def]
+    """One batch of requests on a new multiplexed stream; every reply."""
+    call = method(timeout=10)
+    await call.write(requests)
+    await call.done_writing()
+    return [reply async for batch in call for reply in batch.replies]
+
+
+async def _stored_apply(cluster: LocalCluster, epoch: int) -> pb.ApplyRequest:
+    """A real stored mutation, as a coordinator sends it (taken from a replica's log)."""
+    async with Client(cluster.addresses) as client:
+        written = await client.write("ks", "t", {"p": 2, "c": 5, "v": "peer"})
+    identity = pb.MutationId(
+        node=written.mutation_id.node,
+        log=written.mutation_id.log,
+        sequence=written.mutation_id.sequence,
+        hlc=written.mutation_id.hlc,
+    )
+    fetch = pb.FetchMutationsRequest(epoch=epoch, ids=[identity])
+    (reply,) = await _exchange(
+        cluster.addresses[0], pb.PeerRequests(requests=[pb.PeerRequest(id=1, fetch=fetch)])
+    )
+    (stored,) = reply.fetch.mutations
+    stored.id.sequence += 1_000_000  # another id, so that it is not a duplicate
+    return pb.ApplyRequest(epoch=epoch, mutation=stored)
+
+
+async def _garbage_stream(address: str, method: str) -> grpc.StatusCode:
+    path = (
+        "/epochal.v1.Replica/Session" if method == "Session" else "/epochal.v1.ReplicaPeer/Exchange"
+    )
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = channel.stream_stream(path)(timeout=5)
+        await call.write(GARBAGE)
+        await call.done_writing()
+        try:
+            async for _ in call:
+                pass
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+        return grpc.StatusCode.OK
+
+
+async def _step(address: str, message: paxos_pb2.PaxosMessage) -> grpc.StatusCode:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = cms_pb2_grpc.CMSPeerStub(channel)
+        try:
+            await stub.Step(iter([cms_pb2.StepRequest(messages=[message])]), timeout=5)
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+        return grpc.StatusCode.OK
+
+
+async def _log(cluster: LocalCluster) -> cms_pb2.FetchLogResponse:
+    async with CMSClient(cluster.cms.addresses) as cms:
+        return await cms.fetch_log(0, entries_only=True)
