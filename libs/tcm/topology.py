@@ -209,8 +209,13 @@ def _check_free_to_operate(metadata: ClusterMetadata, kind: SequenceKind, node_i
     return node
 
 
-def _check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
+def _check_tokens(
+    metadata: ClusterMetadata, tokens: Iterable[int], own: Iterable[int] = ()
+) -> None:
+    """The tokens a node is to own: distinct, as many as a node may own, in range, and owned
+    by no one else (``own``: the node's own, which it keeps)."""
     tokens = tuple(tokens)
+    own = frozenset(own)
     if len(set(tokens)) != len(tokens):
         raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(tokens)}")
     if not 1 <= len(tokens) <= MAX_NUM_TOKENS:
@@ -225,6 +230,8 @@ def _check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
             check_token(token)
         except ValueError as error:
             raise Rejected("bad_tokens", str(error)) from None
+        if token in own:
+            continue
         owner = metadata.tokens.owner_of_token(token) or planned.get(token)
         if owner is not None:
             raise Rejected("token_taken", f"token {token} is already owned by {owner}")
@@ -458,7 +465,7 @@ class PrepareMove(_Prepare):
     def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
         _check_free_to_operate(metadata, SequenceKind.MOVE, self.node_id)
         before = metadata.tokens.owners.get(self.node_id, ())
-        _check_tokens(metadata, [t for t in self.tokens if t not in before])
+        _check_tokens(metadata, self.tokens, own=before)
         if set(self.tokens) == set(before):
             raise Rejected("bad_tokens", f"{self.node_id} already owns {sorted(self.tokens)}")
         return InProgressSequence(
@@ -622,13 +629,23 @@ class AdvanceSequence(Transformation):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CancelSequence(Transformation):
     """Operator-initiated: undo the last step taken of ``node_id``'s sequence (one per epoch;
-    commit it again until the sequence is gone)."""
+    commit it again until the sequence is gone). ``last_step``, when given, is the step the
+    committer saw last: refused (``stale_cancel``) when another is, so that a cancel decided on
+    a stale view — the driver took a step meanwhile — undoes nothing it did not mean to, and
+    its entry id (which names that step) stays tied to what it did."""
 
     node_id: str
+    last_step: Step | None = None
     kind: ClassVar[str] = "cancel_sequence"
 
     def check(self, metadata: ClusterMetadata) -> None:
-        _sequence(metadata, self.node_id)
+        sequence = _sequence(metadata, self.node_id)
+        if self.last_step is not None and sequence.done is not self.last_step:
+            raise Rejected(
+                "stale_cancel",
+                f"{sequence.describe()}: its last step is {sequence.done.value}, not "
+                f"{self.last_step.value}; look again and cancel that one",
+            )
 
     def change(self, metadata: ClusterMetadata, epoch: int) -> ClusterMetadata:
         sequence = metadata.sequences[self.node_id]
@@ -657,7 +674,8 @@ class CancelSequence(Transformation):
         )
 
     def __str__(self) -> str:
-        return f"CancelSequence({self.node_id})"
+        last = f", {self.last_step.value}" if self.last_step is not None else ""
+        return f"CancelSequence({self.node_id}{last})"
 
 
 TOPOLOGY_KINDS: tuple[type[Transformation], ...] = (

@@ -242,11 +242,17 @@ def _from_advance(m: pb.AdvanceSequence) -> Transformation:
 
 
 def _to_cancel(t: CancelSequence) -> pb.CancelSequence:
-    return pb.CancelSequence(node_id=t.node_id)
+    last = _STEP_NUMBERS[t.last_step] if t.last_step is not None else pb.SEQUENCE_STEP_UNSPECIFIED
+    return pb.CancelSequence(node_id=t.node_id, last_step=last)
 
 
 def _from_cancel(m: pb.CancelSequence) -> Transformation:
-    return CancelSequence(node_id=required(m.node_id, "cancel_sequence.node_id"))
+    last_step = None
+    if m.last_step != pb.SEQUENCE_STEP_UNSPECIFIED:
+        last_step = enum_from(Step, _STEPS, m.last_step, "cancel_sequence.last_step")
+    return CancelSequence(
+        node_id=required(m.node_id, "cancel_sequence.node_id"), last_step=last_step
+    )
 
 
 TOPOLOGY_CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]] = {

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import grpc
 
 from epochal.cms_client import CMSClient
+from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.channels import Channels
 from epochal.replica.follower import MetadataFollower
@@ -382,9 +383,17 @@ class Operations:
             self.kind, self.step = current.kind.value, current.done.value
             undo = "prepare" if current.done is Step.PREPARE else current.done.value
             await self._barrier(metadata, current, f"{current.kind.value} undo {undo}")
-            await self._commit(
-                CancelSequence(node_id=target), f"{target}@{current.prepared_epoch}:undo-{undo}"
-            )
+            cancel = CancelSequence(node_id=target, last_step=current.done)
+            try:
+                await self._commit(cancel, f"{target}@{current.prepared_epoch}:undo-{undo}")
+            except CommitRefused as refused:
+                if refused.rule != "stale_cancel":
+                    raise
+                # The sequence's driver took a step after the metadata read here: learn it,
+                # then undo that one (the entry id names the step, so no id is reused).
+                log.info("%s; catching up before the next undo", refused.message)
+                await self.follower.catch_up(metadata.epoch + 1, APPLY_TIMEOUT_S)
+                continue
             self.metrics.operation_steps.labels(f"undo-{undo}").inc()
         me = self._me()
         removed = self.storage.cleanup(owned_ranges(self.follower.metadata, me))

@@ -88,6 +88,23 @@ def test_cancel_undoes_one_step_per_epoch_back_to_the_start() -> None:
     assert cluster.md.nodes[x].state is NodeState.LEFT  # seed 003: a failed bootstrap leaves
 
 
+def test_a_cancel_of_a_step_that_is_no_longer_the_last_is_refused() -> None:
+    """A cancel decided on a stale view (the driver took START meanwhile) must not undo START
+    under an entry id that names PREPARE: it is refused, and the canceller looks again."""
+    cluster = ring({"A": 100, "B": 200, "C": 300, "D": 0})
+    x = cluster.register("X")
+    cluster.apply(PrepareJoin(node_id=x, tokens=(150,)))
+    seen = cluster.md
+    cluster.apply(AdvanceSequence(node_id=x, step=Step.START))
+    stale = CancelSequence(node_id=x, last_step=seen.sequences[x].done)
+    rejection = stale.validate(cluster.md)
+    assert rejection is not None and rejection.rule == "stale_cancel"
+    assert "last step is start, not prepare" in rejection.message
+    cluster.apply(CancelSequence(node_id=x, last_step=Step.START))
+    cluster.apply(CancelSequence(node_id=x, last_step=Step.PREPARE))
+    assert not cluster.md.sequences
+
+
 def test_replace_hands_the_dead_nodes_ranges_to_the_replacement() -> None:
     cluster = ring({"A": 100, "B": 200, "C": 300, "D": 0})
     dead = next(n for n, name in cluster.names.items() if name == "B")
@@ -139,3 +156,14 @@ def test_metadata_with_topology_round_trips_through_the_wire(steps: int) -> None
     decoded = decode_metadata(encode_metadata(cluster.md))
     assert decoded == cluster.md
     assert encode_metadata(decoded) == encode_metadata(cluster.md)
+
+
+def test_a_move_to_tokens_listed_twice_is_refused_not_crashed_on() -> None:
+    """One of the node's own tokens twice once passed the checks and broke the token map
+    (a ValueError the CMS leader raised on every batch after it)."""
+    cluster = ring({"A": 100, "B": 200, "C": 300})
+    a = next(n for n, name in cluster.names.items() if name == "A")
+    rejection = PrepareMove(node_id=a, tokens=(100, 100, 5)).validate(cluster.md)
+    assert rejection is not None and rejection.rule == "bad_tokens"
+    assert "distinct" in rejection.message
+    assert PrepareMove(node_id=a, tokens=(100, 5)).validate(cluster.md) is None

@@ -473,10 +473,12 @@ class AdvanceSequence(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., step: _Optional[_Union[SequenceStep, str]] = ...) -> None: ...
 
 class CancelSequence(_message.Message):
-    __slots__ = ("node_id",)
+    __slots__ = ("node_id", "last_step")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_STEP_FIELD_NUMBER: _ClassVar[int]
     node_id: str
-    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+    last_step: SequenceStep
+    def __init__(self, node_id: _Optional[str] = ..., last_step: _Optional[_Union[SequenceStep, str]] = ...) -> None: ...
 
 class AddCMSCandidate(_message.Message):
     __slots__ = ("member_id", "address")
