@@ -4,9 +4,11 @@ A ballot is ``(round, node_id)`` compared as a tuple, so two proposers never sha
 a higher round always wins. ``ZERO_BALLOT`` is below every real ballot.
 
 Rounds are stored as signed 64-bit integers; one election adds one, so ``MAX_ROUND`` (2^62) is
-never reached by a member, and a ballot above it is refused when it is built. A ballot that
-arrives in a message may name at most ``MAX_PEER_ROUND`` (2^61): a member that observed it can
-still run 2^61 elections above it, so a forged ballot cannot leave the group unable to elect.
+never reached, and a ballot above it is refused when it is built. A member also ignores a
+message whose ballot is more than ``MAX_ROUND_STEP`` rounds past the highest it has seen
+(``PaxosNode.step``): no member gets that far ahead of another by elections, and a forged ballot
+could otherwise push every member's rounds to the end of the range, after which none could
+make a higher one and the group could never elect again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_ROUND = 1 << 62
-MAX_PEER_ROUND = 1 << 61
+MAX_ROUND_STEP = 1 << 20
 MAX_NODE_ID_LENGTH = 128  # what the acceptor's tables hold
 
 

@@ -2,8 +2,9 @@
 
 Slots start at 1; ``chosen_up_to == 0`` means nothing is known chosen. A slot value is a tuple
 of opaque byte strings (a batch); the empty tuple is a no-op. Slots are stored as signed 64-bit
-integers and a log never comes near ``MAX_SLOT`` (2^62): a message naming a slot beyond it is
-refused when it is built (the gRPC layer answers INVALID_ARGUMENT), never stored.
+integers and a log never comes near ``MAX_SLOT`` (2^62): a message naming a slot beyond it, or a
+chosen prefix beyond ``MAX_CHOSEN`` (2^61), is refused when it is built (the gRPC layer answers
+INVALID_ARGUMENT), never stored.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from epochal.paxos.ballot import Ballot
 SlotValue = tuple[bytes, ...]
 NOOP: SlotValue = ()
 MAX_SLOT = 1 << 62
+# A chosen prefix a message names stays below this, so that a member that takes it (and then
+# proposes or accepts up to a window past it) never builds a slot past MAX_SLOT.
+MAX_CHOSEN = MAX_SLOT >> 1
 
 
-def check_slot(name: str, slot: int, *, lowest: int = 1) -> None:
-    """A slot number (``lowest`` 0 for a "chosen up to" mark), within what storage holds."""
-    if not lowest <= slot <= MAX_SLOT:
-        raise ValueError(f"{name} must be in {lowest}..2^62, got {slot}")
+def check_slot(name: str, slot: int, *, lowest: int = 1, highest: int = MAX_SLOT) -> None:
+    """A slot number, within what storage holds."""
+    if not lowest <= slot <= highest:
+        raise ValueError(f"{name} must be in {lowest}..{highest}, got {slot}")
+
+
+def check_prefix(name: str, slot: int) -> None:
+    """A "chosen up to" mark (0: nothing chosen)."""
+    check_slot(name, slot, lowest=0, highest=MAX_CHOSEN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,7 +73,7 @@ class Promise(Message):
     chosen_up_to: int
 
     def __post_init__(self) -> None:
-        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+        check_prefix("chosen_up_to", self.chosen_up_to)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +94,7 @@ class Accept(Message):
 
     def __post_init__(self) -> None:
         check_slot("slot", self.slot)
-        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+        check_prefix("chosen_up_to", self.chosen_up_to)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +112,7 @@ class Commit(Message):
     chosen_up_to: int
 
     def __post_init__(self) -> None:
-        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
+        check_prefix("chosen_up_to", self.chosen_up_to)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,5 +130,5 @@ class CatchUpReply(Message):
     compacted_up_to: int
 
     def __post_init__(self) -> None:
-        check_slot("chosen_up_to", self.chosen_up_to, lowest=0)
-        check_slot("compacted_up_to", self.compacted_up_to, lowest=0)
+        check_prefix("chosen_up_to", self.chosen_up_to)
+        check_prefix("compacted_up_to", self.compacted_up_to)

@@ -69,10 +69,10 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from epochal.paxos.ballot import ZERO_BALLOT, Ballot
+from epochal.paxos.ballot import MAX_ROUND_STEP, ZERO_BALLOT, Ballot
 from epochal.paxos.errors import NotLeader, Overloaded
 from epochal.paxos.membership import Membership
 from epochal.paxos.messages import (
@@ -138,6 +138,7 @@ class Stats:
     own_votes_needed: int = 0  # lazy own votes the followers did not make unnecessary
     small_slots: int = 0  # slots sent to a quorum only
     small_slot_fallbacks: int = 0  # of those, slots that had to be sent to everyone
+    implausible_ballots: int = 0  # messages ignored: a ballot too far past any seen
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -338,6 +339,10 @@ class PaxosNode:
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a Paxos message: {type(message).__name__}")
+        limit = self._max_round_seen + MAX_ROUND_STEP
+        if any(ballot.round > limit for ballot in _ballots_of(message)):
+            self.stats.implausible_ballots += 1  # no member's (see epochal.paxos.ballot)
+            return
         handler(self, message)
 
     def compact(self, up_to: int) -> None:
@@ -430,6 +435,14 @@ class PaxosNode:
             return
         self._promise(m.ballot, m.src)
         self._follow(m.src, m.ballot)
+        if m.slot > self._applied_through + self.settings.accept_window_slots:
+            # Too far ahead of what this member has applied (see accept_window_slots): no vote,
+            # no record; it learns the leader's prefix and catches up first. Applied, not
+            # chosen: applied is durable and never goes back, even across a restart, so every
+            # record an acceptor holds is within the window of the prefix it reports in any
+            # later Promise (chosen_up_to >= applied) — what _merge_promises relies on.
+            self._learn(m.ballot, m.chosen_up_to, m.src)
+            return
         slot = self._log.get(m.slot)
         already_chosen = m.slot <= self._compacted_up_to or (
             slot is not None and slot.chosen_value is not None
@@ -668,9 +681,14 @@ class PaxosNode:
             if promise.chosen_up_to > max_chosen:
                 max_chosen, most_advanced = promise.chosen_up_to, promise.src
         best: dict[int, AcceptedSlot] = {}
+        # A slot chosen past max_chosen + window would have been accepted by a quorum of
+        # acceptors, each within the window of its applied prefix (_on_accept); one of them
+        # promised here, reporting a prefix at least that applied one. So a record beyond is
+        # no acceptor's (a forged one), and is ignored.
+        horizon = max_chosen + self.settings.accept_window_slots
         for promise in self._promises.values():
             for record in promise.accepted:
-                if record.slot <= max_chosen:
+                if record.slot <= max_chosen or record.slot > horizon:
                     continue
                 current = best.get(record.slot)
                 if current is None or record.ballot > current.ballot:
@@ -886,3 +904,14 @@ _HANDLERS: dict[type, Callable[[PaxosNode, Message], None]] = {
     CatchUpRequest: PaxosNode._on_catch_up_request,  # type: ignore[dict-item]
     CatchUpReply: PaxosNode._on_catch_up_reply,  # type: ignore[dict-item]
 }
+
+
+def _ballots_of(message: Message) -> Iterator[Ballot]:
+    ballot = getattr(message, "ballot", None)
+    if ballot is not None:
+        yield ballot
+    if isinstance(message, Nack):
+        yield message.promised
+    elif isinstance(message, Promise):
+        for record in message.accepted:
+            yield record.ballot

@@ -19,7 +19,6 @@ from epochal.paxos import (
     Promise,
     SlotValue,
 )
-from epochal.paxos.ballot import MAX_PEER_ROUND
 from epochal.wire.v1 import paxos_pb2 as pb
 
 
@@ -28,9 +27,7 @@ def ballot_to_proto(ballot: Ballot) -> pb.Ballot:
 
 
 def ballot_from_proto(message: pb.Ballot) -> Ballot:
-    """Raises ValueError for a round no member could have reached (``MAX_PEER_ROUND``)."""
-    if message.round > MAX_PEER_ROUND:
-        raise ValueError(f"ballot round {message.round} is beyond 2^61")
+    """Raises ValueError for a round past what storage holds (``MAX_ROUND``)."""
     return Ballot(message.round, message.node_id)
 
 

@@ -22,10 +22,11 @@ from epochal.paxos import (
     PaxosNode,
     PaxosSettings,
     Prepare,
+    Promise,
     Role,
     StateTransfer,
 )
-from epochal.paxos.ballot import MAX_PEER_ROUND, MAX_ROUND
+from epochal.paxos.ballot import MAX_ROUND, MAX_ROUND_STEP
 from epochal.paxos.messages import MAX_SLOT, CatchUpReply, CatchUpRequest, ChosenSlot
 from epochal.wire.paxos import ballot_from_proto, message_from_proto
 from epochal.wire.v1 import paxos_pb2
@@ -445,8 +446,7 @@ def test_a_member_that_missed_a_reconfiguration_does_not_learn_from_votes_past_i
 
 def test_messages_refuse_slots_and_ballots_no_member_could_reach() -> None:
     """Slots and rounds are stored as signed 64-bit integers: a message past what a member
-    reaches is refused when it is built (the CMS answers INVALID_ARGUMENT), and a round from
-    a peer leaves room for 2^61 more elections."""
+    reaches is refused when it is built (the CMS answers INVALID_ARGUMENT)."""
     with pytest.raises(ValueError, match="round"):
         Ballot(MAX_ROUND + 1, "a")
     with pytest.raises(ValueError, match="node id"):
@@ -454,13 +454,74 @@ def test_messages_refuse_slots_and_ballots_no_member_could_reach() -> None:
     with pytest.raises(ValueError, match="from_slot"):
         CatchUpRequest(src="a", dst="b", from_slot=MAX_SLOT + 1)
     with pytest.raises(ValueError, match="chosen_up_to"):
-        CatchUpReply(src="a", dst="b", chosen=(), chosen_up_to=2**63, compacted_up_to=0)
-    assert ballot_from_proto(paxos_pb2.Ballot(round=MAX_PEER_ROUND, node_id="a")).round == 2**61
-    with pytest.raises(ValueError, match="2\\^61"):
-        ballot_from_proto(paxos_pb2.Ballot(round=MAX_PEER_ROUND + 1, node_id="a"))
+        CatchUpReply(src="a", dst="b", chosen=(), chosen_up_to=2**61 + 1, compacted_up_to=0)
+    assert ballot_from_proto(paxos_pb2.Ballot(round=MAX_ROUND, node_id="a")).round == MAX_ROUND
+    with pytest.raises(ValueError, match="round"):
+        ballot_from_proto(paxos_pb2.Ballot(round=MAX_ROUND + 1, node_id="a"))
     with pytest.raises(ValueError):
         message_from_proto(
             paxos_pb2.PaxosMessage(
                 src="a", dst="b", catch_up_request=paxos_pb2.CatchUpRequest(from_slot=2**63)
             )
         )
+
+
+def test_a_slot_past_the_accept_window_is_never_stored_nor_re_proposed() -> None:
+    """A forged Accept or Promise naming a slot far past the chosen prefix (a leader proposes
+    at most α past it) cannot make a member store it or a new leader fill every slot up to it:
+    once that meant 2^62 no-ops and a process killed for its memory."""
+    net = Net(settings=dataclasses.replace(SETTINGS, accept_window_slots=100))
+    net.elect("a")
+    far = SETTINGS.max_in_flight_slots + 101
+    c = net.nodes["c"]
+    c.step(
+        Accept(
+            src="a", dst="c", ballot=Ballot(1, "a"), slot=far, value=(b"forged",), chosen_up_to=0
+        ),
+        net.now,
+    )
+    ready = c.take_ready()
+    assert not ready.persist_accepted  # not recorded
+    assert not any(isinstance(m, Accepted) for m in ready.messages_after_persist)
+    # A new leader that hears of a slot at 2^62 in a promise fills nothing up to it.
+    b = net.nodes["b"]
+    net.down = {"a", "c"}
+    net.now += 1_000
+    b.tick(net.now)
+    net.run()  # b's own promise
+    assert b.status().ballot is not None and not b.is_leader
+    b.step(
+        Promise(
+            src="c",
+            dst="b",
+            ballot=b.status().ballot,
+            accepted=(AcceptedSlot(slot=MAX_SLOT, ballot=Ballot(1, "a"), value=(b"forged",)),),
+            chosen_up_to=0,
+        ),
+        net.now,
+    )
+    assert b.is_leader  # at once: nothing to fill up to 2^62
+    b.take_ready()
+    b.propose([b"real"], net.now)
+    proposed = [m for m in b.take_ready().messages if isinstance(m, Accept)]
+    assert {(m.slot, m.value) for m in proposed} == {(1, (b"real",))}
+
+
+def test_a_ballot_far_past_any_seen_is_ignored_and_the_group_still_elects() -> None:
+    """A forged ballot near the end of the range would leave no higher ballot to elect with:
+    a member ignores a ballot more than MAX_ROUND_STEP past any it has seen, and after one
+    within that step the group elects as usual."""
+    net = Net()
+    net.elect("a")
+    for far in (MAX_ROUND, 2**61):
+        for node_id in net.ids:
+            node = net.nodes[node_id]
+            node.step(Prepare(src="b", dst=node_id, ballot=Ballot(far, "b"), from_slot=1), net.now)
+            assert node.status().promised.round < MAX_ROUND_STEP
+    assert net.nodes["a"].is_leader and net.nodes["a"].stats.implausible_ballots == 2
+    near = Ballot(MAX_ROUND_STEP, "b")  # within the step: taken, and the next is higher
+    for node_id in net.ids:
+        net.nodes[node_id].step(Prepare(src="b", dst=node_id, ballot=near, from_slot=1), net.now)
+    net.queue.clear()  # the promises go to "b", which sent no Prepare
+    net.elect("c")
+    assert net.nodes["c"].status().ballot > near
