@@ -13,10 +13,11 @@ in two rounds:
    Different low bounds raise ``LowBoundMismatch``: ask both again with the larger one.
 2. ``Sketch``: each side describes its ids in the differing logs only, as an IBLT of ``cells``
    cells or, when it holds no more ids than ``cells``, explicitly (sorted ids; smaller then).
-   ``difference`` subtracts the two (an explicit side is turned into an IBLT of the same cells)
-   and peels, then verifies the result against round 1 before returning it: per differing log
-   the count and digest differences must equal those of the decoded ids, and every decoded id must
-   lie in a differing log, at or above the low bound, on one side only. A decode that does not
+   Both sides sketch the same logs (a comparer may add logs they agree on). ``difference``
+   subtracts the two (an explicit side is turned into an IBLT of the same cells) and peels,
+   then verifies the result against round 1 before returning it: per differing log the count
+   and digest differences must equal those of the decoded ids, and every decoded id must lie
+   in a differing log, at or above the low bound, on one side only. A decode that does not
    verify raises ``Undecodable``; a wrong answer is never returned.
 
 On ``Undecodable`` the comparer asks both sides again with twice the cells. A side whose id count
@@ -259,16 +260,19 @@ def _decode(
         return list(ids_a - ids_b), list(ids_b - ids_a)
     given = sketch_a.table if sketch_a.table is not None else sketch_b.table
     assert given is not None
-    table = _table_of(sketch_a, logs, given.cells).subtract(_table_of(sketch_b, logs, given.cells))
+    table = _table_of(sketch_a, given.cells).subtract(_table_of(sketch_b, given.cells))
     plus, minus = table.peel()
     return _unpacked(plus), _unpacked(minus)
 
 
-def _table_of(sketch: Sketch, logs: Collection[LogKey], cells: int) -> Iblt:
+def _table_of(sketch: Sketch, cells: int) -> Iblt:
+    """An explicit side as an IBLT of all its ids: both sides sketched the same logs, which
+    may include logs they agree on (a comparer that sketches for several replicas at once
+    asks each for the union of their differing logs); those ids cancel in the subtraction."""
     if sketch.table is not None:
         return sketch.table
     assert sketch.ids is not None
-    return Iblt.of((i for i in sketch.ids if i.log_key in logs), cells)
+    return Iblt.of(sketch.ids, cells)
 
 
 def _unpacked(packed_ids: list[bytes]) -> list[MutationId]:

@@ -95,6 +95,7 @@ def encoded_kind(data: bytes) -> tuple[str, int | None]:
     except DecodeError as error:
         raise BadValue(f"not an encoded value: {error}") from None
     kind = value.WhichOneof("kind")
+    value.DiscardUnknownFields()  # so that bytes around a value cannot ride along stored
     if kind is None or value.SerializeToString() != data:
         raise BadValue("not the canonical encoding of one value")
     if kind == "uuid" and len(value.uuid) != 16:

@@ -401,7 +401,9 @@ class Coordinator:
         beyond the allowed skew), before it reaches storage or the clock."""
         assert self.ids is not None
         problem = ""
-        if retry_of.node >= metadata.next_node_number:
+        if retry_of.hlc == 0:
+            problem = "no coordinator issues time 0"
+        elif retry_of.node >= metadata.next_node_number:
             problem = f"node {retry_of.node} was never issued"
         elif retry_of.node == self.ids.node and not self.ids.could_have_issued(retry_of):
             problem = f"{self.node_id} never issued it"
@@ -560,10 +562,13 @@ class Coordinator:
                 f"{metadata.epoch}, group {sorted(group)}): {sorted(progress.answered)} do not "
                 f"satisfy {level.value} of {sorted(newer)} at epoch {progress.view.epoch}; retry"
             )
+        # The repair's requests carry the newest epoch this read has seen (the re-check's): a
+        # replica catches up to it first, so it knows every node whose mutations it may get.
+        epoch = progress.view.epoch
         if prepared.tracked:
-            cells = await self.read_repair.reconcile(metadata.epoch, read, stats, replies, deadline)
+            cells = await self.read_repair.reconcile(epoch, read, stats, replies, deadline)
         else:
-            cells = await self.read_repair.digests(metadata.epoch, read, stats, replies, deadline)
+            cells = await self.read_repair.digests(epoch, read, stats, replies, deadline)
         rows = resolve(cells, prepared.bounds, prepared.columns)
         if len(rows) > self.settings.max_rows_per_read:
             raise InvalidRequest(

@@ -30,10 +30,11 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import CellRepair, ReplicaStorage
+from epochal.replica.storage import CellRepair, ReplicaStorage, Stored
 from epochal.service import fatal
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.keys import EVERYTHING, KeyBounds
+from epochal.wire.multiplex import MAX_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class Outcome(enum.Enum):
     MALFORMED = "malformed"  # no coordinator could have sent it; never stored
 
 
+# What another node may send: its coordinator applied its own --max-value-bytes and
+# --max-mutation-bytes, which may differ from this node's; the stream's request limit bounds it.
+PEER_LIMITS = {"max_value_bytes": MAX_REQUEST_BYTES, "max_mutation_bytes": MAX_REQUEST_BYTES}
 # Answers stay well under the channels' message limit (epochal.wire.channels).
 MAX_REPLY_BYTES = 32 << 20
 FETCH_REPLY_BYTES = 8 << 20
@@ -197,14 +201,18 @@ class LocalReplica:
         prepared (the gate has checked its table exists here), or whose time is further
         ahead of this node's clock than the allowed skew (it would win every later write)."""
         metadata = self.follower.metadata
+        if mutation.id.node >= metadata.next_node_number:
+            return self._refuse(
+                Outcome.BEHIND,
+                f"{self.node_id} knows no node number {mutation.id.node} at epoch {metadata.epoch}",
+            )
         try:
             check_stored(
                 metadata.keyspaces[mutation.keyspace],
                 self.follower.tables_by_id[mutation.table_id],
                 mutation,
                 issued_nodes=metadata.next_node_number,
-                max_value_bytes=self.settings.max_value_bytes,
-                max_mutation_bytes=self.settings.max_mutation_bytes,
+                **PEER_LIMITS,
             )
         except BadRequest as error:
             return self._refuse(Outcome.MALFORMED, f"{self.node_id} refused: {error}")
@@ -232,7 +240,7 @@ class LocalReplica:
                 repair.partition_key,
                 repair.cells,
                 issued_nodes=self.follower.metadata.next_node_number,
-                max_value_bytes=self.settings.max_value_bytes,
+                max_value_bytes=PEER_LIMITS["max_value_bytes"],
             )
         except BadRequest as error:
             return self._refuse(Outcome.MALFORMED, f"{self.node_id} refused: {error}")
@@ -279,13 +287,20 @@ class LocalReplica:
             raise
         self.metrics.storage_transactions.inc()
         done = self._ok()
-        for (_, _, repair, future), is_new in zip(mutations, fresh, strict=True):
-            if is_new:
+        for (mutation, _, repair, future), stored in zip(mutations, fresh, strict=True):
+            reply = done
+            if stored is Stored.NEW:
                 self.metrics.stored_by_origin[repair].inc()
-            else:
+            elif stored is Stored.HELD:
                 self.metrics.mutations_duplicate.inc()
+            else:
+                reply = self._refuse(
+                    Outcome.MALFORMED,
+                    f"{self.node_id} holds mutation {mutation.id} with other content: one id "
+                    "names one mutation",
+                )
             if not future.done():
-                future.set_result(done)
+                future.set_result(reply)
         for _, future in repairs:
             if not future.done():
                 future.set_result(done)

@@ -253,7 +253,6 @@ def check_stored(
     if mutation.partition_deleted == bool(mutation.rows):
         raise BadRequest("a mutation has rows or deletes its partition, not both or neither")
     clustering = clustering_columns(table)
-    types = {c.name: c.type for c in table.columns}
     size = len(mutation.partition_key)
     if len({row.clustering for row in mutation.rows}) != len(mutation.rows):
         raise BadRequest("a row is written twice in one mutation")
@@ -267,7 +266,7 @@ def check_stored(
         if len({column for column, _ in row.cells}) != len(row.cells):
             raise BadRequest("a column is written twice in one row")
         for column, encoded in row.cells:
-            _check_stored_cell(table, types, column, encoded, max_value_bytes)
+            _check_stored_cell(table, column, encoded, max_value_bytes)
             size += len(column) + len(encoded or b"")
         size += len(row.clustering)
     if size > max_mutation_bytes:
@@ -275,19 +274,23 @@ def check_stored(
 
 
 def _check_stored_cell(
-    table: Table, types: dict, column: str, encoded: bytes | None, max_value_bytes: int
+    table: Table, column: str, encoded: bytes | None, max_value_bytes: int
 ) -> None:
+    """A cell another node sent: a column name, not a key column, and an encoded value (any
+    kind: the column may have been dropped and added again with another type since the write
+    was prepared, which the coordinator checked against its own epoch)."""
     if not is_identifier(column):
         raise BadRequest(f"{column[:60]!r} is not a column name")
-    kind, number = None, None
-    if encoded is not None:
-        try:
-            kind, number = encoded_kind(encoded)
-        except BadValue as error:
-            raise BadRequest(f"column {column!r}: {error}") from None
-    if column not in types:
-        return  # dropped since the write was prepared
-    _check_cell(table, types, CellDraft(column, kind, encoded, number), max_value_bytes)
+    if column in table.key_columns:
+        raise BadRequest(f"{column!r} is a key column of {table.keyspace}.{table.name}")
+    if encoded is None:
+        return
+    try:
+        encoded_kind(encoded)
+    except BadValue as error:
+        raise BadRequest(f"column {column!r}: {error}") from None
+    if len(encoded) > max_value_bytes:
+        raise BadRequest(f"the value of column {column!r} is {len(encoded)} bytes")
 
 
 def check_repaired_cells(
@@ -311,7 +314,6 @@ def check_repaired_cells(
     except BadKey as error:
         raise BadRequest(f"partition key of {name}: {error}") from None
     clustering = clustering_columns(table)
-    types = {c.name: c.type for c in table.columns}
     for cell in cells:
         _check_writer(cell.writer, issued_nodes)
         if not 0 <= cell.hlc <= MAX_HLC:
@@ -330,7 +332,7 @@ def check_repaired_cells(
             continue
         if cell.tombstone != (cell.value is None):
             raise BadRequest(f"cell {cell.column!r}: a tombstone has no value, a value no tomb")
-        _check_stored_cell(table, types, cell.column, cell.value, max_value_bytes)
+        _check_stored_cell(table, cell.column, cell.value, max_value_bytes)
 
 
 def _check_writer(writer: bytes, issued_nodes: int) -> None:

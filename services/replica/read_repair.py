@@ -45,7 +45,7 @@ from epochal.mtrack import (
     more_cells,
 )
 from epochal.replica.codec import mutation_from_body
-from epochal.replica.errors import Unavailable
+from epochal.replica.errors import InvalidRequest, Unavailable
 from epochal.replica.handles import PeerFailed, ReplicaHandle
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
@@ -97,6 +97,8 @@ class ReadRepair:
                     cells = more_cells(cells)
                 else:
                     return await self._repair(epoch, state, data_node, found, stats, deadline)
+            if round_number > MAX_SKETCH_ROUNDS:
+                break  # the last round's answer is in; another would be thrown away
             logs |= wanted
             estimate = max(sum(found.values()) for found in differing.values())
             cells = max(cells, cells_for(estimate))
@@ -129,6 +131,12 @@ class ReadRepair:
         """(ids only the data replica holds, ids only ``node`` holds), from their sketches of
         this round; raises Undecodable."""
         data, other = state[data_node], state[node]
+        for name, reply in ((data_node, data), (node, other)):
+            if reply.summary is None or reply.sketch is None:
+                raise Unavailable(
+                    f"{name} answered a sketch round without its sketch (an older version?); "
+                    "retry the read"
+                )
         assert data.summary is not None and data.sketch is not None
         assert other.summary is not None and other.sketch is not None
         found = difference(data.summary, data.sketch, other.summary, other.sketch)
@@ -330,6 +338,8 @@ class ReadRepair:
             reply = await call(coordinator.handle(coordinator.follower.metadata, node), remaining)
         except PeerFailed as error:
             raise Unavailable(f"read repair failed: {error}") from None
+        if reply.outcome is Outcome.TOO_LARGE:  # as in the first round: no retry helps
+            raise InvalidRequest(reply.message, rule="too_large")
         if reply.outcome is not Outcome.OK:
             raise Unavailable(
                 f"read repair failed: {node} answered {reply.outcome.value}: {reply.message}"

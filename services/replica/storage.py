@@ -26,6 +26,7 @@ Three connections, for three kinds of write:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,7 @@ _INSERT_MUTATION = (
     "INSERT INTO mutations (node, log, seq, hlc, keyspace, table_id, token, pkey, body) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, log, seq) DO NOTHING"
 )
+_HELD_MUTATION = "SELECT hlc, body FROM mutations WHERE node = ? AND log = ? AND seq = ?"
 _READ_CELLS = (
     "SELECT ckey, col, value, hlc, writer, tombstone FROM cells "
     "WHERE table_id = ? AND token = ? AND pkey = ? AND "
@@ -309,10 +311,10 @@ class ReplicaStorage:
 
     def write(
         self, mutations: Sequence[tuple[Mutation, bytes]], repairs: Sequence[CellRepair] = ()
-    ) -> list[bool]:
+    ) -> list[Stored]:
         """One durable transaction: each mutation's cells, and for tracked ones its log entry
-        (keyed by id, so a mutation received twice is stored once). Returns, per mutation,
-        whether it was new here."""
+        (keyed by id, so a mutation received twice is stored once, and one with an id held
+        here with other content is not stored). Returns, per mutation, what storing it did."""
         with transaction(self._raw) as cursor:
             fresh = _store_mutations(cursor, mutations)
             for repair in repairs:
@@ -394,7 +396,7 @@ class ReplicaStorage:
                     for t, token, pkey, c in cells
                 ],
             )
-            fresh = _store_mutations(cursor, mutations)
+            fresh = [s is Stored.NEW for s in _store_mutations(cursor, mutations)]
             cursor.execute(
                 "INSERT OR REPLACE INTO stream_progress (operation, table_id, range_left, "
                 "range_right, cursor, done, cells, mutations, bytes) "
@@ -499,8 +501,16 @@ class ReplicaStorage:
         return rows[0] if rows else None
 
 
-def _store_mutations(cursor: Any, mutations: Sequence[tuple[Mutation, bytes]]) -> list[bool]:
-    fresh = []
+class Stored(enum.Enum):
+    """What storing a mutation did."""
+
+    NEW = "new"  # stored
+    HELD = "held"  # this id was already stored here, with the same content: nothing to do
+    CONFLICT = "conflict"  # this id is stored here with other content: refused, nothing stored
+
+
+def _store_mutations(cursor: Any, mutations: Sequence[tuple[Mutation, bytes]]) -> list[Stored]:
+    outcomes = []
     for mutation, body in mutations:
         if mutation.tracked:
             mid = mutation.id
@@ -519,14 +529,20 @@ def _store_mutations(cursor: Any, mutations: Sequence[tuple[Mutation, bytes]]) -
                 ),
             )
             if cursor.rowcount == 0:
-                fresh.append(False)
+                # One id, one mutation: a client resending an issued id with other cells, or
+                # another time, would otherwise leave replicas holding different mutations
+                # under one id, which no summary can tell apart.
+                cursor.execute(_HELD_MUTATION, (mid.node, mid.log, mid.sequence))
+                held = cursor.fetchone()
+                same = held is not None and (held[0], bytes(held[1])) == (mid.hlc, body)
+                outcomes.append(Stored.HELD if same else Stored.CONFLICT)
                 continue
-        fresh.append(True)
+        outcomes.append(Stored.NEW)
         cursor.executemany(
             _UPSERT_CELL,
             _cell_rows(mutation.table_id, mutation.token, mutation.partition_key, mutation.cells()),
         )
-    return fresh
+    return outcomes
 
 
 def _ids(rows: list[tuple[Any, ...]]) -> list[MutationId]:

@@ -308,3 +308,17 @@ def test_decoders_refuse_damaged_encodings_with_malformed_summary_only(summary, 
     if damaged:
         damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.integers(0, 255))
     _decodes_canonically_or_is_malformed(bytes(damaged))
+
+
+def test_an_explicit_side_decodes_against_a_table_that_sketched_an_agreed_log_too():
+    """A comparer sketching for several replicas at once asks each for the union of their
+    differing logs, so a pair's sketches may cover a log the two agree on: its ids cancel."""
+    common = [MutationId(node=1, log=1, sequence=s, hlc=s) for s in range(1, 6)]
+    extra = [MutationId(node=2, log=1, sequence=s, hlc=s) for s in (1, 2)]
+    a, b = common + extra, common
+    digests_a, digests_b = LogDigests.of(a), LogDigests.of(b)
+    assert differing_logs(digests_a, digests_b) == {(2, 1): 2}
+    sketch_a, sketch_b = Sketch.of(a, 6), Sketch.of(b, 6)  # both logs sketched
+    assert not sketch_a.is_explicit and sketch_b.is_explicit
+    found = difference(digests_a, sketch_a, digests_b, sketch_b)
+    assert found.only_a == frozenset(extra) and not found.only_b

@@ -78,13 +78,14 @@ def test_cells_must_be_values_of_their_columns() -> None:
         return dataclasses.replace(good, rows=(RowWrite(clustering, cells),))
 
     assert "not an encoded value" in refusal(with_cells(("v_int", b"\xff\xff")))
-    assert "got a text value" in refusal(with_cells(("v_int", cell("v_text", "x").encoded)))
-    assert "32-bit" in refusal(with_cells(("v_int", cell("v_bigint", 2**40).encoded)))
+    assert "canonical" in refusal(with_cells(("v_int", cell("v_int", 5).encoded + b"\x50\x01")))
     assert "key column" in refusal(with_cells(("p", cell("v_text", "x").encoded)))
     assert "not a column name" in refusal(with_cells(("v int\n", None)))
     assert "twice" in refusal(with_cells(("v_int", None), ("v_int", None)))
     assert "bytes" in refusal(with_cells(("v_blob", cell("v_blob", b"x" * 2000).encoded)))
     check(with_cells(("dropped_since", cell("v_text", "x").encoded)))  # a dropped column
+    # A value of another type: the column may have been dropped and added again since.
+    check(with_cells(("v_int", cell("v_text", "x").encoded)))
 
 
 def test_a_row_written_twice_is_refused() -> None:

@@ -201,3 +201,17 @@ def test_the_answer_holds_what_any_replica_held_and_every_replica_holds_the_answ
     for replica in replicas.values():
         assert answer <= set(replica.held), replica.node_id
     assert stats.summary_rounds >= 1
+
+
+def test_three_replicas_differing_in_different_logs_settle_in_one_sketch_round() -> None:
+    """The sketch round asks every replica for the union of the logs any of them differs in,
+    so a pair's sketches cover logs the pair agrees on; an explicit sketch against a table
+    must still decode (it once needed another round, with twice the cells, every time)."""
+    x = [mutation(1, 1, s) for s in range(1, 31)]  # 30 ids in log X = (1, 1)
+    y = [mutation(2, 1, s) for s in (1, 2)]  # 2 ids in log Y = (2, 1)
+    data = FakeReplica("d", {m.id.key: m for m in x + y})  # 32 ids: a table of 30 cells
+    s1 = FakeReplica("s1", {m.id.key: m for m in x[:20] + y})  # lacks 10 of X: 30 cells
+    s2 = FakeReplica("s2", {m.id.key: m for m in x})  # 30, explicit: differs in Y only
+    answer, stats, first_seen = asyncio.run(reconcile({"d": data, "s1": s1, "s2": s2}))
+    assert answer == first_seen
+    assert stats.summary_rounds == 2

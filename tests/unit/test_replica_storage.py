@@ -26,6 +26,7 @@ from epochal.replica.storage import (
     NodeStateRow,
     OwnedRanges,
     ReplicaStorage,
+    Stored,
     StoredMetadata,
     StreamProgress,
 )
@@ -109,11 +110,11 @@ def test_what_was_written_reads_back_as_the_models_merge_of_it(storage, case, bo
     history, batches = case
     seen: set[MutationId] = set()
     for batch in batches:
-        expected_fresh = []
+        expected = []
         for m in batch:
-            expected_fresh.append(not m.tracked or m.id not in seen)
+            expected.append(Stored.NEW if not m.tracked or m.id not in seen else Stored.HELD)
             seen.add(m.id)
-        assert storage.write([(m, body(m)) for m in batch]) == expected_fresh
+        assert storage.write([(m, body(m)) for m in batch]) == expected
     first = history[0]
     merged = merge(cells_of(*history))
     everything = storage.read_cells(first.table_id, first.token, first.partition_key, EVERYTHING)
@@ -126,12 +127,26 @@ def test_what_was_written_reads_back_as_the_models_merge_of_it(storage, case, bo
     }
 
 
+def test_one_id_names_one_mutation_another_content_under_it_is_not_stored(storage):
+    first = stored_mutation(1)
+    other = dataclasses.replace(first, rows=(RowWrite(b"\x01a", (("a", b"forged"),)),))
+    later = dataclasses.replace(first, id=dataclasses.replace(first.id, hlc=99))
+    assert storage.write([(first, body(first))]) == [Stored.NEW]
+    assert storage.write([(other, body(other)), (later, body(later))]) == [
+        Stored.CONFLICT,
+        Stored.CONFLICT,
+    ]
+    assert storage.read_cells("t1", 0, b"p", EVERYTHING) == first.cells()
+    assert storage.write([(first, body(first))]) == [Stored.HELD]
+
+
 def test_a_tracked_mutation_is_stored_once_and_an_untracked_one_rewrites_the_same_cells(storage):
     tracked = stored_mutation(1)
     untracked = stored_mutation(2, tracked=False, pkey=b"q")
-    assert storage.write([(tracked, body(tracked)), (tracked, body(tracked))]) == [True, False]
-    assert storage.write([(tracked, body(tracked))]) == [False]
-    assert storage.write([(untracked, body(untracked))] * 2) == [True, True]
+    new, held = Stored.NEW, Stored.HELD
+    assert storage.write([(tracked, body(tracked)), (tracked, body(tracked))]) == [new, held]
+    assert storage.write([(tracked, body(tracked))]) == [held]
+    assert storage.write([(untracked, body(untracked))] * 2) == [new, new]
     assert storage.range_ids("ks", 0, 0) == [tracked.id]  # (0, 0]: the whole ring
     assert storage.read_cells("t1", 0, b"q", EVERYTHING) == untracked.cells()
 
@@ -166,7 +181,7 @@ def test_a_batch_that_fails_part_way_leaves_nothing_behind(storage):
         storage.write([(good, body(good)), (unstorable, b"")])
     assert storage.range_ids("ks", 0, 0) == []
     assert storage.read_cells("t1", 0, b"p", EVERYTHING) == []
-    assert storage.write([(good, body(good))]) == [True]
+    assert storage.write([(good, body(good))]) == [Stored.NEW]
 
 
 # --------------------------------------------------------------------------- ids and bodies
