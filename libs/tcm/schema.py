@@ -17,6 +17,7 @@ from epochal.tcm.errors import Rejected
 
 MAX_REPLICATION_FACTOR = 16
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+_IDENTIFIER_AS_APPLIED = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
 
 def frozen_map(items: Mapping[str, object] | None = None) -> Mapping:  # type: ignore[type-arg]
@@ -30,7 +31,10 @@ def is_identifier(name: str) -> bool:
 
 
 def check_identifier(what: str, name: str) -> None:
-    if not is_identifier(name):
+    # ``match`` of ``[...]$`` also lets one trailing newline through; this rule runs when a
+    # chosen entry is applied, so tightening it would make members of two versions apply a
+    # log differently: it stays as it was (is_identifier is the strict one).
+    if not _IDENTIFIER_AS_APPLIED.match(name):
         raise Rejected(
             "bad_name",
             f"{what} name {name!r} is not valid: use 1 to 48 letters, digits or underscores, "

@@ -60,7 +60,6 @@ class Transformation:
 
     def validate(self, metadata: ClusterMetadata) -> Rejected | None:
         try:
-            self.check_input()
             self._check_common(metadata)
             self.check(metadata)
         except Rejected as rejection:
@@ -68,9 +67,10 @@ class Transformation:
         return None
 
     def check_input(self) -> None:
-        """What is wrong with the transformation whatever the metadata (raises Rejected): the
-        CMS checks it where a commit arrives and answers INVALID_ARGUMENT; ``validate`` checks
-        it again at the tail of the log."""
+        """What is wrong with the transformation whatever the metadata (raises Rejected),
+        checked where a commit arrives (the CMS answers INVALID_ARGUMENT) and never when a
+        chosen entry is applied: members of different versions apply the log alike, so a rule
+        added here binds new commits only."""
 
     def execute(self, metadata: ClusterMetadata) -> ClusterMetadata:
         return replace(self.change(metadata, metadata.epoch + 1), epoch=metadata.epoch + 1)
@@ -450,6 +450,9 @@ class Register(Transformation):
     kind: ClassVar[str] = "register"
 
     def check_input(self) -> None:
+        check_version(self.version)
+
+    def check(self, metadata: ClusterMetadata) -> None:
         for what, value in (
             ("address", self.address),
             ("datacenter", self.datacenter),
@@ -457,9 +460,10 @@ class Register(Transformation):
         ):
             if not value or len(value) > 256:
                 raise Rejected("bad_node", f"{what} must be 1..256 characters")
-        check_version(self.version)
-
-    def check(self, metadata: ClusterMetadata) -> None:
+        try:
+            parse_version(self.version)
+        except ValueError as error:
+            raise Rejected("bad_node", str(error)) from None
         for node in metadata.nodes.values():
             if node.address == self.address and node.state is not NodeState.LEFT:
                 raise Rejected(

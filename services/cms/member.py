@@ -103,6 +103,7 @@ from epochal.tcm import (
     InitializeCMS,
     TriggerSnapshot,
 )
+from epochal.tcm import Rejected as Refused  # a transformation's (epochal.errors has the client's)
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.metadata import (
@@ -729,9 +730,9 @@ class CMSMemberLoop:
                 # single member (epochal.tcm.cms), so this change waits for the next slot.
                 deferred.append(pending)
                 continue
-            rejection = item.transformation.validate(tail)
+            rejection = _validated(item, tail)
             if rejection is not None:
-                if tail is base or item.transformation.validate(base) is not None:
+                if tail is base or _validated(item, base) is not None:
                     _settle(pending.future, RejectedCommit(rejection.message, rule=rejection.rule))
                 else:
                     deferred.append(pending)
@@ -1103,6 +1104,21 @@ def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> Accept
 
 def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:
     return decode_metadata(snapshot.metadata.SerializeToString(deterministic=True))
+
+
+def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Refused | None:
+    """``validate``, with a bug in it (an exception that is not a refusal) turned into a
+    refusal of that one commit, logged: a commit that breaks validation must not stop the
+    leader from proposing every commit queued behind it."""
+    try:
+        return item.transformation.validate(metadata)
+    except Exception as error:
+        log.exception("validating entry %r (%s) failed", item.entry_id, item.transformation)
+        return Refused(
+            "validation_failed",
+            f"validating {item.transformation} failed: {type(error).__name__}: {error} "
+            "(a bug, logged by the CMS member)",
+        )
 
 
 def _known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult:
