@@ -170,16 +170,20 @@ class Client:
         await self.close()
 
     async def connect(self) -> Client:
-        """Learn the metadata from the first seed that answers."""
+        """Learn the metadata from the first seed that answers (one that refuses — not a
+        replica, say — is one the next seed may stand in for)."""
         errors = []
+        refusal: grpc.aio.AioRpcError | None = None
         for address in self.seeds:
             try:
                 await self._fetch_metadata(address)
                 return self
             except grpc.aio.AioRpcError as error:
                 if retry_for(Operation.READ, error.code()) is Retry.NO:
-                    raise from_rpc_error(error) from None
-                errors.append(f"{address}: {error.code().name}")
+                    refusal = error
+                errors.append(f"{address}: {error.code().name} {error.details() or ''}".strip())
+        if refusal is not None and len(errors) == 1:
+            raise from_rpc_error(refusal) from None
         raise Unavailable(f"no seed answered: {'; '.join(errors)}")
 
     async def close(self) -> None:

@@ -25,8 +25,9 @@ a read that missed the row although the row was established before that read sta
 delete had been invoked before it completed. A read invoked after that must not return the row.
 
 Finally nothing is read that was never written (a row with no write invoked before the read
-completed, or with another value), and every acknowledged write whose row has no delete at all
-is in the final reads, taken after the faults are healed.
+completed, with another value, of another partition, or whose write certainly failed), and
+every acknowledged write whose row has no delete at all is in the final reads, taken after the
+faults are healed.
 
 Each violation names the property, the read, the row and the operation that established the
 row, so a failure can be traced back to the servers' logs and spans.
@@ -232,8 +233,14 @@ def _check_read(read: Op, rows: Mapping[str, _Row], index: _Index, report: Repor
     for name, value in read.rows.items():
         row = rows.get(name)
         write = row.write if row is not None else None
-        if write is None or write.invoke > read.complete or write.value != value:
-            why = "never written" if write is None else f"written as {write.value!r}"
+        if (
+            write is None
+            or write.invoke > read.complete
+            or write.value != value
+            or write.outcome is Outcome.FAIL
+            or write.partition != read.partition
+        ):
+            why = "never written" if write is None else _why_phantom(write, read)
             report(
                 Violation(
                     PHANTOM,
@@ -298,6 +305,16 @@ def _check_end(rows: Mapping[str, _Row], finals: Sequence[Op], report: Report) -
                     f"read of partition {row.partition}",
                 )
             )
+
+
+def _why_phantom(write: Op, read: Op) -> str:
+    if write.outcome is Outcome.FAIL:
+        return f"whose write op {write.index} certainly failed"
+    if write.partition != read.partition:
+        return f"written to partition {write.partition}"
+    if write.invoke > read.complete:
+        return f"written only at {write.invoke:.3f}"
+    return f"written as {write.value!r}"
 
 
 def _may_be_deleted(row: _Row, before: float | None) -> bool:

@@ -34,7 +34,6 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
-from grpc._cython.cygrpc import BaseError as GrpcError  # abort, call ended, server stopped
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +106,7 @@ def _guard_unary(
         request = await _admitted(refusal, method, request, context, streaming_in)
         try:
             return await function(request, context)
-        except GrpcError:
+        except grpc.aio.BaseError:
             raise  # an abort (the method's own status), or a call that had ended: gRPC's
         except Unparsable as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -133,8 +132,8 @@ def _guard_stream(
                 return
             async for response in responses:
                 yield response
-        except GrpcError:
-            raise
+        except grpc.aio.BaseError:
+            raise  # as above
         except Unparsable as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Exception as error:

@@ -33,7 +33,21 @@ from grpc_reflection.v1alpha import reflection_pb2
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
 from epochal.mtrack import MutationId, make_hlc
-from epochal.paxos import Accept, Ballot, CatchUpRequest, Commit, Prepare
+from epochal.paxos import (
+    Accept,
+    Accepted,
+    AcceptedSlot,
+    Ballot,
+    CatchUpReply,
+    CatchUpRequest,
+    ChosenSlot,
+    Commit,
+    Nack,
+    Prepare,
+    Promise,
+)
+from epochal.paxos.ballot import MAX_ROUND, MAX_ROUND_STEP
+from epochal.paxos.messages import MAX_CHOSEN, MAX_SLOT
 from epochal.processes import tail
 from epochal.replica.codec import mutation_to_proto
 from epochal.replica.local import LocalCluster
@@ -395,7 +409,13 @@ async def _check_unchanged(cluster: LocalCluster, result: FuzzResult) -> None:
             await _check_data(client, result)
         else:  # a fuzzed DropTable or DropKeyspace went through: a legitimate commit
             result.data_check = "skipped: the fuzz dropped fuzz.ft"
-        # The cluster still works.
+        # The cluster still works, also after a leader change (forged ballots must not have
+        # left the members unable to elect). The leader is restarted rather than left down:
+        # a fuzzed reconfiguration may have left two voters, which need both.
+        leader = await cluster.cms.leader()
+        cluster.cms.stop(leader)
+        cluster.cms.start(leader)
+        await cluster.cms.wait_serving(leader)
         await client.create_keyspace("after", replication_factor=3, tracked=True)
         await client.create_table("after", "t", {"k": "int", "v": "text"}, partition_key=["k"])
         await client.write("after", "t", {"k": 1, "v": "after"})
@@ -561,21 +581,36 @@ def _seeds(
         )
 
     def step(_: str) -> cms_pb2.StepRequest:
+        """A Paxos message between real members, with ballots a member may hold now and slots
+        near the log's end or as far out as a message may name (a forged Promise or Accept
+        far out once made a member allocate without bound)."""
         src, dst = rng.choice(context.member_ids), rng.choice(context.member_ids)
-        ballot = Ballot(rng.randint(0, 3), src)
+        # Rounds a member may hold now, one far ahead but within what a member takes from a
+        # peer (MAX_ROUND_STEP: the group must still elect after it), one past it, the end.
+        far = rng.choice([MAX_ROUND_STEP // 2, MAX_ROUND_STEP * 2, MAX_ROUND])
+        ballot = Ballot(rng.choice([0, 1, 2, 3, far]), rng.choice(context.member_ids))
+        slot = rng.choice([rng.randint(1, 50), 2**40, MAX_SLOT])
+        chosen = rng.choice([0, rng.randint(0, 50), 2**40, MAX_CHOSEN])
+        record = AcceptedSlot(slot=slot, ballot=ballot, value=(b"\x00",))
+        # (A promise's chosen prefix stays small: a forged far one is believed by a candidate
+        # — it cannot tell it from a real one without authenticated peers — and stalls the log.)
+        promised = rng.randint(0, 50)
         message = rng.choice(
             [
                 Prepare(src=src, dst=dst, ballot=ballot, from_slot=rng.randint(1, 50)),
-                CatchUpRequest(src=src, dst=dst, from_slot=rng.randint(1, 50)),
-                Accept(
+                Promise(src=src, dst=dst, ballot=ballot, accepted=(record,), chosen_up_to=promised),
+                CatchUpRequest(src=src, dst=dst, from_slot=slot),
+                CatchUpReply(
                     src=src,
                     dst=dst,
-                    ballot=ballot,
-                    slot=rng.randint(1, 50),
-                    value=(),
-                    chosen_up_to=rng.randint(0, 50),
+                    chosen=(ChosenSlot(slot=slot, value=()),),
+                    chosen_up_to=chosen,
+                    compacted_up_to=rng.choice([0, chosen]),
                 ),
-                Commit(src=src, dst=dst, ballot=ballot, chosen_up_to=rng.randint(0, 50)),
+                Accept(src=src, dst=dst, ballot=ballot, slot=slot, value=(), chosen_up_to=chosen),
+                Accepted(src=src, dst=dst, ballot=ballot, slot=slot),
+                Commit(src=src, dst=dst, ballot=ballot, chosen_up_to=chosen),
+                Nack(src=src, dst=dst, ballot=ballot, promised=Ballot(rng.randint(0, 9), src)),
             ]
         )
         return cms_pb2.StepRequest(messages=[message_to_proto(message)])

@@ -172,6 +172,19 @@ def test_nothing_is_read_that_was_never_written() -> None:
     assert h.rules() == {PHANTOM}
 
 
+def test_a_row_whose_write_failed_or_of_another_partition_is_a_phantom() -> None:
+    h = History()
+    h.write("a", 1.0, 2.0, Outcome.FAIL)  # refused before anything was stored
+    h.read(3.0, 4.0, "a")
+    assert h.rules() == {PHANTOM}
+
+    h = History()
+    h.write("a", 1.0, 2.0)
+    h.read(3.0, 4.0, partition=1)  # misses nothing of partition 1 ...
+    h.ops[-1] = _with_rows(h.ops[-1], {"a": "v-a"})  # ... but returns partition 0's row
+    assert h.rules() == {PHANTOM}
+
+
 def test_every_acknowledged_write_is_in_the_final_reads() -> None:
     h = History()
     h.write("a", 1.0, 2.0)
