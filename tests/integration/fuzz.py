@@ -17,63 +17,29 @@ import asyncio
 import contextlib
 import random
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf import message_factory, text_format
-from google.protobuf.message import DecodeError, Message
-from grpc_health.v1 import health_pb2
-from grpc_reflection.v1alpha import reflection_pb2
+from google.protobuf.message import DecodeError
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
-from epochal.mtrack import MutationId, make_hlc
-from epochal.paxos import (
-    Accept,
-    Accepted,
-    AcceptedSlot,
-    Ballot,
-    CatchUpReply,
-    CatchUpRequest,
-    ChosenSlot,
-    Commit,
-    Nack,
-    Prepare,
-    Promise,
-)
-from epochal.paxos.ballot import MAX_ROUND, MAX_ROUND_STEP
-from epochal.paxos.messages import MAX_CHOSEN, MAX_SLOT
 from epochal.processes import tail
-from epochal.replica.codec import mutation_to_proto
 from epochal.replica.local import LocalCluster
-from epochal.replica.mutations import CellDraft, RowDraft, WriteDraft, prepare_write
-from epochal.tcm import (
-    AlterTable,
-    Column,
-    ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    DropTable,
-    Register,
-    ReplicationParams,
-)
-from epochal.wire.metadata import transformation_to_proto
-from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 
 from .fuzz_messages import Context, Generator, Input, methods
+from .fuzz_seeds import PARTITIONS, seeds
 
 CALL_TIMEOUT_S = 8.0
 MAX_SERVER_RSS_MB = 1500
 _ENDED = "Internal error from Core"
 ENDED_BEFORE_WRITE = "the server ended the call before a later write (its status is lost)"
-PARTITIONS = 16
 # Methods whose answer may legitimately take longer than a call's timeout for a well-formed
 # request (they wait for something, or run an operation); garbage is refused at once even there.
 MAY_WAIT = {
@@ -153,7 +119,7 @@ async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
         table_ids=[t.id for ks in metadata.keyspaces.values() for t in ks.tables.values()],
     )
     rng = random.Random(seed)
-    generator = Generator(rng, context, _seeds(metadata, context, rng))
+    generator = Generator(rng, context, seeds(metadata, context, rng))
     result = FuzzResult()
     started = time.monotonic()
     all_methods = methods()
@@ -439,234 +405,3 @@ async def _check_data(client: Client, result: FuzzResult) -> None:
                 result.violations.append(
                     f"a refused write's row is in the data: partition {partition}, {row}"
                 )
-
-
-# --------------------------------------------------------------------------- seeds
-
-
-def _seeds(
-    metadata: Any, context: Context, rng: random.Random
-) -> dict[str, list[Callable[[str], Message]]]:
-    """Realistic requests per method path, each built for a tag."""
-    ft = metadata.keyspaces["fuzz"].tables["ft"]
-
-    def partition() -> int:
-        return rng.randrange(PARTITIONS)
-
-    def mutation(tag: str) -> pb.Mutation:
-        return pb.Mutation(
-            keyspace="fuzz",
-            table="ft",
-            partition_key=[pb.Value(int=partition())],
-            rows=[
-                pb.RowWrite(
-                    clustering=[pb.Value(int=rng.choice([0, 1, 2**63 - 1, -(2**63)]))],
-                    cells=[
-                        pb.CellWrite(column="v", value=pb.Value(text=tag)),
-                        pb.CellWrite(column="n", value=pb.Value(int=rng.randrange(-5, 5))),
-                        pb.CellWrite(column="b", value=pb.Value(blob=b"\x00\x01")),
-                        pb.CellWrite(column="u", value=pb.Value(uuid=uuid.uuid4().bytes)),
-                    ],
-                )
-                for _ in range(rng.randint(1, 2))
-            ],
-        )
-
-    def mutation_id() -> pb.MutationId:
-        now_ms = int(time.time() * 1000)
-        return pb.MutationId(
-            node=rng.randint(1, 3),
-            log=rng.randint(1, 3),
-            sequence=rng.randint(1, 50),
-            hlc=make_hlc(now_ms - rng.randrange(10_000)),
-        )
-
-    def write(tag: str) -> pb.WriteRequest:
-        request = pb.WriteRequest(
-            mutation=mutation(tag), consistency=pb.QUORUM, epoch=context.epoch
-        )
-        if rng.random() < 0.3:
-            request.mutation_id.CopyFrom(mutation_id())
-        return request
-
-    def read(_: str) -> pb.ReadRequest:
-        return pb.ReadRequest(
-            keyspace="fuzz",
-            table="ft",
-            partition_key=[pb.Value(int=partition())],
-            consistency=pb.QUORUM,
-            epoch=context.epoch,
-        )
-
-    def session(tag: str) -> pb.SessionRequests:
-        return pb.SessionRequests(
-            requests=[
-                pb.SessionRequest(id=1, write=write(tag)),
-                pb.SessionRequest(id=2, read=read(tag)),
-            ]
-        )
-
-    def stored(tag: str) -> pb.StoredMutation:
-        draft = WriteDraft(
-            keyspace="fuzz",
-            table="ft",
-            partition_key=(partition(),),
-            rows=(
-                RowDraft(
-                    (rng.randrange(100),),
-                    (CellDraft("v", "text", pb.Value(text=tag).SerializeToString()),),
-                ),
-            ),
-        )
-        prepared = prepare_write(
-            metadata, draft, max_value_bytes=1 << 20, max_mutation_bytes=1 << 24
-        )
-        node = rng.randint(1, 3)
-        identity = MutationId(
-            node=node,
-            log=rng.randint(1, 9),
-            sequence=rng.randint(1, 10**6),
-            hlc=make_hlc(int(time.time() * 1000)),
-        )
-        return mutation_to_proto(prepared.with_id(identity))
-
-    def exchange(tag: str) -> pb.PeerRequests:
-        body = stored(tag)
-        return pb.PeerRequests(
-            requests=[
-                pb.PeerRequest(id=1, apply=pb.ApplyRequest(epoch=context.epoch, mutation=body)),
-                pb.PeerRequest(
-                    id=2,
-                    read=pb.LocalReadRequest(
-                        epoch=context.epoch,
-                        keyspace="fuzz",
-                        table_id=ft.id,
-                        token=body.token,
-                        partition_key=body.partition_key,
-                        data=True,
-                        summary=True,
-                        sketch_logs=[pb.LogKey(node=1, log=1)],
-                        sketch_cells=12,
-                    ),
-                ),
-                pb.PeerRequest(
-                    id=3, fetch=pb.FetchMutationsRequest(epoch=context.epoch, ids=[body.id])
-                ),
-            ]
-        )
-
-    def commit(tag: str) -> cms_pb2.CommitRequest:
-        transformation = rng.choice(
-            [
-                CreateTable(
-                    keyspace="fuzz",
-                    name=f"t_{tag}",
-                    columns=(Column("k", ColumnType.TEXT),),
-                    partition_key=("k",),
-                ),
-                AlterTable(keyspace="fuzz", name="ft", add_columns=(Column("z", ColumnType.INT),)),
-                DropTable(keyspace="fuzz", name="missing"),
-                CreateKeyspace(name=f"k_{tag}", replication=ReplicationParams.simple(1)),
-                Register(
-                    address=f"127.0.0.1:{rng.randrange(1, 65535)}",
-                    datacenter="dc1",
-                    rack="r1",
-                    version=rng.choice(["1", "1.0.0", "0.1.0"]),
-                ),
-            ]
-        )
-        return cms_pb2.CommitRequest(
-            transformation=transformation_to_proto(transformation),
-            entry_id=f"{tag}-{uuid.uuid4().hex[:8]}",
-        )
-
-    def step(_: str) -> cms_pb2.StepRequest:
-        """A Paxos message between real members, with ballots a member may hold now and slots
-        near the log's end or as far out as a message may name (a forged Promise or Accept
-        far out once made a member allocate without bound)."""
-        src, dst = rng.choice(context.member_ids), rng.choice(context.member_ids)
-        # Rounds a member may hold now, one far ahead but within what a member takes from a
-        # peer (MAX_ROUND_STEP: the group must still elect after it), one past it, the end.
-        far = rng.choice([MAX_ROUND_STEP // 2, MAX_ROUND_STEP * 2, MAX_ROUND])
-        ballot = Ballot(rng.choice([0, 1, 2, 3, far]), rng.choice(context.member_ids))
-        slot = rng.choice([rng.randint(1, 50), 2**40, MAX_SLOT])
-        chosen = rng.choice([0, rng.randint(0, 50), 2**40, MAX_CHOSEN])
-        record = AcceptedSlot(slot=slot, ballot=ballot, value=(b"\x00",))
-        # (A promise's chosen prefix stays small: a forged far one is believed by a candidate
-        # — it cannot tell it from a real one without authenticated peers — and stalls the log.)
-        promised = rng.randint(0, 50)
-        message = rng.choice(
-            [
-                Prepare(src=src, dst=dst, ballot=ballot, from_slot=rng.randint(1, 50)),
-                Promise(src=src, dst=dst, ballot=ballot, accepted=(record,), chosen_up_to=promised),
-                CatchUpRequest(src=src, dst=dst, from_slot=slot),
-                CatchUpReply(
-                    src=src,
-                    dst=dst,
-                    chosen=(ChosenSlot(slot=slot, value=()),),
-                    chosen_up_to=chosen,
-                    compacted_up_to=rng.choice([0, chosen]),
-                ),
-                Accept(src=src, dst=dst, ballot=ballot, slot=slot, value=(), chosen_up_to=chosen),
-                Accepted(src=src, dst=dst, ballot=ballot, slot=slot),
-                Commit(src=src, dst=dst, ballot=ballot, chosen_up_to=chosen),
-                Nack(src=src, dst=dst, ballot=ballot, promised=Ballot(rng.randint(0, 9), src)),
-            ]
-        )
-        return cms_pb2.StepRequest(messages=[message_to_proto(message)])
-
-    def forward(tag: str) -> cms_pb2.ForwardRequest:
-        request = commit(tag)
-        return cms_pb2.ForwardRequest(
-            batch_id=rng.randrange(100),
-            member_id=rng.choice(context.member_ids),
-            items=[
-                cms_pb2.ProposalItem(
-                    transformation=request.transformation.SerializeToString(),
-                    entry_id=request.entry_id,
-                    digest=rng.randrange(2**64),
-                )
-            ],
-        )
-
-    epoch = context.epoch
-    return {
-        "/epochal.v1.Replica/Write": [write],
-        "/epochal.v1.Replica/Read": [read],
-        "/epochal.v1.Replica/Session": [session],
-        "/epochal.v1.Replica/FetchLog": [lambda _: cms_pb2.FetchLogRequest(since_epoch=epoch - 2)],
-        "/epochal.v1.ReplicaPeer/Exchange": [exchange],
-        "/epochal.v1.ReplicaPeer/AwaitEpoch": [
-            lambda _: pb.AwaitEpochRequest(epoch=epoch, timeout_ms=200)
-        ],
-        "/epochal.v1.ReplicaPeer/StreamRange": [
-            lambda _: pb.StreamRangeRequest(
-                epoch=epoch,
-                receiver=rng.choice(context.node_ids),
-                prepared_epoch=epoch,
-                keyspace="fuzz",
-                table_id=ft.id,
-                left=-100,
-                right=100,
-                max_message_bytes=1024,
-            )
-        ],
-        "/epochal.v1.ReplicaPeer/PullRanges": [
-            lambda _: pb.PullRangesRequest(
-                epoch=epoch, sequence_node=rng.choice(context.node_ids), prepared_epoch=epoch
-            )
-        ],
-        "/epochal.v1.ReplicaAdmin/Replace": [lambda _: pb.ReplaceRequest(replaced="node-2")],
-        "/epochal.v1.ReplicaAdmin/Remove": [lambda _: pb.OperationRequest(node_id="node-2")],
-        "/epochal.v1.CMS/Commit": [commit],
-        "/epochal.v1.CMS/FetchLog": [
-            lambda _: cms_pb2.FetchLogRequest(since_epoch=epoch - 3, include_entry_ids=True)
-        ],
-        "/epochal.v1.CMS/Watch": [lambda _: cms_pb2.WatchRequest(since_epoch=epoch - 1)],
-        "/epochal.v1.CMSPeer/Step": [step],
-        "/epochal.v1.CMSPeer/Forward": [forward],
-        "/grpc.health.v1.Health/Check": [lambda _: health_pb2.HealthCheckRequest(service="")],
-        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": [
-            lambda _: reflection_pb2.ServerReflectionRequest(list_services="")
-        ],
-    }
