@@ -4,11 +4,12 @@ A ballot is ``(round, node_id)`` compared as a tuple, so two proposers never sha
 a higher round always wins. ``ZERO_BALLOT`` is below every real ballot.
 
 Rounds are stored as signed 64-bit integers; one election adds one, so ``MAX_ROUND`` (2^62) is
-never reached, and a ballot above it is refused when it is built. A member also ignores a
-message whose ballot is more than ``MAX_ROUND_STEP`` rounds past the highest it has seen
-(``PaxosNode.step``): no member gets that far ahead of another by elections, and a forged ballot
-could otherwise push every member's rounds to the end of the range, after which none could
-make a higher one and the group could never elect again.
+never reached, and a ballot above it is refused when it is built (the CMS answers a message
+naming one INVALID_ARGUMENT). A forged message naming a round at the very end of the range can
+still leave no higher ballot to elect with (the node then counts ``rounds_exhausted`` and stays a
+follower; the operator override recovers): like every well-formed forged Paxos message, only
+authenticated peers keep it out. A cap relative to the rounds a member has seen would not: a
+member cut off for long campaigns alone and comes back far ahead, and a new member has seen none.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_ROUND = 1 << 62
-MAX_ROUND_STEP = 1 << 20
 MAX_NODE_ID_LENGTH = 128  # what the acceptor's tables hold
 
 

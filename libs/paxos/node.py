@@ -69,10 +69,10 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from epochal.paxos.ballot import MAX_ROUND_STEP, ZERO_BALLOT, Ballot
+from epochal.paxos.ballot import MAX_ROUND, ZERO_BALLOT, Ballot
 from epochal.paxos.errors import NotLeader, Overloaded
 from epochal.paxos.membership import Membership
 from epochal.paxos.messages import (
@@ -138,7 +138,7 @@ class Stats:
     own_votes_needed: int = 0  # lazy own votes the followers did not make unnecessary
     small_slots: int = 0  # slots sent to a quorum only
     small_slot_fallbacks: int = 0  # of those, slots that had to be sent to everyone
-    implausible_ballots: int = 0  # messages ignored: a ballot too far past any seen
+    rounds_exhausted: int = 0  # elections not started: no round is left above the highest seen
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +233,9 @@ class PaxosNode:
         # Every slot up to here is applied by the shell and ``membership`` holds the
         # configurations those slots made: voters are known through _applied_through + α.
         self._applied_through = chosen_up_to
+        # The applied prefix the shell has made durable (``durable``): a restart starts from it,
+        # so it never goes back. The accept window counts from it (see _on_accept).
+        self._durable_through = chosen_up_to
         self._parked: dict[int, SlotValue] = {}  # re-proposals beyond the known configurations
         self._catch_up_retry_ms = 0
         # The highest chosen prefix a peer reported and who reported it (leader catch-up).
@@ -339,10 +342,6 @@ class PaxosNode:
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a Paxos message: {type(message).__name__}")
-        limit = self._max_round_seen + MAX_ROUND_STEP
-        if any(ballot.round > limit for ballot in _ballots_of(message)):
-            self.stats.implausible_ballots += 1  # no member's (see epochal.paxos.ballot)
-            return
         handler(self, message)
 
     def compact(self, up_to: int) -> None:
@@ -364,6 +363,12 @@ class PaxosNode:
         self._chosen_up_to = self._compacted_up_to = self._delivered_up_to = up_to
         self._catch_up_retry_ms = 0
         self._advance_chosen()  # the shell follows with ``applied`` for the installed state
+
+    def durable(self, up_to: int) -> None:
+        """The shell made its applied state durable through slot ``up_to`` (a restart would
+        start from there or later)."""
+        assert up_to <= self._applied_through, (up_to, self._applied_through)
+        self._durable_through = max(self._durable_through, up_to)
 
     def applied(self, up_to: int, membership: Membership) -> None:
         """The shell applied every slot up to ``up_to``; ``membership`` has the configurations
@@ -435,12 +440,13 @@ class PaxosNode:
             return
         self._promise(m.ballot, m.src)
         self._follow(m.src, m.ballot)
-        if m.slot > self._applied_through + self.settings.accept_window_slots:
-            # Too far ahead of what this member has applied (see accept_window_slots): no vote,
-            # no record; it learns the leader's prefix and catches up first. Applied, not
-            # chosen: applied is durable and never goes back, even across a restart, so every
-            # record an acceptor holds is within the window of the prefix it reports in any
-            # later Promise (chosen_up_to >= applied) — what _merge_promises relies on.
+        if m.slot > self._durable_through + self.settings.accept_window_slots:
+            # Too far ahead of what this member has durably applied (see accept_window_slots):
+            # no vote, no record; it learns the leader's prefix and catches up first. Durably
+            # applied, because that prefix never goes back, even across a crash that loses
+            # what was applied but not yet written: so every record an acceptor holds is within
+            # the window of the prefix it reports in any later Promise (chosen_up_to >= it),
+            # which is what lets _merge_promises ignore records beyond.
             self._learn(m.ballot, m.chosen_up_to, m.src)
             return
         slot = self._log.get(m.slot)
@@ -593,8 +599,11 @@ class PaxosNode:
             if m.compacted_up_to > self._chosen_up_to:
                 self._out.state_transfer = StateTransfer(peer=m.src, up_to=m.compacted_up_to)
             return
+        horizon = self._chosen_up_to + self.settings.accept_window_slots
         for record in m.chosen:
-            if record.slot > self._chosen_up_to:
+            # Values past the window are learned on a later page: a reply naming far slots
+            # (a forged one) cannot make this member hold them without bound.
+            if self._chosen_up_to < record.slot <= horizon:
                 slot = self._log.setdefault(record.slot, _Slot())
                 slot.chosen_value = record.value
         self._advance_chosen()
@@ -608,6 +617,13 @@ class PaxosNode:
     # ------------------------------------------------------------------ candidate
 
     def _start_election(self) -> None:
+        if self._max_round_seen >= MAX_ROUND:
+            # Only a forged ballot gets here (one election adds one round: 2^62 of them would
+            # take longer than anything runs); no higher ballot exists, so this member cannot
+            # lead. It says so in its stats; the operator override recovers the group.
+            self.stats.rounds_exhausted += 1
+            self._reset_election_deadline()
+            return
         self.stats.elections_started += 1
         self._drop_leader_state()
         self._role = Role.CANDIDATE
@@ -904,14 +920,3 @@ _HANDLERS: dict[type, Callable[[PaxosNode, Message], None]] = {
     CatchUpRequest: PaxosNode._on_catch_up_request,  # type: ignore[dict-item]
     CatchUpReply: PaxosNode._on_catch_up_reply,  # type: ignore[dict-item]
 }
-
-
-def _ballots_of(message: Message) -> Iterator[Ballot]:
-    ballot = getattr(message, "ballot", None)
-    if ballot is not None:
-        yield ballot
-    if isinstance(message, Nack):
-        yield message.promised
-    elif isinstance(message, Promise):
-        for record in message.accepted:
-            yield record.ballot

@@ -32,10 +32,11 @@ class PaxosSettings:
     # chosen (node.py, "The leader's own vote"). Larger slots mean a busy log, where skipping
     # the leader's write saves its time. 0: off.
     leader_votes_small_slots_up_to: int = 0
-    # An acceptor neither stores nor votes for a slot more than this many past its own applied
-    # prefix (it catches up first), so a new leader never has more than this many open slots
-    # to re-propose or fill: an Accept or a Promise naming a slot further out (a forged one; a
-    # leader proposes at most α past its prefix) cannot make a member allocate without bound.
+    # An acceptor neither stores nor votes for a slot more than this many past its own durably
+    # applied prefix (it catches up first), so a new leader never has more than this many open
+    # slots to re-propose or fill: an Accept or a Promise naming a slot further out (a forged
+    # one; a leader proposes at most α past its prefix) cannot make a member allocate without
+    # bound. At least α + max_catch_up_slots, so that a member catching up keeps voting.
     accept_window_slots: int = 1 << 14
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
@@ -58,10 +59,11 @@ class PaxosSettings:
                 "PaxosSettings.election_timeout_ms must be at least twice heartbeat_interval_ms "
                 f"(got {self.election_timeout_ms} and {self.heartbeat_interval_ms})"
             )
-        if self.accept_window_slots < self.max_in_flight_slots:
+        if self.accept_window_slots < self.max_in_flight_slots + self.max_catch_up_slots:
             raise ValueError(
-                "PaxosSettings.accept_window_slots must be at least max_in_flight_slots "
-                f"(got {self.accept_window_slots} and {self.max_in_flight_slots})"
+                "PaxosSettings.accept_window_slots must be at least max_in_flight_slots + "
+                f"max_catch_up_slots (got {self.accept_window_slots}, {self.max_in_flight_slots} "
+                f"and {self.max_catch_up_slots})"
             )
         if self.leader_votes_small_slots_up_to < 0:
             raise ValueError(

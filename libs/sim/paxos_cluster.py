@@ -279,6 +279,7 @@ class SimMember:
             self.disk.membership = membership
             for s in [s for s in self.disk.accepted if s <= slot]:
                 del self.disk.accepted[s]
+            self.node.durable(slot)  # a crash from now on restarts at least here
             # Keep a few applied slots for catch-up, forget the rest.
             self.node.compact(max(0, slot - self.cluster.retain_slots))
 
@@ -313,6 +314,7 @@ class SimMember:
                 del self.disk.accepted[s]
             self.node.install_state(slot)
             self.node.applied(slot, self.membership)
+            self.node.durable(slot)
             self.cluster.coverage.state_transfers += 1
             self.process()
 
@@ -383,6 +385,9 @@ class PaxosCluster:
             # Half the seeds let the followers decide and the leader vote only when they lag.
             leader_vote_delay_ms=rng.choice([0, 0, 8, 25]),
             leader_votes_small_slots_up_to=rng.choice([0, 1, 2]),
+            # A third of the seeds give acceptors the smallest windows allowed, so that votes
+            # at the window's edge, and crashes that lose applied state, meet.
+            accept_window_slots=rng.choice([self.alpha + 4, self.alpha + 6, 1 << 14]),
             planted_bugs=planted_bugs,
         )
         self.tick_ms = 5

@@ -222,6 +222,8 @@ class CMSMemberLoop:
         self.log = LogServer(settings, storage, self._read)
         self._snapshot_epochs: list[int] = []
         self._unflushed = _Unflushed()
+        # The applied slot last written lazily: durable once a synchronous write follows it.
+        self._applied_written = 0
         self._snapshot_encoder = MetadataEncoder()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._leader_changed = asyncio.Event()
@@ -426,12 +428,17 @@ class CMSMemberLoop:
             for ready in readies
             for record in ready.persist_accepted
         ]
+        written = self._applied_written
         try:
             self.storage.save_acceptor(promised, rows)
         except Exception as error:
             # An acceptor that cannot store its vote must not cast it: crash, and let the
             # others carry on (Paxos tolerates a crashed member, not a lying one).
             fatal(f"acceptor write failed: {error!r}")
+        if written:
+            # The synchronous write flushed the lazy ones before it (storage.py): the applied
+            # state they hold is durable now.
+            self.node.durable(written)
         for ready in readies:
             self._send(ready.messages_after_persist)
         # Applying waits one more loop step, so the peer streams send these replies first: a
@@ -533,6 +540,7 @@ class CMSMemberLoop:
             )
         except Exception as error:
             fatal(f"writing applied slots up to {slot} failed: {error!r}")
+        self._applied_written = slot
         self._compact(slot - self.settings.retain_slots)
 
     def _compact(self, up_to: int) -> None:
@@ -737,7 +745,11 @@ class CMSMemberLoop:
                 else:
                     deferred.append(pending)
                 continue
-            tail = item.transformation.execute(tail)
+            after = _executed(item, tail)
+            if isinstance(after, Refused):
+                _settle(pending.future, RejectedCommit(after.message, rule=after.rule))
+                continue
+            tail = after
             items.append(item)
             size += len(item.encoded)
             self._in_flight[item.entry_id] = [pending.future]
@@ -942,6 +954,7 @@ class CMSMemberLoop:
             )
         except Exception as error:
             fatal(f"installing the state copied from {peer} failed: {error!r}")
+        self.node.durable(applied_slot)  # a synchronous write
         self.log.reset("UNAVAILABLE", "member state replaced by a state transfer; resume")
         self._check_ready()
         self._process()
@@ -1117,6 +1130,19 @@ def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Refused | None:
         return Refused(
             "validation_failed",
             f"validating {item.transformation} failed: {type(error).__name__}: {error} "
+            "(a bug, logged by the CMS member)",
+        )
+
+
+def _executed(item: ProposalItem, metadata: ClusterMetadata) -> ClusterMetadata | Refused:
+    """``execute`` of a validated commit, with a bug in it refused like one in validation."""
+    try:
+        return item.transformation.execute(metadata)
+    except Exception as error:
+        log.exception("executing entry %r (%s) failed", item.entry_id, item.transformation)
+        return Refused(
+            "validation_failed",
+            f"executing {item.transformation} failed: {type(error).__name__}: {error} "
             "(a bug, logged by the CMS member)",
         )
 

