@@ -209,13 +209,8 @@ def _check_free_to_operate(metadata: ClusterMetadata, kind: SequenceKind, node_i
     return node
 
 
-def _check_tokens(
-    metadata: ClusterMetadata, tokens: Iterable[int], own: Iterable[int] = ()
-) -> None:
-    """The tokens a node is to own: distinct, as many as a node may own, in range, and owned
-    by no one else (``own``: the node's own, which it keeps)."""
+def _check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
     tokens = tuple(tokens)
-    own = frozenset(own)
     if len(set(tokens)) != len(tokens):
         raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(tokens)}")
     if not 1 <= len(tokens) <= MAX_NUM_TOKENS:
@@ -230,8 +225,6 @@ def _check_tokens(
             check_token(token)
         except ValueError as error:
             raise Rejected("bad_tokens", str(error)) from None
-        if token in own:
-            continue
         owner = metadata.tokens.owner_of_token(token) or planned.get(token)
         if owner is not None:
             raise Rejected("token_taken", f"token {token} is already owned by {owner}")
@@ -462,10 +455,17 @@ class PrepareMove(_Prepare):
     tokens: tuple[int, ...]
     kind: ClassVar[str] = "prepare_move"
 
+    def check_input(self) -> None:
+        # Where the commit arrives only: at apply, the check stays as it was, so that members
+        # of two versions apply a log alike (this one let a token listed twice, one the node
+        # owns, through to the token map).
+        if len(set(self.tokens)) != len(self.tokens):
+            raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(self.tokens)}")
+
     def _draft(self, metadata: ClusterMetadata) -> InProgressSequence:
         _check_free_to_operate(metadata, SequenceKind.MOVE, self.node_id)
         before = metadata.tokens.owners.get(self.node_id, ())
-        _check_tokens(metadata, self.tokens, own=before)
+        _check_tokens(metadata, [t for t in self.tokens if t not in before])
         if set(self.tokens) == set(before):
             raise Rejected("bad_tokens", f"{self.node_id} already owns {sorted(self.tokens)}")
         return InProgressSequence(

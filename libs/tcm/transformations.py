@@ -32,6 +32,7 @@ from epochal.tcm.schema import (
     Table,
     check_identifier,
     frozen_map,
+    is_identifier,
 )
 
 _TABLE_ID_NAMESPACE = uuid.UUID("6f1c1c1e-8b8e-4e0b-9d8e-2f0a51c0e0a1")
@@ -174,6 +175,9 @@ class CreateKeyspace(Transformation):
     options: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "create_keyspace"
 
+    def check_input(self) -> None:
+        _check_new_names(self.name)
+
     def check(self, metadata: ClusterMetadata) -> None:
         check_identifier("keyspace", self.name)
         existing = metadata.keyspaces.get(self.name)
@@ -284,6 +288,19 @@ def _with_table(
     return _with_keyspace(metadata, replace(current, tables=frozen_map(tables)))
 
 
+def _check_new_names(*names: str) -> None:
+    """Names a commit introduces, checked strictly where it arrives (``check_input``): the
+    rule applied to chosen entries (``check_identifier``) lets one trailing newline through,
+    and stays so that members of two versions apply a log alike."""
+    for name in names:
+        if not is_identifier(name):
+            raise Rejected(
+                "bad_name",
+                f"name {name[:60]!r} is not valid: use 1 to 48 letters, digits or underscores, "
+                "starting with a letter",
+            )
+
+
 def _check_columns(columns: tuple[Column, ...]) -> None:
     if len(columns) > MAX_COLUMNS:
         raise Rejected("too_many_columns", f"{len(columns)} columns; the limit is {MAX_COLUMNS}")
@@ -304,6 +321,9 @@ class CreateTable(Transformation):
     clustering_key: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "create_table"
+
+    def check_input(self) -> None:
+        _check_new_names(self.name, *(c.name for c in self.columns))
 
     def check(self, metadata: ClusterMetadata) -> None:
         keyspace = _existing_keyspace(metadata, self.keyspace)
@@ -356,6 +376,9 @@ class AlterTable(Transformation):
     drop_columns: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "alter_table"
+
+    def check_input(self) -> None:
+        _check_new_names(*(c.name for c in self.add_columns))
 
     def check(self, metadata: ClusterMetadata) -> None:
         table = _existing_table(metadata, self.keyspace, self.name)

@@ -65,8 +65,11 @@ def item_from_proto(message: cms_pb2.ProposalItem) -> ProposalItem:
         raise InvalidCommit(f"entry {message.entry_id!r}: digest does not match its bytes")
     try:
         transformation = decode_transformation(encoded)
+        transformation.check_input()  # forwarded commits arrive here: the same edge
     except MalformedInput as error:
         raise InvalidCommit(f"malformed transformation: {error}") from None
+    except Rejected as rejection:
+        raise InvalidCommit(rejection.message, rule=rejection.rule) from None
     return ProposalItem(transformation, encoded, message.entry_id, digest)
 
 

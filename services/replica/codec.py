@@ -57,6 +57,13 @@ def id_from_proto(message: pb.MutationId, field: str = "mutation_id") -> Mutatio
         raise MalformedInput(f"{field}: {error}") from None
 
 
+def _canonical(value: pb.Value) -> bytes:
+    """A client's value as stored: without fields this version does not know (which every
+    other replica would refuse as not a value, epochal.wire.values.encoded_kind)."""
+    value.DiscardUnknownFields()
+    return value.SerializeToString()
+
+
 def session_hlc_from(value: int) -> int:
     """A request's session HLC: what a clock can read (the skew check comes later)."""
     if value > MAX_HLC:
@@ -96,7 +103,7 @@ def write_draft(message: pb.Mutation) -> WriteDraft:
                 CellDraft(
                     cell.column,
                     kind,
-                    cell.value.SerializeToString() if kind is not None else None,
+                    _canonical(cell.value) if kind is not None else None,
                     cell.value.int if kind == "int" else None,
                 )
             )

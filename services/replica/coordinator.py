@@ -120,6 +120,7 @@ class _Progress:
     view: ClusterMetadata
     answered: set[str] = field(default_factory=set)
     failures: dict[str, str] = field(default_factory=dict)
+    malformed: dict[str, str] = field(default_factory=dict)  # replicas that refused it as such
     newest_epoch: int = 0
 
 
@@ -290,6 +291,8 @@ class Coordinator:
             progress.answered.add(node)
             return True
         progress.failures[node] = f"{reply.outcome.value}: {reply.message}"
+        if reply.outcome is Outcome.MALFORMED:
+            progress.malformed[node] = reply.message
         return False
 
     # ------------------------------------------------------------------ writes
@@ -439,6 +442,15 @@ class Coordinator:
         mutation_id: MutationId,
         deadline: float,
     ) -> Exception:
+        if progress.malformed:
+            # A replica held this mutation id with other content (a retry that resent an id
+            # with another write): retrying cannot help.
+            node, why = sorted(progress.malformed.items())[0]
+            return InvalidRequest(
+                f"{node} refused {mutation_id}: {why}; a retry must resend the write it was "
+                "first sent with, or none",
+                rule="malformed",
+            )
         view_group = replica_group(progress.view, keyspace, token, write=True)
         failures = "; ".join(f"{n}: {why}" for n, why in sorted(progress.failures.items()))
         detail = (

@@ -234,9 +234,9 @@ def check_stored(
     """A whole mutation another node sent (a coordinator's write, a read repair) is one a
     coordinator could have prepared: its id from a node number the CMS issued (below
     ``issued_nodes``), its keys canonical for the table and its token theirs, its values encoded
-    values of their columns' types, within the size limits. Raises ``BadRequest``. A column the
-    table no longer has is accepted (it may have been dropped since the write was prepared);
-    reads ignore it."""
+    values, within the size limits. Raises ``BadRequest``. A column the table no longer has, or
+    a value of another type than its column's, is accepted: the column may have been dropped
+    (and added again) since the write was prepared, against the coordinator's epoch."""
     name = f"{table.keyspace}.{table.name}"
     if mutation.id.node >= issued_nodes:
         raise BadRequest(f"mutation {mutation.id} names node {mutation.id.node}, never issued")
@@ -279,7 +279,7 @@ def _check_stored_cell(
     """A cell another node sent: a column name, not a key column, and an encoded value (any
     kind: the column may have been dropped and added again with another type since the write
     was prepared, which the coordinator checked against its own epoch)."""
-    if not is_identifier(column):
+    if table.column(column) is None and not is_identifier(column):  # the table's own go
         raise BadRequest(f"{column[:60]!r} is not a column name")
     if column in table.key_columns:
         raise BadRequest(f"{column!r} is a key column of {table.keyspace}.{table.name}")

@@ -61,6 +61,7 @@ from epochal.tcm.topology import placements_before_last_change
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
+MAX_UNDO_PASSES = 64
 
 COMMIT_TIMEOUT_S = 60.0
 APPLY_TIMEOUT_S = 30.0
@@ -375,7 +376,9 @@ class Operations:
     async def _undo_all(self, sequence: InProgressSequence) -> None:
         target = sequence.node_id
         receivers = {m.receiver for m in movements(self.follower.metadata, sequence)}
-        while True:
+        # Each pass undoes a step or learns a newer epoch (a stale cancel); a sequence has
+        # four steps, so a bound this loose is only ever met by a bug.
+        for _ in range(MAX_UNDO_PASSES):
             metadata = self.follower.metadata
             current = metadata.sequences.get(target)
             if current is None:
@@ -395,6 +398,10 @@ class Operations:
                 await self.follower.catch_up(metadata.epoch + 1, APPLY_TIMEOUT_S)
                 continue
             self.metrics.operation_steps.labels(f"undo-{undo}").inc()
+        else:
+            raise OperationRefused(
+                f"{sequence.describe()} is still there after {MAX_UNDO_PASSES} undo passes"
+            )
         me = self._me()
         removed = self.storage.cleanup(owned_ranges(self.follower.metadata, me))
         log.info(

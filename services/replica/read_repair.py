@@ -131,12 +131,6 @@ class ReadRepair:
         """(ids only the data replica holds, ids only ``node`` holds), from their sketches of
         this round; raises Undecodable."""
         data, other = state[data_node], state[node]
-        for name, reply in ((data_node, data), (node, other)):
-            if reply.summary is None or reply.sketch is None:
-                raise Unavailable(
-                    f"{name} answered a sketch round without its sketch (an older version?); "
-                    "retry the read"
-                )
         assert data.summary is not None and data.sketch is not None
         assert other.summary is not None and other.sketch is not None
         found = difference(data.summary, data.sketch, other.summary, other.sketch)
@@ -173,6 +167,12 @@ class ReadRepair:
                 for node in nodes
             )
         )
+        for node, answer in zip(nodes, answers, strict=True):
+            if answer.summary is None or answer.sketch is None:
+                raise Unavailable(
+                    f"{node} answered a sketch round without its summary or sketch (an older "
+                    "version?); retry the read"
+                )
         return dict(zip(nodes, answers, strict=True))
 
     async def _repair(

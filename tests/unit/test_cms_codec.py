@@ -16,9 +16,17 @@ from epochal.cms.codec import (
     settle_from_outcome,
 )
 from epochal.cms.errors import InvalidCommit, NotLeaderError, RejectedCommit
-from epochal.cms.state_machine import CommitResult
-from epochal.tcm import Column, ColumnType, CreateTable
-from epochal.wire.metadata import transformation_to_proto
+from epochal.cms.state_machine import CommitResult, digest_of
+from epochal.tcm import (
+    Column,
+    ColumnType,
+    CreateKeyspace,
+    CreateTable,
+    PrepareMove,
+    Register,
+    ReplicationParams,
+)
+from epochal.wire.metadata import encode_transformation, transformation_to_proto
 from epochal.wire.v1 import cms_pb2
 
 TABLE = CreateTable(
@@ -58,6 +66,36 @@ def test_a_forwarded_item_whose_digest_does_not_match_its_bytes_is_refused() -> 
     proto.digest ^= 1
     with pytest.raises(InvalidCommit, match="digest does not match"):
         item_from_proto(proto)
+
+
+@pytest.mark.parametrize(
+    "transformation",
+    [
+        Register(address="10.0.0.1:1", datacenter="dc1", rack="r1", version="1"),
+        CreateKeyspace(name="ks\n", replication=ReplicationParams.simple(1)),
+        CreateTable(
+            keyspace="ks",
+            name="t",
+            columns=(Column("k\n", ColumnType.TEXT),),
+            partition_key=("k\n",),
+        ),
+        PrepareMove(node_id="node-1", tokens=(5, 5)),
+    ],
+)
+def test_input_rules_hold_for_client_commits_and_for_forwarded_ones(transformation) -> None:  # type: ignore[no-untyped-def]
+    """The edge's rules (check_input) apply wherever a commit enters the CMS: a client's
+    Commit, and a ProposalItem another member (or anything) forwards."""
+    commit = cms_pb2.CommitRequest(
+        transformation=transformation_to_proto(transformation), entry_id="e9"
+    )
+    with pytest.raises(InvalidCommit):
+        parse_commit(commit, 1 << 20)
+    encoded = encode_transformation(transformation)
+    item = cms_pb2.ProposalItem(
+        transformation=encoded, entry_id="e9", digest=digest_of(encoded) & ((1 << 64) - 1)
+    )
+    with pytest.raises(InvalidCommit):
+        item_from_proto(item)
 
 
 def test_the_leaders_answers_reach_the_follower_as_they_were() -> None:
