@@ -182,6 +182,11 @@ class Multiplexer:
                     batch = _take_batch(self._queue, lambda r: r.id in self._waiting)
                     if batch:
                         await call.write(self._batch(batch))
+            # The peer ended the call; its status says why (the reader, which would say so
+            # too, may not have run since: it is cancelled below).
+            code = await call.code()
+            if self._broken is None and code is not grpc.StatusCode.OK:
+                self._broken = (f"{code.name}: {await call.details() or 'no details'}", code)
         except asyncio.CancelledError:
             raise
         except Exception as error:
