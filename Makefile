@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	$(PY) -m epochal.replica.devcluster
+	$(PY) -m epochal.devcluster
 
 test: install lint
 	$(PY) -m pytest tests

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import grpc
 
-from epochal.processes import free_ports
+from epochal.runtime.processes import free_ports
 
 PAYLOAD = b"x" * 300
 

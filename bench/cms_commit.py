@@ -29,7 +29,7 @@ import _report
 import grpc
 from _echo import echo_server, measure_echo
 
-from epochal.cms.local import LocalCMS
+from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import (
     Column,
     ColumnType,

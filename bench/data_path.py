@@ -47,8 +47,8 @@ from _echo import echo_server, measure_echo
 
 from epochal.client import Client
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import MutationId, reconcile
-from epochal.replica.local import LocalCluster
 from epochal.tcm import AlterTable, Column, ColumnType, CreateTable, DropTable
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 

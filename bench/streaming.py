@@ -51,9 +51,9 @@ from sqlalchemy import create_engine
 
 from epochal.client import Client
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import MutationId
 from epochal.replica.codec import write_draft
-from epochal.replica.local import LocalCluster
 from epochal.replica.model import Mutation
 from epochal.replica.mutations import prepare_write
 from epochal.replica.storage import _UPSERT_CELL, ReplicaStorage

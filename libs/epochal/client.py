@@ -40,7 +40,6 @@ from typing import Any
 import grpc
 
 from epochal.cms_client import CMSClient
-from epochal.consistency import Consistency
 from epochal.errors import (
     EpochalError,
     InvalidRequest,
@@ -67,6 +66,7 @@ from epochal.tcm import (
     Table,
     Transformation,
 )
+from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import fetch_request, fetch_response

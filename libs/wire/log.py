@@ -1,12 +1,16 @@
 """Pages of the metadata log (FetchLog answers, Watch events) <-> domain values, for nodes that
-follow the log and serve it to their peers."""
+follow the log and serve it to their peers, and ``LogClient``: the follower's way to fetch and
+watch the log of a CMS member or a replica, with failures as ``LogSourceFailed``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 
+import grpc
+
 from epochal.tcm import ClusterMetadata, Transformation
+from epochal.wire.channels import Channels
 from epochal.wire.fields import MalformedInput
 from epochal.wire.metadata import metadata_from_proto, transformation_from_proto
 from epochal.wire.v1 import cms_pb2, metadata_pb2
@@ -100,3 +104,47 @@ def fetch_response_to_proto(
             transformation=metadata_pb2.Transformation.FromString(encoded),
         )
     return response
+
+
+class LogSourceFailed(Exception):
+    """A fetch or watch of the log failed: ``code`` is the gRPC status name, or ``MALFORMED``
+    when the answer did not decode."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class LogClient:
+    """Fetches and watches the metadata log over the channels a node keeps: a CMS member's
+    (``CMS``), or a peer replica's copy (``Replica.FetchLog``; the log is immutable, so any copy
+    of a prefix is the same prefix)."""
+
+    def __init__(self, channels: Channels) -> None:
+        self._channels = channels
+
+    async def fetch(
+        self, address: str, *, from_cms: bool, since_epoch: int, timeout_s: float
+    ) -> LogPage:
+        stub = self._channels.cms(address) if from_cms else self._channels.replica(address)
+        try:
+            response = await stub.FetchLog(fetch_request(since_epoch), timeout=timeout_s)
+            return fetch_response(response)
+        except grpc.aio.AioRpcError as error:
+            raise LogSourceFailed(error.code().name, error.details() or "") from None
+        except MalformedInput as error:
+            raise LogSourceFailed("MALFORMED", str(error)) from None
+
+    async def watch(self, address: str, since_epoch: int) -> AsyncIterator[LogPage]:
+        """The pages a CMS member pushes, from ``since_epoch`` on, until the stream ends (by
+        ``LogSourceFailed``); closing the iterator cancels the call."""
+        call = self._channels.cms(address).Watch(watch_request(since_epoch))
+        try:
+            async for event in call:
+                yield watch_event(event)
+        except grpc.aio.AioRpcError as error:
+            raise LogSourceFailed(error.code().name, error.details() or "") from None
+        except MalformedInput as error:
+            raise LogSourceFailed("MALFORMED", str(error)) from None
+        finally:
+            call.cancel()

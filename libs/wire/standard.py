@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
-from grpc_health.v1 import health, health_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
+from epochal.wire.channels import insecure_channel
 from epochal.wire.handlers import add_servicer
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"]
@@ -50,3 +51,24 @@ def add_health_and_reflection(
     add_servicer(server, HEALTH_SERVICE, health_servicer)
     names = (*services, HEALTH_SERVICE.full_name, reflection.SERVICE_NAME)
     add_servicer(server, REFLECTION_SERVICE, ReflectionServicer(names))
+
+
+class HealthProbe:
+    """Asks one server's health service whether it is SERVING (for harnesses that wait for a
+    process to be ready); ``close`` when done."""
+
+    def __init__(self, address: str) -> None:
+        self._channel = insecure_channel(address)
+        self._stub = health_pb2_grpc.HealthStub(self._channel)
+
+    async def serving(self, timeout_s: float) -> bool:
+        """Whether the server answers SERVING within ``timeout_s`` (False when it does not
+        answer, or answers anything else)."""
+        try:
+            answer = await self._stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+        except grpc.aio.AioRpcError:
+            return False
+        return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+    async def close(self) -> None:
+        await self._channel.close(grace=None)

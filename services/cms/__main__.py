@@ -6,7 +6,7 @@ import sys
 
 from epochal.cms.server import CMSServer
 from epochal.cms.settings import settings_from
-from epochal.service import run
+from epochal.runtime.service import run
 
 
 def main(argv: list[str] | None = None) -> int:

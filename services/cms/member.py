@@ -93,7 +93,7 @@ from epochal.paxos import (
 )
 from epochal.paxos import NotLeader as CoreNotLeader
 from epochal.paxos import Overloaded as CoreOverloaded
-from epochal.service import fatal
+from epochal.runtime.service import fatal
 from epochal.tcm import (
     CMS_KINDS,
     AddCMSCandidate,

@@ -25,7 +25,7 @@ from epochal.cms.member import CMSMemberLoop
 from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
-from epochal.service import DRAIN_SHARE, RPC_SHARE
+from epochal.runtime.service import DRAIN_SHARE, RPC_SHARE
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from epochal.flags import build_parser as build_flag_parser
-from epochal.flags import check_numbers, values_from
+from epochal.runtime.flags import build_parser as build_flag_parser
+from epochal.runtime.flags import check_numbers, values_from
 
 ENV_PREFIX = "EPOCHAL_CMS_"
 

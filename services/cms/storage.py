@@ -29,29 +29,23 @@ table live there; ``search_path`` is set on every connection).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import (
-    Connection,
-    Engine,
-    create_engine,
-    event,
-    func,
-    select,
-    text,
-)
+from sqlalchemy import Connection, Engine, func, select
 
 from epochal.cms import tables as t
-from epochal.dbapi import transaction
+from epochal.runtime.database import (
+    is_sqlite,
+    migrate,
+    postgres_engine,
+    sqlite_engine,
+    transaction,
+)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +92,10 @@ class StoredState:
 class CMSStorage:
     def __init__(self, url: str, *, schema: str | None = None, echo: bool = False) -> None:
         self.url = url
-        self.is_sqlite = url.startswith("sqlite")
+        self.is_sqlite = is_sqlite(url)
         self.schema = None if self.is_sqlite else schema
-        if self.schema is not None and not _SCHEMA_NAME.match(self.schema):
-            raise ValueError(
-                f"bad PostgreSQL schema name {self.schema!r}: use lower-case letters, digits, _"
-            )
         self.engine = self._create_engine(echo)
-        self._migrate()
+        migrate(self.engine, MIGRATIONS)
         self._conn: Connection = self.engine.connect()
         # A second connection whose commits need not be durable yet (see the module docstring).
         self._lazy_conn: Connection = self.engine.connect()
@@ -125,46 +115,9 @@ class CMSStorage:
 
     def _create_engine(self, echo: bool) -> Engine:
         if self.is_sqlite:
-            path = self.url.removeprefix("sqlite:///")
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(
-                self.url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
-            )
-
-            @event.listens_for(engine, "connect")
-            def _pragmas(dbapi_connection, _record) -> None:
-                cursor = dbapi_connection.cursor()
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA synchronous=FULL")
-                cursor.execute("PRAGMA busy_timeout=30000")
-                cursor.close()
-
-            return engine
-        engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
-        if self.schema is None:
-            return engine
-        schema = self.schema
-
-        # Registered before the first connection exists, so every pooled connection has it.
-        @event.listens_for(engine, "connect")
-        def _search_path(dbapi_connection, _record) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute(f'SET search_path TO "{schema}"')
-            cursor.close()
-            dbapi_connection.commit()
-
-        with engine.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        return engine
-
-    def _migrate(self) -> None:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            config.attributes["schema"] = self.schema
-            command.upgrade(config, "head")
+            # The member loop and the reader thread each open connections of their own.
+            return sqlite_engine(self.url, synchronous="FULL", echo=echo, any_thread=True)
+        return postgres_engine(self.url, schema=self.schema, echo=echo)
 
     def close(self) -> None:
         self._read_conn.close()

@@ -6,7 +6,7 @@ import sys
 
 from epochal.replica.server import ReplicaServer
 from epochal.replica.settings import settings_from
-from epochal.service import run
+from epochal.runtime.service import run
 
 
 def main(argv: list[str] | None = None) -> int:

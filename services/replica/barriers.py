@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 import grpc
 
-from epochal.replica.channels import Channels
 from epochal.replica.coordinator import span
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.settings import ReplicaSettings
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.barrier import BarrierLevel, BarrierOutcome, ProgressBarrier, chain_down_to
+from epochal.wire.channels import Channels
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)

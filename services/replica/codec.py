@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from epochal.consistency import Consistency
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
 from epochal.tcm import Table
+from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import KeyBounds, KeyValue, clustering_columns, decode_key
 from epochal.wire.fields import MalformedInput
 from epochal.wire.v1 import replica_pb2 as pb

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Any replica coordinates. It first catches up to the client's epoch, then plans with its own
 metadata: the token's write group (for a write) or read group (for a read) at that epoch, and
-the consistency level counted over it (``epochal.consistency``).
+the consistency level counted over it (``epochal.tcm.consistency``).
 
 Write: the mutation gets an id from this node's log for the token's range (which fixes its
 timestamp), goes to every member of the write group, and succeeds once the level's count of
@@ -32,9 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
 
-from epochal.consistency import Consistency, counted, required, satisfied
 from epochal.mtrack import ClockSkew, MutationId
-from epochal.replica.channels import Channels
 from epochal.replica.codec import mutation_to_proto
 from epochal.replica.errors import (
     ClockSkewed,
@@ -45,7 +43,6 @@ from epochal.replica.errors import (
     TimedOut,
     Unavailable,
 )
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, ReplicaHandle
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import (
@@ -67,9 +64,12 @@ from epochal.replica.mutations import (
 )
 from epochal.replica.read_repair import ReadRepair
 from epochal.replica.settings import ReplicaSettings
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata, Table
+from epochal.tcm.consistency import Consistency, counted, required, satisfied
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
+from epochal.wire.channels import Channels
 
 _tracer = tracer("epochal.replica")
 Label = TypeVar("Label")

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
-from epochal.replica.channels import Channels
 from epochal.replica.codec import bounds_to_proto, cell_to_proto, cells_from_proto, id_to_proto
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
 from epochal.replica.storage import CellRepair
+from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
 from epochal.wire.v1 import replica_pb2 as pb
 

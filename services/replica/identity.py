@@ -12,9 +12,9 @@ import uuid
 
 from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, InvalidRequest, Rejected
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata, Register
 
 log = logging.getLogger(__name__)

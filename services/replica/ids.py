@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from epochal.mtrack import HybridClock, MutationId, SequenceBlock
 from epochal.replica.storage import LogRow, ReplicaStorage
-from epochal.service import fatal
+from epochal.runtime.service import fatal
 from epochal.tcm import ClusterMetadata, Keyspace
 from epochal.tcm.tokens import TokenRange
 

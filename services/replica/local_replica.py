@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, physical_ms_of
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage, Stored
-from epochal.service import fatal
+from epochal.runtime.follower import MetadataFollower
+from epochal.runtime.service import fatal
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.keys import EVERYTHING, KeyBounds
 from epochal.wire.multiplex import MAX_REQUEST_BYTES

@@ -3,32 +3,15 @@ coordinator-behind counters, unreachable CMS members) plus the data path's."""
 
 from __future__ import annotations
 
-from epochal.consistency import Consistency
+from epochal.runtime.follower import FollowerMetrics
+from epochal.tcm.consistency import Consistency
 from epochal.telemetry.metrics import Metrics
 
 
 class ReplicaMetrics:
     def __init__(self) -> None:
         m = self.metrics = Metrics()
-        self.current_epoch = m.gauge("current_epoch", "the newest epoch this node has applied")
-        self.epochs_applied = m.counter("epochs_applied", "metadata log entries applied")
-        self.fetch_log_latency = m.histogram(
-            "fetch_log_latency_seconds",
-            "catch-up fetches of the metadata log, by source (cms or peer)",
-            ("source",),
-        )
-        self.fetch_log_failures = m.counter(
-            "fetch_log_failures", "metadata log fetches that failed, by source", ("source",)
-        )
-        self.catch_ups = m.counter(
-            "catch_ups", "on-demand catch-ups a message with a newer epoch asked for"
-        )
-        self.unreachable_cms_members = m.gauge(
-            "unreachable_cms_members", "CMS members whose last call from this node failed"
-        )
-        self.stopped_applying = m.gauge(
-            "metadata_stopped", "1 when a log entry could not be applied and the node stopped"
-        )
+        self.follower = FollowerMetrics(m)
         self.coordinator_behind_placements = m.counter(
             "coordinator_behind_placements",
             "coordinated requests whose replica group changed in a newer epoch a reply revealed",

@@ -34,12 +34,11 @@ import grpc
 from epochal.cms_client import CMSClient
 from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
-from epochal.replica.channels import Channels
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import OwnedRanges, ReplicaStorage
 from epochal.replica.streaming import StreamProgressView, StreamReceiver
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     AdvanceSequence,
     CancelSequence,
@@ -58,6 +57,7 @@ from epochal.tcm.barrier import BarrierLevel, barrier_for_step
 from epochal.tcm.movements import movements
 from epochal.tcm.tokens import TokenRange
 from epochal.tcm.topology import placements_before_last_change
+from epochal.wire.channels import Channels
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)

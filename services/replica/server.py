@@ -28,9 +28,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from epochal.replica.barriers import BarrierDriver
-from epochal.replica.channels import Channels
 from epochal.replica.coordinator import Coordinator
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.identity import RegistrationFailed, node_number, register
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
@@ -45,10 +43,12 @@ from epochal.replica.servicer import (
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage, StorageFormatError
 from epochal.replica.streaming import StreamReceiver, StreamSource
-from epochal.service import RPC_SHARE
+from epochal.runtime.follower import MetadataFollower
+from epochal.runtime.service import RPC_SHARE
 from epochal.telemetry import setup_tracing, shutdown_tracing
-from epochal.wire.channels import server_options
+from epochal.wire.channels import Channels, server_options
 from epochal.wire.handlers import add_servicer
+from epochal.wire.log import LogClient
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import replica_pb2
 
@@ -92,7 +92,13 @@ class ReplicaServer:
             log.critical("%s", error)
             logging.shutdown()
             os._exit(EXIT_STORAGE_FORMAT)
-        self.follower = MetadataFollower(settings, self.storage, self.channels, self.metrics)
+        self.follower = MetadataFollower(
+            settings.follower,
+            self.storage,
+            LogClient(self.channels),
+            self.metrics.follower,
+            service="replica",
+        )
         self.follower.load()
         self.local = LocalReplica(settings, self.storage, self.follower, self.metrics)
         self.coordinator = Coordinator(

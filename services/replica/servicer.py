@@ -31,7 +31,6 @@ from epochal.replica.codec import (
 )
 from epochal.replica.coordinator import Coordinator, Hooks
 from epochal.replica.errors import InvalidRequest, RequestError
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.handles import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
@@ -39,6 +38,7 @@ from epochal.replica.operations import OperationRefused, Operations
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage
 from epochal.replica.streaming import GuardClosed, StreamReceiver, StreamRefused, StreamSource
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput
 from epochal.wire.log import fetch_response_to_proto

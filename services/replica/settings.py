@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from epochal.flags import build_parser as build_flag_parser
-from epochal.flags import check_numbers, values_from
+from epochal.runtime.flags import build_parser as build_flag_parser
+from epochal.runtime.flags import check_numbers, values_from
+from epochal.runtime.follower import FollowerSettings
 from epochal.tcm import Rejected
 from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
 from epochal.tcm.transformations import check_version
@@ -103,6 +104,17 @@ class ReplicaSettings:
     def address(self) -> str:
         """The address registered in the directory, where other nodes and clients reach us."""
         return self.advertise or self.listen
+
+    @property
+    def follower(self) -> FollowerSettings:
+        return FollowerSettings(
+            cms=self.cms,
+            address=self.address,
+            pull_interval_ms=self.pull_interval_ms,
+            pull_backoff_max_ms=self.pull_backoff_max_ms,
+            metadata_snapshot_interval=self.metadata_snapshot_interval,
+            metadata_log_retention=self.metadata_log_retention,
+        )
 
     @property
     def barrier_level_minimum(self) -> BarrierLevel:

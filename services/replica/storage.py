@@ -32,14 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, event
-
-from epochal.dbapi import transaction
 from epochal.mtrack import MutationId
 from epochal.replica.model import Cell, Mutation
+from epochal.runtime.database import migrate, sqlite_engine, transaction
+from epochal.runtime.follower import MetadataEntry, StoredMetadata
 from epochal.tcm.keys import KeyBounds
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -69,20 +65,6 @@ class LogRow:
     opened_epoch: int
     sealed: bool
     sequence_ceiling: int
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataEntry:
-    epoch: int
-    entry_id: str
-    transformation: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMetadata:
-    snapshot_epoch: int
-    snapshot: bytes | None
-    entries: list[MetadataEntry]  # after the snapshot, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +134,11 @@ class ReplicaStorage:
         if not url.startswith("sqlite"):
             raise ValueError(f"a replica stores its data in SQLite; {url!r} is not a SQLite URL")
         self.url = url
-        self.engine = self._create_engine(echo, sync)
+        self.engine = sqlite_engine(
+            url, synchronous="FULL" if sync == "full" else "NORMAL", echo=echo
+        )
         try:
-            self._migrate()
+            migrate(self.engine, MIGRATIONS, check_revision=self._refuse_old_format)
         except StorageFormatError:
             self.engine.dispose()
             raise
@@ -168,31 +152,6 @@ class ReplicaStorage:
         self._raw: Any = self._conn.connection.dbapi_connection
         self._lazy_raw: Any = self._lazy_conn.connection.dbapi_connection
         self._durable_raw: Any = self._durable_conn.connection.dbapi_connection
-
-    def _create_engine(self, echo: bool, sync: str) -> Engine:
-        path = self.url.removeprefix("sqlite:///")
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(self.url, echo=echo, connect_args={"timeout": 30})
-        synchronous = "FULL" if sync == "full" else "NORMAL"
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA synchronous={synchronous}")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.close()
-
-        return engine
-
-    def _migrate(self) -> None:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
-            self._refuse_old_format(MigrationContext.configure(connection).get_current_revision())
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
 
     def _refuse_old_format(self, revision: str | None) -> None:
         """Before migrating: Alembic would upgrade a format-1 database and its tokens would then

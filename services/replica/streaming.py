@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 import grpc
 
 from epochal.mtrack import MutationId
-from epochal.replica.channels import Channels
 from epochal.replica.codec import (
     cell_to_proto,
     cells_from_proto,
@@ -41,15 +40,16 @@ from epochal.replica.codec import (
     mutation_from_body,
 )
 from epochal.replica.coordinator import span
-from epochal.replica.follower import MetadataFollower
 from epochal.replica.local_replica import replica_group
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage, StreamProgress
+from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata, InProgressSequence, ReplicationType, Step
 from epochal.tcm.movements import Movement
 from epochal.tcm.movements import movements as movement_map
+from epochal.wire.channels import Channels
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "epochal.replica.devcluster",
+            "epochal.devcluster",
             "--exit",
             "--data-dir",
             str(tmp_path / "dc"),
@@ -65,7 +65,7 @@ class DevCluster:
     @classmethod
     def start(cls, data_dir: Path) -> DevCluster:
         process = subprocess.Popen(
-            [sys.executable, "-m", "epochal.replica.devcluster", "--data-dir", str(data_dir)],
+            [sys.executable, "-m", "epochal.devcluster", "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

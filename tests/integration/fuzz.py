@@ -28,8 +28,8 @@ from google.protobuf.message import DecodeError
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
-from epochal.processes import tail
-from epochal.replica.local import LocalCluster
+from epochal.devcluster.cluster import LocalCluster
+from epochal.runtime.processes import tail
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 

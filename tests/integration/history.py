@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochal.client import Client, Consistency
+from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
-from epochal.replica.local import LocalCluster
 from epochal.sim.history import Kind, Op, Outcome, Verdict, check, to_record
 
 KEYSPACE = "hist"

@@ -18,10 +18,10 @@ import grpc
 from google.protobuf import empty_pb2, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient, Committed
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import EpochalError
-from epochal.processes import LocalProcess
+from epochal.runtime.processes import LocalProcess
 from epochal.tcm import CreateKeyspace, ReplicationParams, ReplicationType
 
 # What a clean stop must not log: a traceback, an error line, or the noise seen at shutdown

@@ -16,9 +16,9 @@ import pytest
 from epochal.cli import main as cli_main
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import make_hlc
 from epochal.paxos import Ballot, Prepare
-from epochal.replica.local import LocalCluster
 from epochal.tcm import Register
 from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, paxos_pb2, replica_pb2_grpc

@@ -23,8 +23,8 @@ import pytest
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
-from epochal.replica.local import LocalCluster
 from epochal.tcm import AdvanceSequence, CancelSequence, ClusterMetadata, PrepareJoin
 from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.metadata import transformation_from_proto

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import (
     Column,
     ColumnType,

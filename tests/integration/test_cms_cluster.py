@@ -19,9 +19,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.cms.local import LocalCMS
 from epochal.cms.storage import CMSStorage, LogEntryRow
 from epochal.cms_client import CMSClient, Committed
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import InvalidRequest, Rejected
 from epochal.tcm import (
     Column,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_admin import add_voter, remove_voter
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
 from epochal.tcm import StartAddToCMS
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Operation, Retry, retry_for
 from epochal.wire.v1 import cms_pb2
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Rejected
 from epochal.tcm import (
     AdvanceSequence,

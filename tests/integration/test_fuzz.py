@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.replica.local import LocalCluster
+from epochal.devcluster.cluster import LocalCluster
 
 from .fuzz import run_fuzz
 from .fuzz_messages import methods

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.replica.local import LocalCluster
+from epochal.devcluster.cluster import LocalCluster
 
 from .history import Workload, run_history
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from epochal.client import Client, Consistency
-from epochal.replica.local import LocalCluster
+from epochal.devcluster.cluster import LocalCluster
 from epochal.tcm import ClusterMetadata, ReplicationParams
 
 from .test_bootstrap import EVENTS, latest, read_group, run

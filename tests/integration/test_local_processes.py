@@ -1,4 +1,4 @@
-"""Local processes never outlive the program that started them (epochal.processes).
+"""Local processes never outlive the program that started them (epochal.runtime.processes).
 
 Proves: a child started from a thread that then ends keeps running (the kernel's parent-death
 signal follows the thread that started a child, so every child is started from one thread that
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.processes import EXIT_PARENT_GONE, PARENT_PID_ENV
+from epochal.runtime.processes import EXIT_PARENT_GONE, PARENT_PID_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 CHILD = textwrap.dedent(
     """
     import signal, sys, time
-    from epochal.processes import die_with_parent
+    from epochal.runtime.processes import die_with_parent
     def terminated(signum, frame):
         print("got SIGTERM", flush=True)
         sys.exit(0)
@@ -44,7 +44,7 @@ PARENT = textwrap.dedent(
     """
     import os, sys, threading, time
     from pathlib import Path
-    from epochal.processes import LocalProcess
+    from epochal.runtime.processes import LocalProcess
     child = LocalProcess("child", "", Path(sys.argv[1]))
     def starter():
         child.start([sys.executable, "-c", sys.argv[2]])
@@ -113,7 +113,8 @@ def test_a_child_whose_parent_is_already_gone_exits_at_once() -> None:
         [
             sys.executable,
             "-c",
-            "from epochal.processes import die_with_parent; die_with_parent(); print('ran on')",
+            "from epochal.runtime.processes import die_with_parent; "
+            "die_with_parent(); print('ran on')",
         ],
         env={**os.environ, PARENT_PID_ENV: str(not_the_parent)},
         capture_output=True,

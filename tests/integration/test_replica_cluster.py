@@ -23,10 +23,10 @@ import pytest
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import Unavailable
 from epochal.mtrack import MutationId, make_hlc
 from epochal.replica.ids import wall_ms
-from epochal.replica.local import LocalCluster
 from epochal.tcm import (
     AdvanceSequence,
     CancelSequence,

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.processes import LocalProcess, free_ports
+from epochal.runtime.processes import LocalProcess, free_ports
 from epochal.wire.v1 import replica_pb2
 
 from .lifecycle import call_each_method, first_answer

@@ -20,9 +20,9 @@ import grpc
 import pytest
 
 from epochal.client import Client, Consistency
-from epochal.cms.local import LocalCMS
+from epochal.devcluster.cluster import LocalCluster
+from epochal.devcluster.cms import LocalCMS
 from epochal.errors import EpochalError
-from epochal.replica.local import LocalCluster
 
 from .lifecycle import (
     NOISE,

@@ -31,8 +31,8 @@ import pytest
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
-from epochal.replica.local import LocalCluster
 from epochal.replica.operations import owned_ranges
 from epochal.tcm import (
     AdvanceSequence,

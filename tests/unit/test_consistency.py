@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from epochal.consistency import Consistency, counted, required, satisfied
+from epochal.tcm.consistency import Consistency, counted, required, satisfied
 
 DATACENTERS = ("dc1", "dc2")
 OUTSIDER = "outsider"

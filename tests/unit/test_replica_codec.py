@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochal.consistency import Consistency
 from epochal.mtrack import MutationId
 from epochal.replica.codec import (
     consistency_from_proto,
@@ -22,6 +21,7 @@ from epochal.replica.codec import (
 )
 from epochal.replica.model import Mutation, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
+from epochal.tcm.consistency import Consistency
 from epochal.wire.fields import MalformedInput
 from epochal.wire.v1 import replica_pb2 as pb
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from epochal.processes import free_ports
+from epochal.runtime.processes import free_ports
 from epochal.wire.handlers import add_servicer
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 

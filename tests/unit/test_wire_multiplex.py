@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from epochal.processes import free_ports
+from epochal.runtime.processes import free_ports
 from epochal.wire.handlers import add_servicer
 from epochal.wire.multiplex import (
     MAX_REQUEST_BYTES,

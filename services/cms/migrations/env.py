@@ -1,12 +1,7 @@
-"""Alembic environment: run on the connection the storage hands over (see storage._migrate)."""
-
-from __future__ import annotations
-
-from alembic import context
+"""Alembic environment: migrate on the connection the storage hands over
+(epochal.runtime.database.migrate)."""
 
 from epochal.cms.tables import metadata
+from epochal.runtime.database import run_migrations
 
-connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=metadata)
-with context.begin_transaction():
-    context.run_migrations()
+run_migrations(metadata)

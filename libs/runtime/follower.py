@@ -17,6 +17,10 @@ Entries after a gap are not applied (a fetch fills the gap first); an entry this
 decode stops the follower, which says so (log, metric, readiness) and never skips it. Applied
 entries are written to local storage lazily (the CMS has them durably) with a snapshot of the
 metadata every ``metadata_snapshot_interval`` epochs, so a restart replays only the tail.
+
+Every service that follows the log uses this class; it is given where to store what it applied
+(``MetadataStore``), how to reach the log (``epochal.wire.log.LogClient``), and its metrics
+(``FollowerMetrics``, registered with the service's own).
 """
 
 from __future__ import annotations
@@ -28,23 +32,17 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol
 
-import grpc
-
-from epochal.replica.channels import Channels
-from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import MetadataEntry, ReplicaStorage
 from epochal.tcm import ClusterMetadata, NodeState, Table
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
-from epochal.wire.fields import MalformedInput
-from epochal.wire.log import LogPage, fetch_request, fetch_response, watch_event, watch_request
+from epochal.telemetry.metrics import Metrics
+from epochal.wire.log import LogClient, LogPage, LogSourceFailed
 from epochal.wire.metadata import MetadataEncoder, decode_metadata, decode_transformation
 
 log = logging.getLogger(__name__)
-_tracer = tracer("epochal.replica")
 
 APPLIED_TIMES_KEPT = 20_000
 WATCH_BACKOFF_MAX_S = 1.0
@@ -54,18 +52,86 @@ FETCH_ATTEMPT_TIMEOUT_S = 5.0
 FUTURE_EPOCH_ROUNDS = 3
 
 
+@dataclass(frozen=True, slots=True)
+class FollowerSettings:
+    cms: tuple[str, ...]  # CMS members to follow (the log may name more)
+    address: str  # this node's own, never asked
+    pull_interval_ms: int
+    pull_backoff_max_ms: int
+    metadata_snapshot_interval: int
+    metadata_log_retention: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataEntry:
+    epoch: int
+    entry_id: str
+    transformation: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMetadata:
+    snapshot_epoch: int
+    snapshot: bytes | None
+    entries: list[MetadataEntry]  # after the snapshot, in order
+
+
+class MetadataStore(Protocol):
+    """Where a follower keeps what it applied (lazily: the CMS has it durably)."""
+
+    def stored_metadata(self) -> StoredMetadata: ...
+
+    def save_metadata(
+        self,
+        entries: Sequence[MetadataEntry],
+        *,
+        snapshot: tuple[int, bytes] | None,
+        forget_below: int | None,
+    ) -> None: ...
+
+
+class FollowerMetrics:
+    """The seed's TCM metrics of a node that follows the log, in the service's registry."""
+
+    def __init__(self, m: Metrics) -> None:
+        self.current_epoch = m.gauge("current_epoch", "the newest epoch this node has applied")
+        self.epochs_applied = m.counter("epochs_applied", "metadata log entries applied")
+        self.fetch_log_latency = m.histogram(
+            "fetch_log_latency_seconds",
+            "catch-up fetches of the metadata log, by source (cms or peer)",
+            ("source",),
+        )
+        self.fetch_log_failures = m.counter(
+            "fetch_log_failures", "metadata log fetches that failed, by source", ("source",)
+        )
+        self.catch_ups = m.counter(
+            "catch_ups", "on-demand catch-ups a message with a newer epoch asked for"
+        )
+        self.unreachable_cms_members = m.gauge(
+            "unreachable_cms_members", "CMS members whose last call from this node failed"
+        )
+        self.stopped_applying = m.gauge(
+            "metadata_stopped", "1 when a log entry could not be applied and the node stopped"
+        )
+
+
 class MetadataFollower:
     def __init__(
         self,
-        settings: ReplicaSettings,
-        storage: ReplicaStorage,
-        channels: Channels,
-        metrics: ReplicaMetrics,
+        settings: FollowerSettings,
+        store: MetadataStore,
+        source: LogClient,
+        metrics: FollowerMetrics,
+        *,
+        service: str,
     ) -> None:
+        """``service`` names the spans (``<service>.catch_up``, ``<service>.apply_epoch``)."""
         self.settings = settings
-        self.storage = storage
-        self.channels = channels
+        self.store = store
+        self.source = source
         self.metrics = metrics
+        self._tracer = tracer(f"epochal.{service}")
+        self._span_prefix = service
         self.metadata = ClusterMetadata.empty()
         self.tables_by_id: dict[str, Table] = {}
         self.node_id = ""
@@ -94,7 +160,7 @@ class MetadataFollower:
 
     def load(self) -> None:
         """The metadata stored here: its snapshot, then the entries after it."""
-        stored = self.storage.stored_metadata()
+        stored = self.store.stored_metadata()
         metadata = ClusterMetadata.empty()
         if stored.snapshot is not None:
             metadata = decode_metadata(stored.snapshot)
@@ -136,8 +202,8 @@ class MetadataFollower:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         span = (
-            _tracer.start_span(
-                "replica.catch_up",
+            self._tracer.start_span(
+                f"{self._span_prefix}.catch_up",
                 attributes={"node": self.node_id, "from_epoch": self.epoch, "to_epoch": epoch},
             )
             if tracing_enabled()
@@ -189,22 +255,21 @@ class MetadataFollower:
 
     async def _fetch_from(self, address: str, source: str) -> bool:
         started = time.monotonic()
-        stub: Any = (
-            self.channels.cms(address) if source == "cms" else self.channels.replica(address)
-        )
         try:
             while True:
                 before = self.epoch
-                response = await stub.FetchLog(
-                    fetch_request(self.epoch), timeout=FETCH_ATTEMPT_TIMEOUT_S
+                page = await self.source.fetch(
+                    address,
+                    from_cms=source == "cms",
+                    since_epoch=self.epoch,
+                    timeout_s=FETCH_ATTEMPT_TIMEOUT_S,
                 )
-                page = fetch_response(response)
                 if source == "cms":
                     self._reached(address, page.latest_epoch)
                 self.install(page)
                 if not page.has_more or self.stopped_reason or self.epoch == before:
                     break  # done, stopped, or a page that moved nothing (asking again would spin)
-        except (grpc.aio.AioRpcError, MalformedInput) as error:
+        except LogSourceFailed as error:
             self.metrics.fetch_log_failures.labels(source).inc()
             if source == "cms":
                 self._unreachable_now(address, True)
@@ -257,24 +322,22 @@ class MetadataFollower:
         while True:
             addresses = self.cms_addresses()
             address = addresses[self._cms_turn % len(addresses)]
-            call = self.channels.cms(address).Watch(watch_request(self.epoch))
             try:
-                async for event in call:
-                    backoff_s = 0.05
-                    page = watch_event(event)
-                    self._reached(address, page.latest_epoch)
-                    if not self.hold_pushes:
-                        self.install(page)
-            except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.CANCELLED:
-                    self._unreachable_now(address, error.code() == grpc.StatusCode.UNAVAILABLE)
-                log.debug("watch on %s ended: %s", address, error.code().name)
-            except MalformedInput as error:
-                log.warning("watch on %s sent something undecodable: %s", address, error)
+                async with contextlib.aclosing(self.source.watch(address, self.epoch)) as pages:
+                    async for page in pages:
+                        backoff_s = 0.05
+                        self._reached(address, page.latest_epoch)
+                        if not self.hold_pushes:
+                            self.install(page)
+            except LogSourceFailed as error:
+                if error.code == "MALFORMED":
+                    log.warning("watch on %s sent something undecodable: %s", address, error)
+                else:
+                    if error.code != "CANCELLED":
+                        self._unreachable_now(address, error.code == "UNAVAILABLE")
+                    log.debug("watch on %s ended: %s", address, error.code)
             except Exception:
                 log.exception("following the push stream of %s failed; reconnecting", address)
-            finally:
-                call.cancel()
             self._cms_turn += 1
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, WATCH_BACKOFF_MAX_S)
@@ -358,7 +421,7 @@ class MetadataFollower:
             self._snapshot_epoch = snapshot[0]
             if forget_below is None:
                 forget_below = max(metadata.epoch - self.settings.metadata_log_retention, 0)
-        self.storage.save_metadata(applied, snapshot=snapshot, forget_below=forget_below)
+        self.store.save_metadata(applied, snapshot=snapshot, forget_below=forget_below)
 
     def _set(self, metadata: ClusterMetadata, applied: Sequence[MetadataEntry]) -> None:
         previous = self.metadata
@@ -376,8 +439,8 @@ class MetadataFollower:
             self.metrics.epochs_applied.inc(len(applied))
             if tracing_enabled():
                 for entry in applied:
-                    _tracer.start_span(
-                        "replica.apply_epoch",
+                    self._tracer.start_span(
+                        f"{self._span_prefix}.apply_epoch",
                         attributes={"epoch": entry.epoch, "node": self.node_id},
                     ).end()
         self.metrics.current_epoch.set(metadata.epoch)

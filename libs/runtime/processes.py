@@ -6,8 +6,8 @@ SIGKILL if it does not exit in time, ``stop_all`` does that to many at once, ``k
 SIGKILL. Only processes started here are signalled, by their PID.
 
 A child never outlives the program that started it, even one that was SIGKILLed: the child
-calls ``die_with_parent`` first thing (``epochal.service.run`` does), which asks the kernel for
-SIGTERM when its parent dies (``PR_SET_PDEATHSIG``, Linux) and exits at once if the parent is
+calls ``die_with_parent`` first thing (``epochal.runtime.service.run`` does), which asks the kernel
+for SIGTERM when its parent dies (``PR_SET_PDEATHSIG``, Linux) and exits at once if the parent is
 already gone (its parent pid is no longer the one ``EPOCHAL_PARENT_PID`` names: it died before
 the request was made). The child makes the request itself, after exec, because doing it between
 fork and exec (``preexec_fn``) would make Python fork a process full of gRPC threads instead of
@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from epochal.wire.standard import HealthProbe
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -167,20 +166,20 @@ class LocalProcess:
 
     async def wait_serving(self, deadline: float) -> None:
         """Until the process's gRPC health check answers SERVING (``deadline``: monotonic)."""
-        async with grpc.aio.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+        probe = HealthProbe(self.address)
+        try:
             while True:
                 if not self.running:
                     raise RuntimeError(f"{self.name} exited; log:\n{tail(self.log_path)}")
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                    if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
+                if await probe.serving(timeout_s=1.0):
+                    return
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"{self.name} not SERVING in time; log:\n{tail(self.log_path)}"
                     )
                 await asyncio.sleep(0.1)
+        finally:
+            await probe.close()
 
 
 def stop_all(processes: Iterable[LocalProcess], timeout_s: float = STOP_TIMEOUT_S) -> None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from epochal.processes import die_with_parent
+from epochal.runtime.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 

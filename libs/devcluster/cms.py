@@ -1,8 +1,9 @@
 """A CMS of real member processes on 127.0.0.1, for ``make run``, tests and benchmarks.
 
-Each member is ``python -m epochal.cms``, an ``epochal.processes.LocalProcess``: its own session
-and log file, gone when the program that started it dies; ``stop`` sends SIGTERM (graceful) to
-the members at once and SIGKILL to any still running after the timeout, ``kill`` SIGKILL.
+Each member is ``python -m epochal.cms``, an ``epochal.runtime.processes.LocalProcess``: its own
+session and log file, gone when the program that started it dies; ``stop`` sends SIGTERM
+(graceful) to the members at once and SIGKILL to any still running after the timeout, ``kill``
+SIGKILL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import grpc
 
-from epochal.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
+from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 

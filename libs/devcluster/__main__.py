@@ -6,7 +6,7 @@ keyspace with RF 3 gets a table, rows are written and read back at QUORUM. The c
 until Ctrl-C or SIGTERM unless ``--exit`` is given; then every process gets SIGTERM at once
 (SIGKILL if one outlives its grace period) and this program exits. The servers run in sessions
 of their own, so the Ctrl-C reaches this program, which stops them; if this program is killed
-outright they get SIGTERM from the kernel (``epochal.processes``).
+outright they get SIGTERM from the kernel (``epochal.runtime.processes``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
-from epochal.replica.local import LocalCluster
+from epochal.devcluster.cluster import LocalCluster
 from epochal.wire.metadata import transformation_from_proto
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import grpc
 
-from epochal.cms.local import LocalCMS
 from epochal.cms_client import CMSClient
-from epochal.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
+from epochal.devcluster.cms import LocalCMS
+from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
 from epochal.tcm import AdvanceSequence, PrepareJoin, Step
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 
