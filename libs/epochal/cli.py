@@ -28,6 +28,7 @@ import grpc
 
 from epochal.client import Client
 from epochal.errors import EpochalError
+from epochal.status import code_of
 from epochal.tcm import Unregister
 from epochal.wire.channels import insecure_channel
 from epochal.wire.v1 import replica_pb2 as pb
@@ -161,7 +162,7 @@ async def unregister(
             epoch = await client.commit(Unregister(node_id=args.node_id))
     except EpochalError as error:
         err(f"epochal unregister: {error}")
-        return 2 if error.code in REFUSED or error.code is None else 1
+        return 2 if code_of(error) in REFUSED or code_of(error) is None else 1
     out(f"unregistered {args.node_id} at epoch {epoch}")
     return 0
 

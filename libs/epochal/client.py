@@ -19,7 +19,7 @@ a table created a moment ago is known) and the session's highest HLC (a later wr
 session always gets a later timestamp than an earlier one). DDL goes to the CMS, whose members
 the metadata names.
 
-Retries follow the retry table (``epochal.errors.RETRIES``, README "Errors and retries"): a
+Retries follow the retry table (``epochal.status.RETRIES``, README "Errors and retries"): a
 failed write or read is tried again on the next replica unless the server decided no (bad
 input, a refusal). A write's retry reuses the mutation id the coordinator assigned (it comes
 back in the error), so it is stored once. A write whose coordinator vanished before answering
@@ -40,17 +40,9 @@ from typing import Any
 import grpc
 
 from epochal.cms_client import CMSClient
-from epochal.errors import (
-    EpochalError,
-    InvalidRequest,
-    Operation,
-    Retry,
-    Unavailable,
-    error_for,
-    from_rpc_error,
-    retry_for,
-)
+from epochal.errors import EpochalError, InvalidRequest, Unavailable
 from epochal.mtrack import MutationId
+from epochal.status import Operation, Retry, code_of, error_for, from_rpc_error, retry_for
 from epochal.tcm import (
     AlterTable,
     ClusterMetadata,
@@ -546,7 +538,7 @@ class Client:
         self, candidates: list[str], pinned: bool, **body: Any
     ) -> tuple[pb.SessionReply, str, int]:
         """Send the request (``write=`` or ``read=``) to the candidates in turn until one
-        answers, a failure is not worth retrying (the retry table, ``epochal.errors``) or
+        answers, a failure is not worth retrying (the retry table, ``epochal.status``) or
         ``retries`` retries failed; a write's retry reuses the mutation id its failure named
         (or drops it when the table says a fresh one). Returns the reply, who answered, and
         the attempts made."""
@@ -562,7 +554,7 @@ class Client:
                 return await self._send(address, pinned, **body), address, attempt
             except EpochalError as error:
                 self._observe(error.epoch, address)
-                retry = retry_for(operation, error.code)
+                retry = retry_for(operation, code_of(error))
                 if retry is Retry.NO or attempt > self.retries:
                     raise
                 if operation is Operation.WRITE and retry is Retry.FRESH:

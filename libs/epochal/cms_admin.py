@@ -52,7 +52,7 @@ async def add_voter(
     role = _role(await _described_since(client, finished.epoch), member_id)
     if role != "voter":  # never expected: say so rather than report a success
         raise Rejected(
-            f"{member_id} is a {role or 'stranger'} after FinishAddToCMS", rule="cms_wrong_role"
+            "cms_wrong_role", f"{member_id} is a {role or 'stranger'} after FinishAddToCMS"
         )
     return finished.epoch
 

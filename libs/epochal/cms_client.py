@@ -1,6 +1,6 @@
 """An asyncio client for the CMS: commit with at-most-once retries, describe, fetch and watch.
 
-Failed attempts are retried as the retry table says (``epochal.errors.RETRIES``), on the next
+Failed attempts are retried as the retry table says (``epochal.status.RETRIES``), on the next
 member in turn (the same one after RESOURCE_EXHAUSTED, after a backoff). A commit's retries
 reuse its entry id, so a commit whose answer was lost (the member died, the deadline passed) is
 either committed once or not at all; a retry of a committed one answers the first epoch with
@@ -17,7 +17,8 @@ from typing import TypeVar
 
 import grpc
 
-from epochal.errors import Operation, Retry, Unavailable, from_rpc_error, retry_for
+from epochal.errors import Unavailable
+from epochal.status import Operation, Retry, from_rpc_error, retry_for
 from epochal.tcm import Transformation
 from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import transformation_to_proto

@@ -1,142 +1,164 @@
-"""Client-side exceptions, mapped from gRPC status codes in one place, and the one retry table
-(``RETRIES``: status x operation -> retry with the same id, with a fresh id, or not at all)
-that the CMS client and the SDK follow."""
+"""Expected errors: one family, one name each, for every layer — the pure cores raise them, each
+service maps them to a gRPC status in one module (``epochal.cms.status``,
+``epochal.replica.status``), and the SDK maps a status back to them in one place
+(``epochal.status``). Pure: no gRPC here, so the cores can raise these.
+
+An error carries what a caller acts on as fields, never inside its text: the rule a refusal
+broke (``rule``), the leader to ask instead (``leader_id``), the answering node's epoch
+(``epoch``), the mutation id a write's retry must reuse (``mutation_id``, packed hex as the SDK
+sends it back). ``status`` is the gRPC status name the error came with, for errors the SDK
+rebuilt from an answer ("" for one raised here). Every raise builds a new instance: an
+exception is never shared by several waiters, nor changed after it was raised.
+
+A broken invariant is not one of these: it is an ``assert`` or a crash.
+"""
 
 from __future__ import annotations
 
-import enum
-
-import grpc
-
 
 class EpochalError(Exception):
-    """Base of every error the SDK raises. ``rule`` names the rule a refusal broke; ``epoch`` is
-    the answering server's epoch and ``mutation_id`` (packed, hex) the id a write's retry must
-    reuse, when the server said so."""
+    """Base of every expected error."""
+
+    RULE = ""  # the rule a class names when the raiser gives none
 
     def __init__(
         self,
         message: str,
         *,
-        code: grpc.StatusCode | None = None,
         rule: str = "",
         epoch: int = 0,
         mutation_id: str = "",
+        status: str = "",
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code
-        self.rule = rule
+        self.rule = rule or self.RULE
         self.epoch = epoch
         self.mutation_id = mutation_id
+        self.status = status
 
 
 class InvalidRequest(EpochalError):
-    """The request itself is malformed (INVALID_ARGUMENT): fix it, do not retry."""
+    """The request itself is malformed or outside the limits: fix it, do not retry."""
+
+    RULE = "bad_request"
 
 
 class Rejected(EpochalError):
-    """Refused (FAILED_PRECONDITION): the CMS refused a transformation, or a replica a clock
-    beyond the allowed skew; ``rule`` names the rule."""
+    """A rule refused the request (a transformation that conflicts with the metadata, an entry id
+    reused for another transformation, a topology step whose barrier was not met): ``rule``
+    names it, the message says what to do instead. Not retried: the same request gets the same
+    answer."""
+
+    def __init__(self, rule: str, message: str, **fields: object) -> None:
+        super().__init__(message, rule=rule, **fields)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.message}"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (self.rule, self.message) == (
+            other.rule,  # type: ignore[attr-defined]
+            other.message,  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.rule, self.message))
+
+
+class ClockSkew(Rejected):
+    """A client's or peer's hybrid logical clock is further ahead of the local physical clock
+    than the allowed skew."""
+
+    def __init__(self, *, remote: str, local: str, ahead_ms: int, max_skew_ms: int) -> None:
+        self.ahead_ms = ahead_ms
+        self.max_skew_ms = max_skew_ms
+        super().__init__(
+            "clock_skew",
+            f"remote clock {remote} is {ahead_ms} ms ahead of the local physical clock {local}, "
+            f"beyond max_skew_ms={max_skew_ms}; check time synchronisation (NTP) on both nodes "
+            f"or raise max_skew_ms",
+        )
 
 
 class Unavailable(EpochalError):
-    """Too few members or replicas answered in time (UNAVAILABLE, DEADLINE_EXCEEDED), or every
-    retry the table allows failed; safe to retry a commit with the same entry id, a write with
-    the same mutation id."""
+    """Too few members or replicas answered, or the server cannot answer yet (starting, behind,
+    stopped applying the log): retrying — a commit with the same entry id, a write with the same
+    mutation id — may succeed."""
+
+    RULE = "unavailable"
+
+
+class NotLeader(Unavailable):
+    """This CMS member is not the leader; ``leader_id`` names the one it knows (None: none
+    elected yet). Retry with the same entry id."""
+
+    RULE = "not_leader"
+
+    def __init__(self, leader_id: str | None, message: str = "", **fields: object) -> None:
+        self.leader_id = leader_id
+        super().__init__(
+            message
+            or f"this CMS member is not the leader (leader: {leader_id or 'none elected yet'}); "
+            "retry with the same entry_id",
+            **fields,  # type: ignore[arg-type]
+        )
+
+
+class ShuttingDown(Unavailable):
+    """The server is stopping: ask another, with the same id."""
+
+    RULE = "shutting_down"
+
+
+class CommitTimeout(Unavailable):
+    """A commit was not chosen in time; it may still be: retry with the same entry id."""
+
+    RULE = "commit_timeout"
+
+
+class StalePlan(Unavailable):
+    """A reply revealed a newer epoch under which the replicas that answered are not enough."""
+
+    RULE = "stale_plan"
+
+
+class TimedOut(Unavailable):
+    """The request's own deadline passed before enough replicas answered."""
+
+    RULE = "timeout"
 
 
 class Overloaded(EpochalError):
-    """RESOURCE_EXHAUSTED: back off and retry."""
+    """Too much is already queued (values pending in the Paxos core, requests in flight): back
+    off and retry."""
+
+    RULE = "overloaded"
 
 
-_BY_CODE: dict[grpc.StatusCode, type[EpochalError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequest,
-    grpc.StatusCode.FAILED_PRECONDITION: Rejected,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: Overloaded,
-}
+class Aborted(EpochalError):
+    """An operation stopped before it finished: aborted by its operator, or failed on the way
+    (the message says which step and why); its status says what is left to resume or cancel."""
+
+    RULE = "aborted"
 
 
-# ---------------------------------------------------------------------- the retry table
+class OperationRefused(Rejected):
+    """A topology operation cannot start or go on as asked (the message says what to do
+    instead)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("operation_refused", message)
 
 
-class Operation(enum.Enum):
-    """What a client sends, as the retry table sees it."""
+class GuardClosed(Rejected):
+    """The sequence a range stream serves left its START step: nothing more may be stored."""
 
-    COMMIT = "commit"  # a CMS commit (DDL is one): it carries its entry id
-    WRITE = "write"  # a replica write: its retry carries the mutation id its failure named
-    READ = "read"  # a read, FetchLog, Describe: changes nothing
-
-
-class Retry(enum.Enum):
-    SAME = "retry with the same id"  # a read: retry it as it is
-    FRESH = "retry with a fresh id"
-    NO = "do not retry"
+    def __init__(self, message: str) -> None:
+        super().__init__("guard_closed", message)
 
 
-_SAME, _FRESH, _NO = Retry.SAME, Retry.FRESH, Retry.NO
-_COLUMNS = (Operation.COMMIT, Operation.WRITE, Operation.READ)
+class StreamRefused(Unavailable):
+    """No source will serve a range stream (the message says why)."""
 
-# What a client does after a failed attempt, by status and operation; the CMS client and the SDK
-# both follow it, and README.md ("Errors and retries") shows it. Theory: a commit's entry id and
-# a write's mutation id make a repeat of either harmless (the CMS answers a known entry id with
-# its first epoch; a replica stores a mutation id once), and a read changes nothing. So every
-# status that may mean "this attempt did not complete" is retried: a server that was starting,
-# stopping or overloaded, and a server that died mid-call — which the client sees, depending on
-# the moment, as UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED, INTERNAL ("Internal error from
-# Core") or UNKNOWN. A status that means "the server looked and said no" gets the same answer
-# again: not retried. ABORTED on a write is kept for a refusal of that mutation id for good
-# (what the reconciler's fence will answer, DESIGN.md "Reconciler"), so the write goes again as
-# a new one.
-# A write's "same id" is the id its failure named (trailer epochal-mutation-id); a write whose
-# coordinator died before naming one has none to reuse, so its retry gets a fresh id from the
-# next coordinator (the same cells, at worst stored under two ids).
-#                                              commit  write   read
-RETRIES: dict[grpc.StatusCode, tuple[Retry, Retry, Retry]] = {
-    grpc.StatusCode.CANCELLED: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.UNKNOWN: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.INVALID_ARGUMENT: (_NO, _NO, _NO),
-    grpc.StatusCode.DEADLINE_EXCEEDED: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.NOT_FOUND: (_NO, _NO, _NO),
-    grpc.StatusCode.ALREADY_EXISTS: (_NO, _NO, _NO),
-    grpc.StatusCode.PERMISSION_DENIED: (_NO, _NO, _NO),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.FAILED_PRECONDITION: (_NO, _NO, _NO),
-    grpc.StatusCode.ABORTED: (_SAME, _FRESH, _SAME),
-    grpc.StatusCode.OUT_OF_RANGE: (_NO, _NO, _NO),
-    grpc.StatusCode.UNIMPLEMENTED: (_NO, _NO, _NO),
-    grpc.StatusCode.INTERNAL: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.UNAVAILABLE: (_SAME, _SAME, _SAME),
-    grpc.StatusCode.DATA_LOSS: (_NO, _NO, _NO),
-    grpc.StatusCode.UNAUTHENTICATED: (_NO, _NO, _NO),
-}
-assert set(RETRIES) == set(grpc.StatusCode) - {grpc.StatusCode.OK}, "every failure has a row"
-
-
-def retry_for(operation: Operation, code: grpc.StatusCode | None) -> Retry:
-    """The table's answer (``code`` None: a failure the client made itself — not retried)."""
-    if code is None or code is grpc.StatusCode.OK:
-        return Retry.NO
-    return RETRIES[code][_COLUMNS.index(operation)]
-
-
-def from_rpc_error(error: grpc.aio.AioRpcError) -> EpochalError:
-    trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
-    epoch = trailers.get("epochal-epoch", "0")
-    return error_for(
-        error.code(),
-        error.details() or error.code().name,
-        rule=trailers.get("epochal-rule", ""),
-        epoch=int(epoch) if epoch.isdigit() else 0,
-        mutation_id=trailers.get("epochal-mutation-id", ""),
-    )
-
-
-def error_for(
-    code: grpc.StatusCode, message: str, *, rule: str = "", epoch: int = 0, mutation_id: str = ""
-) -> EpochalError:
-    """The exception for a status (an RPC's, or one a session answered in-band)."""
-    kind = _BY_CODE.get(code, EpochalError)
-    return kind(message, code=code, rule=rule, epoch=epoch, mutation_id=mutation_id)
+    RULE = "stream_refused"

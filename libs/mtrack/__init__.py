@@ -3,8 +3,8 @@
 See ``hlc``, ``ids`` and ``summary`` for the theory of operation of each part.
 """
 
+from epochal.errors import ClockSkew
 from epochal.mtrack.errors import (
-    ClockSkew,
     LowBoundMismatch,
     MalformedSummary,
     MutationTrackingError,

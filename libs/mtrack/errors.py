@@ -1,4 +1,5 @@
-"""Expected conditions of mutation tracking (STYLE habit 5); the shell maps them to statuses.
+"""Conditions between the summaries of two replicas, which the read path answers by asking
+again; none reaches a client (a clock too far ahead is ``epochal.errors.ClockSkew``).
 
 ``MalformedSummary`` is both a ``MutationTrackingError`` and a ``ValueError``: it is expected (a
 peer sent bytes we cannot read) and it is also bad input, so callers may catch either family.
@@ -10,19 +11,6 @@ from __future__ import annotations
 
 class MutationTrackingError(Exception):
     """Base of the expected conditions."""
-
-
-class ClockSkew(MutationTrackingError):
-    """A peer's HLC is further ahead of our physical clock than the configured limit allows."""
-
-    def __init__(self, *, remote: str, local: str, ahead_ms: int, max_skew_ms: int) -> None:
-        self.ahead_ms = ahead_ms
-        self.max_skew_ms = max_skew_ms
-        super().__init__(
-            f"remote clock {remote} is {ahead_ms} ms ahead of the local physical clock {local}, "
-            f"beyond max_skew_ms={max_skew_ms}; check time synchronisation (NTP) on both nodes "
-            f"or raise max_skew_ms"
-        )
 
 
 class LowBoundMismatch(MutationTrackingError):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from epochal.mtrack.errors import ClockSkew
+from epochal.errors import ClockSkew
 
 LOGICAL_BITS = 16
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1

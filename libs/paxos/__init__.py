@@ -1,7 +1,7 @@
 """Multi-Paxos replicated log with no I/O (see ``node`` for the theory of operation)."""
 
 from epochal.paxos.ballot import ZERO_BALLOT, Ballot
-from epochal.paxos.errors import NotLeader, Overloaded, PaxosError
+from epochal.paxos.errors import NotLeader, Overloaded
 from epochal.paxos.membership import Configuration, Membership
 from epochal.paxos.messages import (
     NOOP,
@@ -48,7 +48,6 @@ __all__ = [
     "NodeStatus",
     "NotLeader",
     "Overloaded",
-    "PaxosError",
     "PaxosNode",
     "PaxosSettings",
     "Prepare",

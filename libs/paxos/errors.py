@@ -1,20 +1,9 @@
-"""Expected conditions of the Paxos core (STYLE habit 5); the shell maps them to statuses."""
+"""The Paxos core's expected conditions are the family's (``epochal.errors``, STYLE habit 5):
+``NotLeader`` when a value is proposed to a member that does not lead, ``Overloaded`` when too
+many values are already pending. The shell maps them to statuses."""
 
 from __future__ import annotations
 
+from epochal.errors import NotLeader, Overloaded
 
-class PaxosError(Exception):
-    """Base of the expected conditions."""
-
-
-class NotLeader(PaxosError):
-    def __init__(self, leader_id: str | None) -> None:
-        self.leader_id = leader_id
-        super().__init__(f"not the leader; leader is {leader_id or 'unknown'}")
-
-
-class Overloaded(PaxosError):
-    def __init__(self, pending: int, limit: int) -> None:
-        self.pending = pending
-        self.limit = limit
-        super().__init__(f"{pending} values already pending (limit {limit}); retry later")
+__all__ = ["NotLeader", "Overloaded"]

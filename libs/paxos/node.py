@@ -332,7 +332,10 @@ class PaxosNode:
         if self._role is not Role.LEADER:
             raise NotLeader(self._leader_id)
         if len(self._queue) + len(values) > self.settings.max_pending_values:
-            raise Overloaded(len(self._queue), self.settings.max_pending_values)
+            raise Overloaded(
+                f"{len(self._queue)} values already pending "
+                f"(limit {self.settings.max_pending_values}); retry later"
+            )
         wanting = frozenset(learners) - {self.node_id}
         self._queue.extend((value, wanting) for value in values)
         self._fill_slots()

@@ -1,5 +1,6 @@
 """Cluster metadata: epochs, the immutable ClusterMetadata, and its transformations. Pure."""
 
+from epochal.errors import Rejected
 from epochal.tcm.cms import (
     CMS_KINDS,
     AddCMSCandidate,
@@ -10,7 +11,6 @@ from epochal.tcm.cms import (
     target_voters,
 )
 from epochal.tcm.directory import NodeInfo, NodeState
-from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, CMSRole, Epoch
 from epochal.tcm.placement import Placement, RangeDelta
 from epochal.tcm.replication import TokenMap, natural_groups

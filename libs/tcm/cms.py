@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from epochal.tcm.errors import Rejected
+from epochal.errors import Rejected
 from epochal.tcm.metadata import ClusterMetadata, CMSMember, CMSRole
 from epochal.tcm.transformations import Transformation
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from epochal.tcm.errors import Rejected
+from epochal.errors import Rejected
 
 MAX_REPLICATION_FACTOR = 16
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")

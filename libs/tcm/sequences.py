@@ -28,8 +28,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from epochal.errors import Rejected
 from epochal.tcm.directory import NodeState
-from epochal.tcm.errors import Rejected
 from epochal.tcm.placement import RangeDelta
 from epochal.tcm.replication import TokenMap
 from epochal.tcm.schema import ReplicationParams, frozen_map

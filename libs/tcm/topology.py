@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from epochal.errors import Rejected
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS, allocate_tokens
 from epochal.tcm.directory import NodeInfo, NodeState
-from epochal.tcm.errors import Rejected
 from epochal.tcm.intersection import Miss, View, first_miss
 from epochal.tcm.metadata import ClusterMetadata
 from epochal.tcm.placement import Placement, RangeDelta

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from epochal.errors import Rejected
 from epochal.tcm.directory import NodeInfo, NodeState, parse_version
-from epochal.tcm.errors import Rejected
 from epochal.tcm.metadata import ClusterMetadata, CMSMember, CMSRole
 from epochal.tcm.placement import Placement
 from epochal.tcm.schema import (

@@ -10,7 +10,7 @@
 - **Not ready**: a server passes one ``refusal(method)`` per service, consulted before every
   call; while it names a reason (the server is still starting, or shutting down) the call is
   answered UNAVAILABLE with that reason, which every client retries on another server
-  (``epochal.errors.RETRIES``). A method never runs against state that is not there yet.
+  (``epochal.status.RETRIES``). A method never runs against state that is not there yet.
 - **Bugs**: an exception a method does not turn into a status itself is logged with its
   traceback and answered INTERNAL naming it (gRPC would answer UNKNOWN, the status a transport
   failure also gets, and log it without saying which call). gRPC's own exceptions (an abort,

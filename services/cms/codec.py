@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 
-from epochal.cms.errors import CommitError, InvalidCommit, NotLeaderError, RejectedCommit
+import grpc
+
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
-from epochal.tcm import Rejected
+from epochal.cms.status import code_of
+from epochal.errors import EpochalError, InvalidRequest, NotLeader, Rejected
 from epochal.wire.metadata import (
     MalformedInput,
     decode_transformation,
     encode_transformation,
     transformation_from_proto,
 )
+from epochal.wire.status import error_for
 from epochal.wire.v1 import cms_pb2
 
 MAX_ENTRY_ID_CHARS = 128
@@ -26,14 +29,14 @@ _UNSIGNED_64 = (1 << 64) - 1
 
 
 def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) -> ProposalItem:
-    """The domain value of a client's commit request, encoded once; raises InvalidCommit with a
+    """The domain value of a client's commit request, encoded once; raises InvalidRequest with a
     message a person can act on."""
     _check_entry_id(request.entry_id)
     if not request.HasField("transformation"):
-        raise InvalidCommit("transformation is required")
+        raise InvalidRequest("transformation is required")
     size = request.transformation.ByteSize()
     if size > max_transformation_bytes:
-        raise InvalidCommit(
+        raise InvalidRequest(
             f"transformation is {size} bytes; the limit is {max_transformation_bytes} "
             "(--max-transformation-bytes)"
         )
@@ -41,9 +44,9 @@ def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) 
         transformation = transformation_from_proto(request.transformation)
         transformation.check_input()
     except MalformedInput as error:
-        raise InvalidCommit(f"malformed transformation: {error}") from None
+        raise InvalidRequest(f"malformed transformation: {error}") from None
     except Rejected as rejection:
-        raise InvalidCommit(rejection.message, rule=rejection.rule) from None
+        raise InvalidRequest(rejection.message, rule=rejection.rule) from None
     # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
     encoded = encode_transformation(transformation)
     return ProposalItem(transformation, encoded, request.entry_id, digest_of(encoded))
@@ -62,14 +65,14 @@ def item_from_proto(message: cms_pb2.ProposalItem) -> ProposalItem:
     encoded = message.transformation
     digest = signed64(message.digest)
     if digest != digest_of(encoded):
-        raise InvalidCommit(f"entry {message.entry_id!r}: digest does not match its bytes")
+        raise InvalidRequest(f"entry {message.entry_id!r}: digest does not match its bytes")
     try:
         transformation = decode_transformation(encoded)
         transformation.check_input()  # forwarded commits arrive here: the same edge
     except MalformedInput as error:
-        raise InvalidCommit(f"malformed transformation: {error}") from None
+        raise InvalidRequest(f"malformed transformation: {error}") from None
     except Rejected as rejection:
-        raise InvalidCommit(rejection.message, rule=rejection.rule) from None
+        raise InvalidRequest(rejection.message, rule=rejection.rule) from None
     return ProposalItem(transformation, encoded, message.entry_id, digest)
 
 
@@ -89,14 +92,17 @@ def decode_item(value: bytes) -> ProposalItem:
     )
 
 
-def outcome_to_proto(result: CommitResult | CommitError, index: int) -> cms_pb2.CommitOutcome:
+def outcome_to_proto(result: CommitResult | EpochalError, index: int) -> cms_pb2.CommitOutcome:
     """The leader's answer to the commit at ``index`` of a ForwardRequest."""
-    if isinstance(result, CommitError):
-        rule = result.rule
-        if isinstance(result, NotLeaderError):
-            rule = f"not_leader:{result.leader_id or ''}"
+    if isinstance(result, EpochalError):
+        leader_id = (result.leader_id or "") if isinstance(result, NotLeader) else ""
         return cms_pb2.CommitOutcome(
-            error=cms_pb2.CommitError(code=result.code, message=result.message, rule=rule),
+            error=cms_pb2.CommitError(
+                code=code_of(result).name,
+                message=result.message,
+                rule=result.rule,
+                leader_id=leader_id,
+            ),
             index=index,
         )
     return cms_pb2.CommitOutcome(
@@ -119,26 +125,22 @@ def settle_from_outcome(
         future.set_exception(_error_from_proto(outcome.error))
 
 
-def _error_from_proto(error: cms_pb2.CommitError) -> CommitError:
-    if error.code == "FAILED_PRECONDITION":
-        return RejectedCommit(error.message, rule=error.rule)
-    if error.code == "INVALID_ARGUMENT":
-        return InvalidCommit(error.message, rule=error.rule)
-    if error.rule.startswith("not_leader:"):
-        return NotLeaderError(error.rule.removeprefix("not_leader:") or None)
-    failure = CommitError(error.message, rule=error.rule)
-    failure.code = error.code or "UNAVAILABLE"
-    return failure
+def _error_from_proto(error: cms_pb2.CommitError) -> EpochalError:
+    rule, leader_id = error.rule, error.leader_id
+    if rule.startswith(f"{NotLeader.RULE}:"):  # from a member before leader_id existed
+        rule, _, leader_id = rule.partition(":")
+    code = grpc.StatusCode.__members__.get(error.code, grpc.StatusCode.UNAVAILABLE)
+    return error_for(code, error.message, rule=rule, leader_id=leader_id)
 
 
 def _check_entry_id(entry_id: str) -> None:
     if not entry_id:
-        raise InvalidCommit(
+        raise InvalidRequest(
             "entry_id is required: any unique string of at most 128 characters; "
             "reuse it when you retry the same commit"
         )
     if len(entry_id) > MAX_ENTRY_ID_CHARS:
-        raise InvalidCommit(f"entry_id is {len(entry_id)} characters; the limit is 128")
+        raise InvalidRequest(f"entry_id is {len(entry_id)} characters; the limit is 128")
 
 
 def signed64(value: int) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage, LogEntryRow, SnapshotRow
+from epochal.errors import EpochalError, Overloaded, Unavailable
 from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 RECENT_ENTRIES = 4_096
@@ -31,18 +32,11 @@ class FetchResult:
     has_more: bool
 
 
-class WatchClosed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 class Subscription:
     """One Watch stream: a bounded queue of events; overflow closes it (the caller resumes)."""
 
     def __init__(self, limit: int) -> None:
-        self.queue: asyncio.Queue[cms_pb2.WatchEvent | WatchClosed] = asyncio.Queue(limit + 1)
+        self.queue: asyncio.Queue[cms_pb2.WatchEvent | EpochalError] = asyncio.Queue(limit + 1)
         self.limit = limit
         self.closed = False
 
@@ -51,15 +45,12 @@ class Subscription:
             return
         if self.queue.qsize() >= self.limit:
             self.close(
-                WatchClosed(
-                    "RESOURCE_EXHAUSTED",
-                    "watcher fell behind; resume with Watch(since_epoch=<last epoch seen>)",
-                )
+                Overloaded("watcher fell behind; resume with Watch(since_epoch=<last epoch seen>)")
             )
             return
         self.queue.put_nowait(event)
 
-    def close(self, reason: WatchClosed) -> None:
+    def close(self, reason: EpochalError) -> None:
         if not self.closed:
             self.closed = True
             self.queue.put_nowait(reason)
@@ -110,10 +101,11 @@ class LogServer:
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
 
-    def reset(self, code: str, message: str) -> None:
-        """Close every watcher (they resume from their last epoch) and forget recent entries."""
+    def reset(self, message: str) -> None:
+        """Close every watcher with UNAVAILABLE (they resume from their last epoch, here or at
+        another member) and forget recent entries."""
         for subscription in list(self._subscriptions):
-            subscription.close(WatchClosed(code, message))
+            subscription.close(Unavailable(message))
         self._subscriptions.clear()
         self._recent.clear()
 

@@ -50,15 +50,6 @@ import grpc
 from opentelemetry import trace
 
 from epochal.cms.codec import decode_item, encode_item, signed64
-from epochal.cms.errors import (
-    CommitError,
-    CommitTimeout,
-    NotLeaderError,
-    OverloadedError,
-    RejectedCommit,
-    ShuttingDown,
-    entry_id_reused,
-)
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
@@ -79,7 +70,14 @@ from epochal.cms.storage import (
     StoredState,
 )
 from epochal.cms_client import CMSClient
-from epochal.errors import EpochalError, Rejected
+from epochal.errors import (
+    CommitTimeout,
+    EpochalError,
+    NotLeader,
+    Overloaded,
+    Rejected,
+    ShuttingDown,
+)
 from epochal.paxos import (
     AcceptedSlot,
     Ballot,
@@ -91,8 +89,6 @@ from epochal.paxos import (
     PaxosSettings,
     Ready,
 )
-from epochal.paxos import NotLeader as CoreNotLeader
-from epochal.paxos import Overloaded as CoreOverloaded
 from epochal.runtime.service import fatal
 from epochal.tcm import (
     CMS_KINDS,
@@ -103,7 +99,6 @@ from epochal.tcm import (
     InitializeCMS,
     TriggerSnapshot,
 )
-from epochal.tcm import Rejected as Refused  # a transformation's (epochal.errors has the client's)
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.metadata import (
@@ -166,7 +161,7 @@ def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
         future.set_exception(CommitTimeout(message))
 
 
-def _settled(outcome: CommitResult | CommitError) -> asyncio.Future[CommitResult]:
+def _settled(outcome: CommitResult | EpochalError) -> asyncio.Future[CommitResult]:
     future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
     _settle(future, outcome)
     return future
@@ -175,10 +170,10 @@ def _settled(outcome: CommitResult | CommitError) -> asyncio.Future[CommitResult
 _CMS_KINDS = frozenset(kind.kind for kind in CMS_KINDS)
 
 
-def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | CommitError) -> None:
+def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | EpochalError) -> None:
     if future.done():
         return
-    if isinstance(outcome, CommitError):
+    if isinstance(outcome, EpochalError):
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
@@ -322,12 +317,12 @@ class CMSMemberLoop:
         client retries it elsewhere with the same entry id), end the Step and Forward streams
         and every Watch, so that no call holds the stop to its deadline."""
         self._draining = True
-        self._fail_all(self._shutting_down())
+        self._fail_all(self._shutting_down)
         for waiting in list(self._forwarded.values()):
             for _, future in waiting:
                 _settle(future, self._shutting_down())
         self.closing.set()
-        self.log.reset("UNAVAILABLE", f"{self.member_id} is shutting down; watch another member")
+        self.log.reset(f"{self.member_id} is shutting down; watch another member")
 
     def _shutting_down(self) -> ShuttingDown:
         return ShuttingDown(
@@ -340,8 +335,8 @@ class CMSMemberLoop:
             self._ticker.cancel()
         for task in list(self._background):
             task.cancel()
-        self.log.reset("UNAVAILABLE", "CMS member shutting down")
-        self._fail_all(NotLeaderError(None))
+        self.log.reset("CMS member shutting down")
+        self._fail_all(lambda: NotLeader(None))
         # Votes still queued were never sent, so they need not be written; the applied state is.
         self._flush_applied()
         await self.peers.close()
@@ -583,7 +578,7 @@ class CMSMemberLoop:
                     await self._wait_for_leader(min(remaining, 0.5))
                     continue
                 return await self._forward(leader, item, remaining)
-            except NotLeaderError:
+            except NotLeader:
                 # Leadership moved while we waited: the loop retries with the same entry id.
                 await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
 
@@ -611,13 +606,13 @@ class CMSMemberLoop:
         if known is not None:
             return _settled(_known_answer_or_error(item, known))
         if not self.node.is_leader:
-            return _settled(NotLeaderError(self.node.leader_id))
+            return _settled(NotLeader(self.node.leader_id))
         if self._draining:
             # Leading still, but not for long: the follower waits for the next leader.
-            return _settled(NotLeaderError(None))
+            return _settled(NotLeader(None))
         try:
             return self._enqueue(item, self.settings.commit_timeout_ms / 1000, origin)
-        except OverloadedError as error:
+        except Overloaded as error:
             return _settled(error)
 
     async def _wait_for_leader(self, timeout_s: float) -> None:
@@ -632,9 +627,9 @@ class CMSMemberLoop:
         self, item: ProposalItem, timeout_s: float, origin: str | None
     ) -> asyncio.Future[CommitResult]:
         """Queue a commit for the next batch; the future is settled by its outcome or by a
-        timeout. Raises OverloadedError when the queue is full."""
+        timeout. Raises Overloaded when the queue is full."""
         if len(self._pending) >= self.settings.max_pending_commits:
-            raise OverloadedError(
+            raise Overloaded(
                 f"{len(self._pending)} commits already queued at the leader "
                 f"(--max-pending-commits); retry later"
             )
@@ -663,9 +658,9 @@ class CMSMemberLoop:
         values = tuple(encode_item(item) for item in items)
         try:
             self.node.propose(values, now_ms(), learners)
-        except (CoreNotLeader, CoreOverloaded) as error:  # not expected: idle_leader was true
+        except (NotLeader, Overloaded) as error:  # not expected: idle_leader was true
             log.error("proposal refused by the Paxos core: %s", error)
-            self._fail_in_flight(NotLeaderError(self.node.leader_id))
+            self._fail_in_flight(lambda: NotLeader(self.node.leader_id))
             return
         self._proposal = _OwnProposal(values, items, base, tail)
         if tracing_enabled():
@@ -741,13 +736,13 @@ class CMSMemberLoop:
             rejection = _validated(item, tail)
             if rejection is not None:
                 if tail is base or _validated(item, base) is not None:
-                    _settle(pending.future, RejectedCommit(rejection.message, rule=rejection.rule))
+                    _settle(pending.future, Rejected(rejection.rule, rejection.message))
                 else:
                     deferred.append(pending)
                 continue
             after = _executed(item, tail)
-            if isinstance(after, Refused):
-                _settle(pending.future, RejectedCommit(after.message, rule=after.rule))
+            if isinstance(after, Rejected):
+                _settle(pending.future, Rejected(after.rule, after.message))
                 continue
             tail = after
             items.append(item)
@@ -795,17 +790,18 @@ class CMSMemberLoop:
                 self.node.status().ballot,
             )
             if not is_leader:
-                self._fail_all(NotLeaderError(self.node.leader_id))
+                self._fail_all(lambda: NotLeader(self.node.leader_id))
                 if self._linger_timer is not None:
                     self._linger_timer.cancel()
                     self._linger_timer = None
                 self._last_batch_commits = 0
                 self._lingered = False
 
-    def _fail_in_flight(self, error: CommitError) -> None:
+    def _fail_in_flight(self, error: Callable[[], EpochalError]) -> None:
+        """Settle every commit in flight with an error of its own (``error`` builds one)."""
         for futures in self._in_flight.values():
             for future in futures:
-                _settle(future, error)
+                _settle(future, error())
         self._in_flight.clear()
         self._proposal = None
         if self._round_span is not None:
@@ -813,10 +809,10 @@ class CMSMemberLoop:
             self._round_span.end()
             self._round_span = None
 
-    def _fail_all(self, error: CommitError) -> None:
+    def _fail_all(self, error: Callable[[], EpochalError]) -> None:
         self._fail_in_flight(error)
         while self._pending:
-            _settle(self._pending.popleft().future, error)
+            _settle(self._pending.popleft().future, error())
 
     def _expire_pending(self) -> None:
         while self._pending and self._pending[0].future.done():
@@ -955,7 +951,7 @@ class CMSMemberLoop:
         except Exception as error:
             fatal(f"installing the state copied from {peer} failed: {error!r}")
         self.node.durable(applied_slot)  # a synchronous write
-        self.log.reset("UNAVAILABLE", "member state replaced by a state transfer; resume")
+        self.log.reset("member state replaced by a state transfer; resume")
         self._check_ready()
         self._process()
         if snapshot_row is not None:
@@ -1119,7 +1115,7 @@ def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:
     return decode_metadata(snapshot.metadata.SerializeToString(deterministic=True))
 
 
-def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Refused | None:
+def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Rejected | None:
     """``validate``, with a bug in it (an exception that is not a refusal) turned into a
     refusal of that one commit, logged: a commit that breaks validation must not stop the
     leader from proposing every commit queued behind it."""
@@ -1127,20 +1123,20 @@ def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Refused | None:
         return item.transformation.validate(metadata)
     except Exception as error:
         log.exception("validating entry %r (%s) failed", item.entry_id, item.transformation)
-        return Refused(
+        return Rejected(
             "validation_failed",
             f"validating {item.transformation} failed: {type(error).__name__}: {error} "
             "(a bug, logged by the CMS member)",
         )
 
 
-def _executed(item: ProposalItem, metadata: ClusterMetadata) -> ClusterMetadata | Refused:
+def _executed(item: ProposalItem, metadata: ClusterMetadata) -> ClusterMetadata | Rejected:
     """``execute`` of a validated commit, with a bug in it refused like one in validation."""
     try:
         return item.transformation.execute(metadata)
     except Exception as error:
         log.exception("executing entry %r (%s) failed", item.entry_id, item.transformation)
-        return Refused(
+        return Rejected(
             "validation_failed",
             f"executing {item.transformation} failed: {type(error).__name__}: {error} "
             "(a bug, logged by the CMS member)",
@@ -1149,23 +1145,31 @@ def _executed(item: ProposalItem, metadata: ClusterMetadata) -> ClusterMetadata 
 
 def _known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult:
     answer = _known_answer_or_error(item, known)
-    if isinstance(answer, CommitError):
+    if isinstance(answer, EpochalError):
         raise answer
     return answer
 
 
 def _known_answer_or_error(
     item: ProposalItem, known: tuple[int, int]
-) -> CommitResult | CommitError:
+) -> CommitResult | EpochalError:
     epoch, digest = known
     if digest != item.digest:
         return entry_id_reused(item.entry_id, epoch)
     return CommitResult(epoch, duplicate=True)
 
 
-def _answer_for(outcome: Outcome, batch_size: int, slot: int) -> CommitResult | CommitError:
+def entry_id_reused(entry_id: str, epoch: int) -> Rejected:
+    return Rejected(
+        "entry_id_reused",
+        f"entry_id {entry_id!r} was already used for a different transformation "
+        f"(committed at epoch {epoch}); use a new entry_id for a new transformation",
+    )
+
+
+def _answer_for(outcome: Outcome, batch_size: int, slot: int) -> CommitResult | EpochalError:
     if outcome.reused_id_of_epoch:
         return entry_id_reused(outcome.entry_id, outcome.reused_id_of_epoch)
     if outcome.rejection is not None:
-        return RejectedCommit(outcome.rejection.message, rule=outcome.rejection.rule)
+        return Rejected(outcome.rejection.rule, outcome.rejection.message)
     return CommitResult(outcome.epoch, outcome.duplicate, batch_size, slot)

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 import grpc
 
 from epochal.cms.codec import item_to_proto, settle_from_outcome
-from epochal.cms.errors import NotLeaderError
 from epochal.cms.state_machine import CommitResult, ProposalItem
+from epochal.errors import NotLeader
 from epochal.paxos import Message
 from epochal.wire.channels import insecure_channel
 from epochal.wire.multiplex import describe, why_broken
@@ -226,15 +226,15 @@ class _Forwarder:
         self._fail_outstanding()
 
     def _fail_outstanding(self) -> None:
-        failure = NotLeaderError(None)
-        failure.message = "the stream to the leader broke before it answered; retry"
         pending = [f for futures in self._outstanding.values() for f in futures]
         pending += [f for _, f in self._queue]
         self._outstanding.clear()
         self._queue.clear()
         for future in pending:
-            if not future.done():
-                future.set_exception(failure)
+            if not future.done():  # each waiter gets an error of its own
+                future.set_exception(
+                    NotLeader(None, "the stream to the leader broke before it answered; retry")
+                )
 
     def close(self) -> None:
         if self._task is not None:

@@ -11,10 +11,10 @@ import grpc
 from opentelemetry import trace
 
 from epochal.cms.codec import item_from_proto, outcome_to_proto, parse_commit
-from epochal.cms.errors import CommitError
-from epochal.cms.log_server import WatchClosed
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.state_machine import CommitResult
+from epochal.cms.status import abort_with, code_of
+from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.handlers import finished_before, reraise_from
@@ -22,12 +22,6 @@ from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
 
 _tracer = tracer("epochal.cms")
-
-
-async def abort_with(context: grpc.aio.ServicerContext, error: CommitError) -> None:
-    if error.rule:
-        context.set_trailing_metadata((("epochal-rule", error.rule),))
-    await context.abort(grpc.StatusCode[error.code], error.message)
 
 
 class CMSServicer:
@@ -48,8 +42,8 @@ class CMSServicer:
                 item = parse_commit(request, self.member.settings.max_transformation_bytes)
                 span.set_attribute("kind", item.transformation.kind)
                 result = await self.member.commit(item)
-            except CommitError as error:
-                span.set_attribute("outcome", error.rule or error.code)
+            except EpochalError as error:
+                span.set_attribute("outcome", error.rule or code_of(error).name)
                 await abort_with(context, error)
                 raise  # unreachable: abort raises
             _describe_span(span, self.member, result)
@@ -96,8 +90,8 @@ class CMSServicer:
                     break
             while True:  # then live events, skipping what the backlog already sent
                 event = await subscription.queue.get()
-                if isinstance(event, WatchClosed):
-                    await context.abort(grpc.StatusCode[event.code], event.message)
+                if isinstance(event, EpochalError):
+                    await abort_with(context, event)
                 entries = [e for e in event.entries if e.epoch > since]
                 if entries:
                     since = entries[-1].epoch
@@ -120,7 +114,7 @@ class CMSMemberServicer:
     ) -> cms_pb2.StepResponse:
         """A peer's Paxos messages, until it closes the stream or this member stops."""
         if not await finished_before(self._take_steps(requests, context), self.member.closing):
-            await context.abort(grpc.StatusCode.UNAVAILABLE, _shutting_down(self.member))
+            await abort_with(context, ShuttingDown(_shutting_down(self.member)))
         return cms_pb2.StepResponse()
 
     async def _take_steps(
@@ -130,7 +124,7 @@ class CMSMemberServicer:
             try:
                 messages = [message_from_proto(m) for m in request.messages]
             except (ValueError, KeyError) as error:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Paxos message: {error}")
+                await abort_with(context, InvalidRequest(f"bad Paxos message: {error}"))
             self.member.on_messages(messages)
 
     async def Forward(
@@ -156,7 +150,7 @@ class CMSMemberServicer:
                     wake.set()
                     return  # the follower learns it by applying that slot
                 outcome = outcome_to_proto(result, index)
-            elif isinstance(error, CommitError):
+            elif isinstance(error, EpochalError):
                 outcome = outcome_to_proto(error, index)
             else:
                 raise error  # a bug: let the loop's exception handler report it
@@ -197,12 +191,12 @@ class CMSMemberServicer:
             closing.cancel()
         reraise_from(reader)  # a request that did not parse: INVALID_ARGUMENT
         if self.member.closing.is_set():
-            await context.abort(grpc.StatusCode.UNAVAILABLE, _shutting_down(self.member))
+            await abort_with(context, ShuttingDown(_shutting_down(self.member)))
 
     def _one(self, proto: cms_pb2.ProposalItem, origin: str | None) -> asyncio.Future[CommitResult]:
         try:
             item = item_from_proto(proto)
-        except CommitError as error:
+        except EpochalError as error:
             future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
             future.set_exception(error)
             return future

@@ -32,17 +32,17 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
 
-from epochal.mtrack import ClockSkew, MutationId
-from epochal.replica.codec import mutation_to_proto
-from epochal.replica.errors import (
-    ClockSkewed,
+from epochal.errors import (
+    ClockSkew,
+    EpochalError,
     InvalidRequest,
     Overloaded,
-    RequestError,
     StalePlan,
     TimedOut,
     Unavailable,
 )
+from epochal.mtrack import MutationId
+from epochal.replica.codec import mutation_to_proto
 from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, ReplicaHandle
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import (
@@ -369,9 +369,9 @@ class Coordinator:
                 deadline,
                 lambda: self._write_done(progress, level, keyspace, prepared.token, deadline),
             )
-        except RequestError as error:
+        except EpochalError as error:
             # Replicas may hold the mutation already: a retry must reuse its id.
-            error.mutation_id = error.mutation_id or mutation_id
+            error.mutation_id = error.mutation_id or mutation_id.pack().hex()
             raise
         if span.is_recording():
             span.set_attribute("acknowledged", sorted(progress.answered))
@@ -392,10 +392,7 @@ class Coordinator:
         if retry_of is not None:
             self._check_issued(metadata, retry_of)
             return retry_of
-        try:
-            self.ids.observe(session_hlc)
-        except ClockSkew as error:
-            raise ClockSkewed(str(error)) from None
+        self.ids.observe(session_hlc)  # raises ClockSkew (FAILED_PRECONDITION)
         return self.ids.next_id(metadata, prepared.keyspace, prepared.token)
 
     def _check_issued(self, metadata: ClusterMetadata, retry_of: MutationId) -> None:
@@ -462,11 +459,11 @@ class Coordinator:
             return StalePlan(
                 f"the replica group changed after the plan (epoch {progress.plan.epoch}, group "
                 f"{sorted(group)}): {detail}; retry with the same mutation id",
-                mutation_id=mutation_id,
+                mutation_id=mutation_id.pack().hex(),
             )
         if asyncio.get_running_loop().time() >= deadline:
-            return TimedOut(f"timed out: {detail}", mutation_id=mutation_id)
-        return Unavailable(f"too few replicas: {detail}", mutation_id=mutation_id)
+            return TimedOut(f"timed out: {detail}", mutation_id=mutation_id.pack().hex())
+        return Unavailable(f"too few replicas: {detail}", mutation_id=mutation_id.pack().hex())
 
     async def _collect(
         self,
@@ -544,10 +541,7 @@ class Coordinator:
         except BadRequest as error:
             raise InvalidRequest(str(error)) from None
         assert self.ids is not None
-        try:
-            self.ids.observe(session_hlc)
-        except ClockSkew as error:
-            raise ClockSkewed(str(error)) from None
+        self.ids.observe(session_hlc)  # raises ClockSkew (FAILED_PRECONDITION)
         keyspace = prepared.keyspace.name
         group = replica_group(metadata, keyspace, prepared.token, write=False)
         if not group:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import grpc
 
 from epochal.cms_client import CMSClient
+from epochal.errors import OperationRefused
 from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.metrics import ReplicaMetrics
@@ -68,10 +69,6 @@ APPLY_TIMEOUT_S = 30.0
 PULL_ATTEMPTS = 5
 RETRIED_PULL_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 LIVENESS_TIMEOUT_S = 2.0  # a node named dead that answers its Describe within this is alive
-
-
-class OperationRefused(Exception):
-    """The operation cannot start or go on as asked (the message says what to do instead)."""
 
 
 class Operations:

@@ -35,6 +35,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
+from epochal.errors import InvalidRequest, Unavailable
 from epochal.mtrack import (
     MAX_SKETCH_ROUNDS,
     MutationId,
@@ -45,7 +46,6 @@ from epochal.mtrack import (
     more_cells,
 )
 from epochal.replica.codec import mutation_from_body
-from epochal.replica.errors import InvalidRequest, Unavailable
 from epochal.replica.handles import PeerFailed, ReplicaHandle
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells

@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from epochal.errors import EpochalError
-from epochal.mtrack import EXPLICIT_CELLS
+from epochal.errors import Aborted, EpochalError, OperationRefused
+from epochal.mtrack import EXPLICIT_CELLS, MutationId
 from epochal.replica.codec import (
     bounds_from_proto,
     cell_to_proto,
@@ -30,14 +30,14 @@ from epochal.replica.codec import (
     write_draft,
 )
 from epochal.replica.coordinator import Coordinator, Hooks
-from epochal.replica.errors import InvalidRequest, RequestError
 from epochal.replica.handles import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.operations import OperationRefused, Operations
+from epochal.replica.operations import Operations
 from epochal.replica.settings import ReplicaSettings
+from epochal.replica.status import abort_with, code_of, expected
 from epochal.replica.storage import CellRepair, ReplicaStorage
-from epochal.replica.streaming import GuardClosed, StreamReceiver, StreamRefused, StreamSource
+from epochal.replica.streaming import StreamReceiver, StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput
@@ -49,14 +49,6 @@ from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
 REPAIRED_IDS_SHOWN = 1000  # ReadStats.repaired lists at most this many
-
-
-async def _abort(context: grpc.aio.ServicerContext, error: RequestError, epoch: int) -> None:
-    trailers = [("epochal-epoch", str(epoch)), ("epochal-rule", error.rule)]
-    if error.mutation_id is not None:
-        trailers.append(("epochal-mutation-id", error.mutation_id.pack().hex()))
-    context.set_trailing_metadata(tuple(trailers))
-    await context.abort(grpc.StatusCode[error.code], error.message)
 
 
 class ReplicaServicer:
@@ -86,7 +78,7 @@ class ReplicaServicer:
         try:
             return await self._write(request)
         except Exception as error:
-            await _abort(context, self._request_error(error), self.follower.epoch)
+            await abort_with(context, error, self.follower.epoch)
             raise
 
     async def Read(
@@ -95,7 +87,7 @@ class ReplicaServicer:
         try:
             return await self._read(request)
         except Exception as error:
-            await _abort(context, self._request_error(error), self.follower.epoch)
+            await abort_with(context, error, self.follower.epoch)
             raise
 
     async def Session(
@@ -126,31 +118,21 @@ class ReplicaServicer:
 
     def _failure(self, error: BaseException) -> pb.SessionFailure:
         """What Write or Read would have answered as a status, as a message."""
-        failure = self._request_error(error)
+        failure = expected(error)
         message = pb.SessionFailure(
-            code=failure.code,
+            code=code_of(failure).name,
             message=failure.message,
             rule=failure.rule,
             epoch=self.follower.epoch,
         )
-        if failure.mutation_id is not None:
-            message.mutation_id.CopyFrom(id_to_proto(failure.mutation_id))
+        if failure.mutation_id:
+            message.mutation_id.CopyFrom(
+                id_to_proto(MutationId.unpack(bytes.fromhex(failure.mutation_id)))
+            )
         return message
 
-    @staticmethod
-    def _request_error(error: BaseException) -> RequestError:
-        """The one mapping of what a request raised to what the client is told."""
-        if isinstance(error, RequestError):
-            return error
-        if isinstance(error, MalformedInput):
-            return InvalidRequest(str(error), rule="malformed")
-        log.error("a request failed unexpectedly", exc_info=error)
-        internal = RequestError(f"internal error: {type(error).__name__}: {error}", rule="internal")
-        internal.code = "INTERNAL"
-        return internal
-
     async def _write(self, request: pb.WriteRequest) -> pb.WriteResponse:
-        """Raises MalformedInput or RequestError."""
+        """Raises MalformedInput or an expected error (epochal.errors)."""
         draft = write_draft(request.mutation)
         level = consistency_from_proto(request.consistency)
         retry_of = id_from_proto(request.mutation_id) if request.HasField("mutation_id") else None
@@ -168,7 +150,7 @@ class ReplicaServicer:
         )
 
     async def _read(self, request: pb.ReadRequest) -> pb.ReadResponse:
-        """Raises MalformedInput or RequestError."""
+        """Raises MalformedInput or an expected error (epochal.errors)."""
         draft = read_draft(request)
         level = consistency_from_proto(request.consistency)
         result = await self.coordinator.read(
@@ -295,20 +277,21 @@ class PeerServicer:
     async def StreamRange(
         self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamChunk]:
-        async for chunk in self.source.serve(request, context):
-            yield chunk
+        try:
+            async for chunk in self.source.serve(request):
+                yield chunk
+        except EpochalError as error:
+            await abort_with(context, error, self.follower.epoch)
 
     async def PullRanges(
         self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
     ) -> pb.PullRangesResponse:
         try:
             return await self.receiver.pull(request)
-        except GuardClosed as error:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
-        except StreamRefused as error:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+        except EpochalError as error:  # the guard closed, or no source would serve a range
+            await abort_with(context, error, self.follower.epoch)
         except Exception as error:
-            await context.abort(grpc.StatusCode.ABORTED, f"streaming failed: {error}")
+            await abort_with(context, Aborted(f"streaming failed: {error}"), self.follower.epoch)
         raise AssertionError("unreachable: context.abort raises")
 
     async def Exchange(
@@ -419,6 +402,9 @@ class AdminServicer:
     def __init__(self, operations: Operations) -> None:
         self.operations = operations
 
+    def _epoch(self) -> int:
+        return self.operations.follower.epoch
+
     async def Bootstrap(
         self, request: pb.BootstrapRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
@@ -477,7 +463,7 @@ class AdminServicer:
         try:
             epoch, removed = await self.operations.cleanup(request.epoch)
         except OperationRefused as error:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+            await abort_with(context, error, self._epoch())
         return pb.CleanupResponse(epoch=epoch, removed=removed)
 
     async def Status(
@@ -491,18 +477,16 @@ class AdminServicer:
         """Run ``operation``; refusals and failures become statuses that say what happened."""
         try:
             await operation
-        except OperationRefused as error:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
-        except EpochalError as error:  # the CMS refused a step, or was unreachable
-            await context.abort(error.code or grpc.StatusCode.INTERNAL, error.message)
+        except EpochalError as error:  # refused here or by the CMS, or the CMS was unreachable
+            await abort_with(context, error, self._epoch())
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # this call itself was cancelled (the caller went away)
             # The operation this call waited for was stopped by an abort.
-            await context.abort(grpc.StatusCode.ABORTED, "the operation was aborted")
+            await abort_with(context, Aborted("the operation was aborted"), self._epoch())
         except Exception as error:
-            await context.abort(grpc.StatusCode.ABORTED, f"the operation failed: {error}")
+            await abort_with(context, Aborted(f"the operation failed: {error}"), self._epoch())
         return self.operations.status()
 
 

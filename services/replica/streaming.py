@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from epochal.errors import GuardClosed, StreamRefused, Unavailable
 from epochal.mtrack import MutationId
 from epochal.replica.codec import (
     cell_to_proto,
@@ -59,14 +60,6 @@ SCAN_ROWS = 512
 CELL_OVERHEAD_BYTES = 40  # token, hlc, writer and framing, roughly
 STREAM_ATTEMPTS = 5
 RETRY_BACKOFF_S = 0.2  # times the attempt number
-
-
-class StreamRefused(Exception):
-    """The source will not serve this stream (the message says why); retrying it is useless."""
-
-
-class GuardClosed(Exception):
-    """The sequence the stream serves left its START step: nothing more may be stored."""
 
 
 def at_start(metadata: ClusterMetadata, node_id: str, prepared_epoch: int) -> str | None:
@@ -103,20 +96,19 @@ class StreamSource:
         self.storage = storage
         self.metrics = metrics
 
-    async def serve(
-        self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.StreamChunk]:
+    async def serve(self, request: pb.StreamRangeRequest) -> AsyncIterator[pb.StreamChunk]:
+        """The range's chunks; raises Unavailable (behind the request's epoch) or GuardClosed
+        (the sequence is not, or no longer, at its START step)."""
         follower = self.follower
         if request.epoch > follower.epoch and not await follower.catch_up(
             request.epoch, self.settings.catch_up_timeout_ms / 1000
         ):
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                f"{follower.node_id} could not catch up to epoch {request.epoch} in time",
+            raise Unavailable(
+                f"{follower.node_id} could not catch up to epoch {request.epoch} in time"
             )
         problem = self._refusal(request)
         if problem:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem)
+            raise GuardClosed(problem)
         tracked = (
             follower.metadata.keyspaces[request.keyspace].replication_type
             is ReplicationType.TRACKED
@@ -127,7 +119,7 @@ class StreamSource:
         while cursor.phase != Phase.DONE:
             problem = at_start(follower.metadata, _sequence_node(request), request.prepared_epoch)
             if problem:
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem)
+                raise GuardClosed(problem)
             chunk = pb.StreamChunk()
             if cursor.phase == Phase.CELLS:
                 self._cells(request, cursor, chunk, budget)

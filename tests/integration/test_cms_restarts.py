@@ -23,7 +23,7 @@ import pytest
 
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cms import LocalCMS
-from epochal.errors import Operation, Retry, retry_for
+from epochal.status import Operation, Retry, retry_for
 from epochal.wire.v1 import cms_pb2
 
 from .lifecycle import (

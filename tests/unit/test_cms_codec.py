@@ -15,8 +15,8 @@ from epochal.cms.codec import (
     parse_commit,
     settle_from_outcome,
 )
-from epochal.cms.errors import InvalidCommit, NotLeaderError, RejectedCommit
 from epochal.cms.state_machine import CommitResult, digest_of
+from epochal.errors import InvalidRequest, NotLeader, Rejected
 from epochal.tcm import (
     Column,
     ColumnType,
@@ -57,14 +57,14 @@ def test_a_parsed_commit_travels_as_an_item_and_back_unchanged() -> None:
     ],
 )
 def test_bad_commits_are_refused_with_a_message(entry_id: str, limit: int, message: str) -> None:
-    with pytest.raises(InvalidCommit, match=message):
+    with pytest.raises(InvalidRequest, match=message):
         parse_commit(request(entry_id), limit)
 
 
 def test_a_forwarded_item_whose_digest_does_not_match_its_bytes_is_refused() -> None:
     proto = item_to_proto(parse_commit(request(), 1 << 20))
     proto.digest ^= 1
-    with pytest.raises(InvalidCommit, match="digest does not match"):
+    with pytest.raises(InvalidRequest, match="digest does not match"):
         item_from_proto(proto)
 
 
@@ -88,13 +88,13 @@ def test_input_rules_hold_for_client_commits_and_for_forwarded_ones(transformati
     commit = cms_pb2.CommitRequest(
         transformation=transformation_to_proto(transformation), entry_id="e9"
     )
-    with pytest.raises(InvalidCommit):
+    with pytest.raises(InvalidRequest):
         parse_commit(commit, 1 << 20)
     encoded = encode_transformation(transformation)
     item = cms_pb2.ProposalItem(
         transformation=encoded, entry_id="e9", digest=digest_of(encoded) & ((1 << 64) - 1)
     )
-    with pytest.raises(InvalidCommit):
+    with pytest.raises(InvalidRequest):
         item_from_proto(item)
 
 
@@ -106,8 +106,8 @@ async def _answers_round_trip() -> None:
     loop = asyncio.get_running_loop()
     answers = [
         CommitResult(7, duplicate=True, batch_size=3),
-        RejectedCommit("table ks.t already exists", rule="table_exists"),
-        NotLeaderError("cms2"),
+        Rejected("table_exists", "table ks.t already exists"),
+        NotLeader("cms2"),
     ]
     for index, answer in enumerate(answers):
         outcome = outcome_to_proto(answer, index)
@@ -119,5 +119,5 @@ async def _answers_round_trip() -> None:
         else:
             error = future.exception()
             assert type(error) is type(answer) and error.message == answer.message
-    assert isinstance(future.exception(), NotLeaderError)
+    assert isinstance(future.exception(), NotLeader)
     assert future.exception().leader_id == "cms2"

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epochal.errors import Rejected
 from epochal.mtrack import (
     ClockSkew,
     HybridClock,
-    MutationTrackingError,
     format_hlc,
     logical_of,
     make_hlc,
@@ -141,7 +141,7 @@ def test_observe_refuses_a_clock_too_far_ahead_with_an_actionable_message():
     message = str(raised.value)
     assert format_hlc(remote) in message and format_hlc(make_hlc(START_MS)) in message
     assert "501 ms ahead" in message and "max_skew_ms=500" in message
-    assert isinstance(raised.value, MutationTrackingError)
+    assert isinstance(raised.value, Rejected) and raised.value.rule == "clock_skew"
     assert clock.last == local  # a refused observation changes nothing
 
 

@@ -1,4 +1,4 @@
-"""The retry table (epochal.errors.RETRIES): the README's copy is the code's, and it keeps its
+"""The retry table (epochal.status.RETRIES): the README's copy is the code's, and it keeps its
 rules — a status that means "the server decided no" is never retried, a commit keeps its entry
 id, and every status a client can see when a server dies mid-call is retried."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.errors import RETRIES, Operation, Retry, retry_for
+from epochal.status import RETRIES, Operation, Retry, retry_for
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CELLS = {"same id": Retry.SAME, "fresh id": Retry.FRESH, "retry": Retry.SAME, "no": Retry.NO}

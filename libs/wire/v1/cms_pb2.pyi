@@ -171,14 +171,16 @@ class CommitOutcome(_message.Message):
     def __init__(self, committed: _Optional[_Union[CommitResponse, _Mapping]] = ..., error: _Optional[_Union[CommitError, _Mapping]] = ..., batch_size: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
 
 class CommitError(_message.Message):
-    __slots__ = ("code", "message", "rule")
+    __slots__ = ("code", "message", "rule", "leader_id")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     code: str
     message: str
     rule: str
-    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ...) -> None: ...
+    leader_id: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ..., leader_id: _Optional[str] = ...) -> None: ...
 
 class ForwardResponse(_message.Message):
     __slots__ = ("outcomes", "batch_id")

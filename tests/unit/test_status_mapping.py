@@ -1,0 +1,122 @@
+"""Expected errors -> gRPC statuses (one table per service) -> the SDK's errors, and back: every
+error a service answers keeps its class, rule and fields across the wire."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from epochal.cms import status as cms_status
+from epochal.cms.codec import outcome_to_proto, settle_from_outcome
+from epochal.errors import (
+    Aborted,
+    ClockSkew,
+    CommitTimeout,
+    EpochalError,
+    GuardClosed,
+    InvalidRequest,
+    NotLeader,
+    OperationRefused,
+    Overloaded,
+    Rejected,
+    ShuttingDown,
+    StalePlan,
+    StreamRefused,
+    TimedOut,
+    Unavailable,
+)
+from epochal.replica import status as replica_status
+from epochal.wire.status import error_for, status_of, trailers_of
+
+CMS_ANSWERS = [
+    (InvalidRequest("entry_id is required"), grpc.StatusCode.INVALID_ARGUMENT),
+    (Rejected("table_exists", "table ks.t already exists"), grpc.StatusCode.FAILED_PRECONDITION),
+    (NotLeader("cms2"), grpc.StatusCode.UNAVAILABLE),
+    (ShuttingDown("cms1 is shutting down"), grpc.StatusCode.UNAVAILABLE),
+    (CommitTimeout("not chosen in time"), grpc.StatusCode.UNAVAILABLE),
+    (Overloaded("1000 values already pending"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (Unavailable("no quorum"), grpc.StatusCode.UNAVAILABLE),
+]
+REPLICA_ANSWERS = [
+    (InvalidRequest("no column c"), grpc.StatusCode.INVALID_ARGUMENT),
+    (
+        ClockSkew(remote="r", local="l", ahead_ms=9, max_skew_ms=5),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
+    (OperationRefused("name the dead node"), grpc.StatusCode.FAILED_PRECONDITION),
+    (GuardClosed("left START"), grpc.StatusCode.FAILED_PRECONDITION),
+    (Unavailable("too few replicas", mutation_id="00ff"), grpc.StatusCode.UNAVAILABLE),
+    (StalePlan("group changed"), grpc.StatusCode.UNAVAILABLE),
+    (StreamRefused("no source"), grpc.StatusCode.UNAVAILABLE),
+    (TimedOut("timed out"), grpc.StatusCode.DEADLINE_EXCEEDED),
+    (Overloaded("too many in flight"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (Aborted("the operation was aborted"), grpc.StatusCode.ABORTED),
+]
+
+
+@pytest.mark.parametrize(("error", "code"), CMS_ANSWERS, ids=lambda v: type(v).__name__)
+def test_the_cms_answers_each_error_with_its_status(error: EpochalError, code: object) -> None:
+    assert cms_status.code_of(error) is code
+
+
+@pytest.mark.parametrize(("error", "code"), REPLICA_ANSWERS, ids=lambda v: type(v).__name__)
+def test_the_replica_answers_each_error_with_its_status(error: EpochalError, code: object) -> None:
+    assert replica_status.code_of(error) is code
+
+
+def test_an_error_a_service_never_answers_is_internal() -> None:
+    assert cms_status.code_of(Aborted("not a CMS error")) is grpc.StatusCode.INTERNAL
+    assert cms_status.code_of(EpochalError("a bug")) is grpc.StatusCode.INTERNAL
+    internal = replica_status.expected(RuntimeError("boom"))
+    assert replica_status.code_of(internal) is grpc.StatusCode.INTERNAL
+    assert internal.rule == "internal" and "RuntimeError: boom" in internal.message
+
+
+@pytest.mark.parametrize(
+    ("error", "code"), CMS_ANSWERS + REPLICA_ANSWERS, ids=lambda v: type(v).__name__
+)
+def test_the_sdk_rebuilds_what_the_server_raised(error: EpochalError, code: object) -> None:
+    trailers = dict(trailers_of(error, epoch=7))
+    rebuilt = error_for(
+        status_of(error, {**cms_status.STATUS, **replica_status.STATUS}),
+        error.message,
+        rule=trailers.get("epochal-rule", ""),
+        epoch=int(trailers["epochal-epoch"]),
+        mutation_id=trailers.get("epochal-mutation-id", ""),
+        leader_id=trailers.get("epochal-leader-id", ""),
+    )
+    # The classes a client tells apart come back as themselves; the rest as their family.
+    expected = type(error)
+    if expected in (ClockSkew, OperationRefused, GuardClosed):
+        expected = Rejected
+    if expected is StreamRefused:
+        expected = Unavailable
+    if expected is Aborted:
+        expected = EpochalError
+    assert type(rebuilt) is expected
+    assert (rebuilt.message, rebuilt.rule, rebuilt.epoch) == (error.message, error.rule, 7)
+    assert rebuilt.mutation_id == error.mutation_id
+    assert rebuilt.status == code.name  # type: ignore[attr-defined]
+    if isinstance(error, NotLeader):
+        assert rebuilt.leader_id == error.leader_id  # type: ignore[attr-defined]
+
+
+def test_a_forwarded_commit_learns_the_leader_from_a_field_and_from_an_older_member() -> None:
+    asyncio.run(_forwarded_not_leader())
+
+
+async def _forwarded_not_leader() -> None:
+    loop = asyncio.get_running_loop()
+    current = loop.create_future()
+    settle_from_outcome(current, outcome_to_proto(NotLeader("cms3"), 0))
+    assert isinstance(current.exception(), NotLeader)
+    assert current.exception().leader_id == "cms3"  # type: ignore[union-attr]
+
+    older = outcome_to_proto(NotLeader(None), 0)
+    older.error.rule, older.error.leader_id = "not_leader:cms2", ""
+    legacy = loop.create_future()
+    settle_from_outcome(legacy, older)
+    assert current.exception() is not legacy.exception()
+    assert legacy.exception().leader_id == "cms2"  # type: ignore[union-attr]
