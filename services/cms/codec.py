@@ -12,8 +12,10 @@ import asyncio
 
 import grpc
 
+from epochal.cms.log_server import FetchResult, SnapshotPage
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.cms.status import code_of
+from epochal.cms.storage import LogEntryRow
 from epochal.errors import EpochalError, InvalidRequest, NotLeader, Rejected
 from epochal.wire.metadata import (
     MalformedInput,
@@ -22,7 +24,7 @@ from epochal.wire.metadata import (
     transformation_from_proto,
 )
 from epochal.wire.status import error_for
-from epochal.wire.v1 import cms_pb2
+from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 MAX_ENTRY_ID_CHARS = 128
 _UNSIGNED_64 = (1 << 64) - 1
@@ -146,3 +148,46 @@ def _check_entry_id(entry_id: str) -> None:
 def signed64(value: int) -> int:
     """A fixed64 field read back as the signed digest the state machine keeps."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+# ---------------------------------------------------------------------- the log, as served
+
+
+def entry_to_proto(row: LogEntryRow) -> cms_pb2.LogEntry:
+    return cms_pb2.LogEntry(
+        epoch=row.epoch,
+        slot=row.slot,
+        entry_id=row.entry_id,
+        transformation=metadata_pb2.Transformation.FromString(row.transformation),
+    )
+
+
+def snapshot_to_proto(page: SnapshotPage) -> cms_pb2.Snapshot:
+    return cms_pb2.Snapshot(
+        metadata=metadata_pb2.ClusterMetadata.FromString(page.row.metadata),
+        slot=page.row.slot,
+        entry_ids=[
+            cms_pb2.EntryIdRecord(entry_id=i, epoch=e, digest=d & _UNSIGNED_64)
+            for i, e, d in page.entry_ids
+        ],
+    )
+
+
+def fetch_response_to_proto(result: FetchResult) -> cms_pb2.FetchLogResponse:
+    return cms_pb2.FetchLogResponse(
+        snapshot=snapshot_to_proto(result.snapshot) if result.snapshot is not None else None,
+        entries=[entry_to_proto(row) for row in result.entries],
+        latest_epoch=result.latest_epoch,
+        applied_slot=result.applied_slot,
+        has_more=result.has_more,
+    )
+
+
+def watch_event_to_proto(
+    entries: list[LogEntryRow], latest_epoch: int, snapshot: SnapshotPage | None = None
+) -> cms_pb2.WatchEvent:
+    return cms_pb2.WatchEvent(
+        snapshot=snapshot_to_proto(snapshot) if snapshot is not None else None,
+        entries=[entry_to_proto(row) for row in entries],
+        latest_epoch=latest_epoch,
+    )

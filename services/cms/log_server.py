@@ -3,7 +3,8 @@
 A caller further behind than the snapshot frequency gets the newest snapshot plus the entries
 after it; others get entries, from memory when they are recent, else from storage. Storage reads
 run on the member's reader thread; entries not flushed to storage yet are taken from memory.
-A page never skips an entry; one that stops short says ``has_more``.
+A page never skips an entry; one that stops short says ``has_more``. Pages and events are rows
+as stored (the gRPC layer encodes them: ``epochal.cms.codec``).
 """
 
 from __future__ import annotations
@@ -17,30 +18,42 @@ from typing import Any
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage, LogEntryRow, SnapshotRow
 from epochal.errors import EpochalError, Overloaded, Unavailable
-from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 RECENT_ENTRIES = 4_096
-_UNSIGNED_64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPage:
+    row: SnapshotRow
+    entry_ids: tuple[tuple[str, int, int], ...]  # (entry id, epoch, digest) up to the snapshot
 
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    snapshot: cms_pb2.Snapshot | None
-    entries: list[cms_pb2.LogEntry]
+    snapshot: SnapshotPage | None
+    entries: list[LogEntryRow]
     latest_epoch: int
     applied_slot: int
     has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """Entries newly applied, pushed to every watcher."""
+
+    entries: tuple[LogEntryRow, ...]
+    latest_epoch: int
 
 
 class Subscription:
     """One Watch stream: a bounded queue of events; overflow closes it (the caller resumes)."""
 
     def __init__(self, limit: int) -> None:
-        self.queue: asyncio.Queue[cms_pb2.WatchEvent | EpochalError] = asyncio.Queue(limit + 1)
+        self.queue: asyncio.Queue[LogEvent | EpochalError] = asyncio.Queue(limit + 1)
         self.limit = limit
         self.closed = False
 
-    def push(self, event: cms_pb2.WatchEvent) -> None:
+    def push(self, event: LogEvent) -> None:
         if self.closed:
             return
         if self.queue.qsize() >= self.limit:
@@ -56,15 +69,6 @@ class Subscription:
             self.queue.put_nowait(reason)
 
 
-def _entry(row: LogEntryRow) -> cms_pb2.LogEntry:
-    return cms_pb2.LogEntry(
-        epoch=row.epoch,
-        slot=row.slot,
-        entry_id=row.entry_id,
-        transformation=metadata_pb2.Transformation.FromString(row.transformation),
-    )
-
-
 class LogServer:
     def __init__(
         self,
@@ -75,7 +79,6 @@ class LogServer:
         self.settings = settings
         self.storage = storage
         self._read = read
-        # Rows, not messages: most are never asked for, so they become messages when they are.
         self._recent: deque[LogEntryRow] = deque(maxlen=RECENT_ENTRIES)
         self._subscriptions: set[Subscription] = set()
 
@@ -87,7 +90,7 @@ class LogServer:
         self._recent.extend(rows)
         if not self._subscriptions:
             return
-        event = cms_pb2.WatchEvent(entries=[_entry(r) for r in rows], latest_epoch=latest_epoch)
+        event = LogEvent(tuple(rows), latest_epoch)
         for subscription in list(self._subscriptions):
             subscription.push(event)
             if subscription.closed:
@@ -138,18 +141,11 @@ class LogServer:
             return snapshot, self.storage.entries_since(start, page)
 
         snapshot_row, rows = await self._read(read)
-        entries = [_entry(r) for r in rows if r.epoch <= latest]
+        entries = [r for r in rows if r.epoch <= latest]
         snapshot = None
         if snapshot_row is not None:
-            snapshot = cms_pb2.Snapshot(
-                metadata=metadata_pb2.ClusterMetadata.FromString(snapshot_row.metadata),
-                slot=snapshot_row.slot,
-                entry_ids=[
-                    cms_pb2.EntryIdRecord(entry_id=i, epoch=e, digest=d & _UNSIGNED_64)
-                    for i, e, d in entry_ids
-                    if e <= snapshot_row.epoch
-                ],
-            )
+            upto = snapshot_row.epoch
+            snapshot = SnapshotPage(snapshot_row, tuple(r for r in entry_ids if r[1] <= upto))
         reached = entries[-1].epoch if entries else (snapshot_row.epoch if snapshot_row else since)
         if reached < latest and len(entries) < page:
             # The newest entries may not be flushed to storage yet: they are in memory.
@@ -159,9 +155,9 @@ class LogServer:
         has_more = reached < latest
         return FetchResult(snapshot, entries, latest, 0 if has_more else applied_slot, has_more)
 
-    def _from_recent(self, since: int, page: int) -> list[cms_pb2.LogEntry] | None:
+    def _from_recent(self, since: int, page: int) -> list[LogEntryRow] | None:
         if not self._recent or self._recent[0].epoch > since + 1:
             return None
         offset = since + 1 - self._recent[0].epoch
         end = min(len(self._recent), offset + page)
-        return [_entry(self._recent[i]) for i in range(offset, end)]
+        return [self._recent[i] for i in range(offset, end)]

@@ -10,7 +10,13 @@ from collections.abc import AsyncIterator
 import grpc
 from opentelemetry import trace
 
-from epochal.cms.codec import item_from_proto, outcome_to_proto, parse_commit
+from epochal.cms.codec import (
+    fetch_response_to_proto,
+    item_from_proto,
+    outcome_to_proto,
+    parse_commit,
+    watch_event_to_proto,
+)
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.state_machine import CommitResult
 from epochal.cms.status import abort_with, code_of
@@ -62,13 +68,7 @@ class CMSServicer:
             span.set_attribute("since_epoch", request.since_epoch)
             span.set_attribute("entries", len(result.entries))
             span.set_attribute("snapshot", result.snapshot is not None)
-            return cms_pb2.FetchLogResponse(
-                snapshot=result.snapshot,
-                entries=result.entries,
-                latest_epoch=result.latest_epoch,
-                applied_slot=result.applied_slot,
-                has_more=result.has_more,
-            )
+            return fetch_response_to_proto(result)
 
     async def Watch(
         self, request: cms_pb2.WatchRequest, context: grpc.aio.ServicerContext
@@ -79,13 +79,11 @@ class CMSServicer:
             while True:  # the backlog, page by page
                 page = await self.member.fetch_log(since, 0, False)
                 if page.snapshot is not None or page.entries:
-                    yield cms_pb2.WatchEvent(
-                        snapshot=page.snapshot, entries=page.entries, latest_epoch=page.latest_epoch
-                    )
+                    yield watch_event_to_proto(page.entries, page.latest_epoch, page.snapshot)
                 if page.entries:
                     since = page.entries[-1].epoch
                 elif page.snapshot is not None:
-                    since = page.snapshot.metadata.epoch
+                    since = page.snapshot.row.epoch
                 if not page.has_more:
                     break
             while True:  # then live events, skipping what the backlog already sent
@@ -95,7 +93,7 @@ class CMSServicer:
                 entries = [e for e in event.entries if e.epoch > since]
                 if entries:
                     since = entries[-1].epoch
-                    yield cms_pb2.WatchEvent(entries=entries, latest_epoch=event.latest_epoch)
+                    yield watch_event_to_proto(entries, event.latest_epoch)
         finally:
             self.member.log.unsubscribe(subscription)
 
