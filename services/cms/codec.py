@@ -9,6 +9,7 @@ on — forwarded to the leader (``item_to_proto``) and proposed in a Paxos slot
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -17,14 +18,19 @@ from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.cms.status import code_of
 from epochal.cms.storage import LogEntryRow
 from epochal.errors import EpochalError, InvalidRequest, NotLeader, Rejected
+from epochal.tcm import CMSRole
 from epochal.wire.metadata import (
     MalformedInput,
     decode_transformation,
     encode_transformation,
     transformation_from_proto,
 )
+from epochal.wire.paxos import ballot_to_proto
 from epochal.wire.status import error_for
 from epochal.wire.v1 import cms_pb2, metadata_pb2
+
+if TYPE_CHECKING:  # the member imports this module
+    from epochal.cms.member import MemberDescription
 
 MAX_ENTRY_ID_CHARS = 128
 _UNSIGNED_64 = (1 << 64) - 1
@@ -190,4 +196,27 @@ def watch_event_to_proto(
         snapshot=snapshot_to_proto(snapshot) if snapshot is not None else None,
         entries=[entry_to_proto(row) for row in entries],
         latest_epoch=latest_epoch,
+    )
+
+
+def describe_to_proto(description: MemberDescription) -> cms_pb2.DescribeResponse:
+    return cms_pb2.DescribeResponse(
+        member_id=description.member_id,
+        members=[
+            cms_pb2.MemberInfo(
+                member_id=m.member_id,
+                address=m.address,
+                voter=m.role is CMSRole.VOTER,
+                role=m.role.value,
+            )
+            for m in description.members
+        ],
+        leader_id=description.leader_id,
+        epoch=description.epoch,
+        snapshot_epochs=description.snapshot_epochs,
+        ballot=ballot_to_proto(description.promised),
+        applied_slot=description.applied_slot,
+        ready=description.ready,
+        snapshots_installed=description.snapshots_installed,
+        log_complete=description.log_complete,
     )

@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 import grpc
 from opentelemetry import trace
 
-from epochal.cms.codec import decode_item, encode_item, signed64
+from epochal.cms.codec import decode_item, encode_item
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
@@ -108,14 +108,14 @@ from epochal.wire.metadata import (
     encode_transformation,
 )
 from epochal.wire.multiplex import describe
-from epochal.wire.paxos import ballot_to_proto, decode_slot_value, encode_slot_value
-from epochal.wire.v1 import cms_pb2
+from epochal.wire.paxos import decode_slot_value, encode_slot_value
 
 log = logging.getLogger(__name__)
 _tracer = tracer("epochal.cms")
 T = TypeVar("T")
 
 TICK_INTERVAL_S = 0.01
+FETCH_TIMEOUT_S = 30.0  # a page of a peer's log, when catching up or filling the log in
 EXIT_CANNOT_JOIN = 78  # EX_CONFIG: the running CMS refused this member as a candidate
 
 
@@ -836,17 +836,17 @@ class CMSMemberLoop:
 
     async def _learn_target_epoch(self) -> None:
         """Readiness: SERVING once caught up to the newest epoch a peer reported at start."""
-        peers = list(self.peers.cms_stubs.items())
+        peers = self.peers.peers()
         answers = await asyncio.gather(
-            *(stub.Describe(cms_pb2.DescribeRequest(), timeout=1.0) for _, stub in peers),
+            *(self.peers.epoch_of(peer, timeout_s=1.0) for peer in peers),
             return_exceptions=True,
         )
         epochs = []
-        for (peer, _), answer in zip(peers, answers, strict=True):
+        for peer, answer in zip(peers, answers, strict=True):
             if isinstance(answer, BaseException):
                 log.info("could not ask %s for its epoch at start: %s", peer, describe(answer))
             else:
-                epochs.append((answer.epoch, peer))
+                epochs.append((answer, peer))
         if epochs:
             self.target_epoch, peer = max(epochs)
             if self.target_epoch - self.sm.epoch > self.settings.snapshot_frequency:
@@ -867,7 +867,7 @@ class CMSMemberLoop:
             self.on_readiness(ready)
 
     def _begin_state_transfer(self, peer: str) -> None:
-        if self._transferring or peer not in self.peers.cms_stubs:
+        if self._transferring or peer not in self.peers.peers():
             return
         self._transferring = True
         self._spawn(self._state_transfer(peer))
@@ -883,41 +883,27 @@ class CMSMemberLoop:
             self._transferring = False
 
     async def _copy_from(self, peer: str) -> None:
-        stub = self.peers.cms_stubs[peer]
         since = self.sm.epoch
         metadata = self.sm.metadata
         snapshot_row: SnapshotRow | None = None
         ids: list[tuple[str, int, int]] = self.sm.entry_ids()
         rows: list[LogEntryRow] = []
         while True:
-            response = await stub.FetchLog(
-                cms_pb2.FetchLogRequest(since_epoch=since, include_entry_ids=True), timeout=30.0
+            page = await self.peers.fetch_log(
+                peer, since, include_entry_ids=True, timeout_s=FETCH_TIMEOUT_S
             )
-            if response.HasField("snapshot"):
-                metadata = _metadata_from_snapshot(response.snapshot)
-                snapshot_row = SnapshotRow(
-                    metadata.epoch,
-                    response.snapshot.slot,
-                    response.snapshot.metadata.SerializeToString(deterministic=True),
-                )
-                ids = [
-                    (r.entry_id, r.epoch, signed64(r.digest)) for r in response.snapshot.entry_ids
-                ]
+            if page.snapshot is not None:
+                metadata, snapshot_row = page.snapshot.metadata, page.snapshot.row
+                ids = list(page.snapshot.entry_ids)
                 rows = []
-            for entry in response.entries:
-                encoded = entry.transformation.SerializeToString(deterministic=True)
-                transformation = decode_transformation(encoded)
-                metadata = transformation.execute(metadata)
-                assert metadata.epoch == entry.epoch, (metadata.epoch, entry.epoch)
-                rows.append(
-                    LogEntryRow(
-                        entry.epoch, entry.slot, entry.entry_id, transformation.kind, encoded
-                    )
-                )
-                ids.append((entry.entry_id, entry.epoch, digest_of(encoded)))
+            for row in page.entries:
+                metadata = decode_transformation(row.transformation).execute(metadata)
+                assert metadata.epoch == row.epoch, (metadata.epoch, row.epoch)
+                rows.append(row)
+                ids.append((row.entry_id, row.epoch, digest_of(row.transformation)))
             since = metadata.epoch
-            if not response.has_more:
-                applied_slot = response.applied_slot
+            if not page.has_more:
+                applied_slot = page.applied_slot
                 break
         if applied_slot <= self.sm.applied_slot:
             return
@@ -986,22 +972,17 @@ class CMSMemberLoop:
             self._backfilling = False
 
     async def _backfill_page(self, prefix: int, target: int) -> bool:
-        for peer, stub in self.peers.cms_stubs.items():
+        for peer in self.peers.peers():
             try:
-                response = await stub.FetchLog(
-                    cms_pb2.FetchLogRequest(since_epoch=prefix, entries_only=True), timeout=30.0
+                page = await self.peers.fetch_log(
+                    peer, prefix, entries_only=True, timeout_s=FETCH_TIMEOUT_S
                 )
             except grpc.aio.AioRpcError as error:
                 log.info("backfill from %s failed: %s", peer, error.code().name)
                 continue
-            entries = [e for e in response.entries if prefix < e.epoch <= target]
-            if not entries or entries[0].epoch != prefix + 1:
+            rows = [row for row in page.entries if prefix < row.epoch <= target]
+            if not rows or rows[0].epoch != prefix + 1:
                 continue  # this peer lacks the entries too
-            rows = []
-            for entry in entries:
-                encoded = entry.transformation.SerializeToString(deterministic=True)
-                kind = entry.transformation.WhichOneof("kind") or ""
-                rows.append(LogEntryRow(entry.epoch, entry.slot, entry.entry_id, kind, encoded))
             self.storage.insert_entries(rows)
             return True
         return False
@@ -1077,26 +1058,18 @@ class CMSMemberLoop:
 
     # ------------------------------------------------------------------ describe
 
-    def describe(self) -> cms_pb2.DescribeResponse:
+    def describe(self) -> MemberDescription:
         status = self.node.status()
         members = self.sm.metadata.cms_members or tuple(
             CMSMember(member_id=m, address=a) for m, a in sorted(self.settings.members.items())
         )
-        return cms_pb2.DescribeResponse(
+        return MemberDescription(
             member_id=self.member_id,
-            members=[
-                cms_pb2.MemberInfo(
-                    member_id=m.member_id,
-                    address=m.address,
-                    voter=m.role is CMSRole.VOTER,
-                    role=m.role.value,
-                )
-                for m in members
-            ],
+            members=tuple(members),
             leader_id=status.leader_id or "",
             epoch=self.sm.epoch,
-            snapshot_epochs=self._snapshot_epochs,
-            ballot=ballot_to_proto(status.promised),
+            snapshot_epochs=tuple(self._snapshot_epochs),
+            promised=status.promised,
             applied_slot=self.sm.applied_slot,
             ready=self.ready,
             snapshots_installed=self.snapshots_installed,
@@ -1104,15 +1077,27 @@ class CMSMemberLoop:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """What Describe answers: this member's view of the CMS and its own progress."""
+
+    member_id: str
+    members: tuple[CMSMember, ...]
+    leader_id: str
+    epoch: int
+    snapshot_epochs: tuple[int, ...]
+    promised: Ballot
+    applied_slot: int
+    ready: bool
+    snapshots_installed: int
+    log_complete: bool
+
+
 # ---------------------------------------------------------------------- encoding helpers
 
 
 def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> AcceptedRow:
     return AcceptedRow(slot, ballot.round, ballot.node_id, encode_slot_value(value))
-
-
-def _metadata_from_snapshot(snapshot: cms_pb2.Snapshot) -> ClusterMetadata:
-    return decode_metadata(snapshot.metadata.SerializeToString(deterministic=True))
 
 
 def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Rejected | None:

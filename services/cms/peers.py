@@ -1,4 +1,6 @@
-"""Channels to the other CMS members: Paxos messages out, commits forwarded to the leader.
+"""Channels to the other CMS members: Paxos messages out, commits forwarded to the leader, and
+the calls a member makes to catch up (a peer's epoch, pages of its log), answered as domain
+values.
 
 Paxos messages are one-way: each peer gets one long-lived ``Step`` stream, and a message lost
 with a broken stream is simply a lost message (the core retransmits). Forwarded commits go to the
@@ -12,14 +14,18 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import grpc
 
-from epochal.cms.codec import item_to_proto, settle_from_outcome
+from epochal.cms.codec import item_to_proto, settle_from_outcome, signed64
 from epochal.cms.state_machine import CommitResult, ProposalItem
+from epochal.cms.storage import LogEntryRow, SnapshotRow
 from epochal.errors import NotLeader
 from epochal.paxos import Message
+from epochal.tcm import ClusterMetadata
 from epochal.wire.channels import insecure_channel
+from epochal.wire.metadata import decode_metadata
 from epochal.wire.multiplex import describe, why_broken
 from epochal.wire.paxos import messages_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
@@ -30,6 +36,23 @@ MAX_QUEUED_MESSAGES = 4096
 RECONNECT_MIN_S = 0.05
 RECONNECT_MAX_S = 1.0
 MAX_FORWARD_BATCH = 512
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSnapshot:
+    metadata: ClusterMetadata
+    row: SnapshotRow
+    entry_ids: list[tuple[str, int, int]]  # (entry id, epoch, digest) up to the snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class PeerLogPage:
+    """A page of a peer's log, decoded."""
+
+    snapshot: PeerSnapshot | None
+    entries: list[LogEntryRow]  # transformations as encoded: the caller decodes what it applies
+    applied_slot: int
+    has_more: bool
 
 
 class PeerTransport:
@@ -59,6 +82,49 @@ class PeerTransport:
             channel = self._channels[peer] = insecure_channel(address)
             self._stubs[peer] = cms_pb2_grpc.CMSPeerStub(channel)
             self.cms_stubs[peer] = cms_pb2_grpc.CMSStub(channel)
+
+    def peers(self) -> list[str]:
+        return list(self.cms_stubs)
+
+    async def epoch_of(self, peer: str, timeout_s: float) -> int:
+        """The epoch ``peer`` has applied (raises grpc.aio.AioRpcError when it does not say)."""
+        answer = await self.cms_stubs[peer].Describe(cms_pb2.DescribeRequest(), timeout=timeout_s)
+        return answer.epoch
+
+    async def fetch_log(
+        self,
+        peer: str,
+        since_epoch: int,
+        *,
+        include_entry_ids: bool = False,
+        entries_only: bool = False,
+        timeout_s: float,
+    ) -> PeerLogPage:
+        """A page of ``peer``'s log after ``since_epoch`` (raises grpc.aio.AioRpcError)."""
+        request = cms_pb2.FetchLogRequest(
+            since_epoch=since_epoch, include_entry_ids=include_entry_ids, entries_only=entries_only
+        )
+        response = await self.cms_stubs[peer].FetchLog(request, timeout=timeout_s)
+        snapshot = None
+        if response.HasField("snapshot"):
+            encoded = response.snapshot.metadata.SerializeToString(deterministic=True)
+            metadata = decode_metadata(encoded)
+            snapshot = PeerSnapshot(
+                metadata,
+                SnapshotRow(metadata.epoch, response.snapshot.slot, encoded),
+                [(r.entry_id, r.epoch, signed64(r.digest)) for r in response.snapshot.entry_ids],
+            )
+        entries = [
+            LogEntryRow(
+                entry.epoch,
+                entry.slot,
+                entry.entry_id,
+                entry.transformation.WhichOneof("kind") or "",
+                entry.transformation.SerializeToString(deterministic=True),
+            )
+            for entry in response.entries
+        ]
+        return PeerLogPage(snapshot, entries, response.applied_slot, response.has_more)
 
     def send(self, messages: Iterable[Message]) -> None:
         by_peer: dict[str, list[Message]] = defaultdict(list)

@@ -11,6 +11,7 @@ import grpc
 from opentelemetry import trace
 
 from epochal.cms.codec import (
+    describe_to_proto,
     fetch_response_to_proto,
     item_from_proto,
     outcome_to_proto,
@@ -100,7 +101,7 @@ class CMSServicer:
     async def Describe(
         self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.DescribeResponse:
-        return self.member.describe()
+        return describe_to_proto(self.member.describe())
 
 
 class CMSMemberServicer:
