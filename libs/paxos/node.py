@@ -93,6 +93,11 @@ from epochal.paxos.messages import (
 from epochal.paxos.ready import Ready, StateTransfer
 from epochal.paxos.settings import BUG_REPLY_BEFORE_DURABLE, BUG_SKIP_REPROPOSAL, PaxosSettings
 
+# What a proposer sends under its ballot: each is refused below the promise, in ``step``. The
+# other messages with a ballot are replies naming the receiver's own (Promise, Accepted, Nack).
+ProposerMessage = Prepare | Accept | Commit
+_PROPOSER_MESSAGES = (Prepare, Accept, Commit)
+
 
 class Role(enum.Enum):
     FOLLOWER = "follower"
@@ -342,6 +347,8 @@ class PaxosNode:
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a Paxos message: {type(message).__name__}")
+        if isinstance(message, _PROPOSER_MESSAGES) and self._refused_below_promise(message):
+            return
         handler(self, message)
 
     def compact(self, up_to: int) -> None:
@@ -409,11 +416,18 @@ class PaxosNode:
 
     # ------------------------------------------------------------------ acceptor
 
-    def _on_prepare(self, m: Prepare) -> None:
+    def _refused_below_promise(self, m: ProposerMessage) -> bool:
+        """The one check of a proposer's ballot against the promise, made in ``step`` before
+        any handler runs (as etcd's raft compares the term once in ``Step``): a ballot below
+        it is refused with a Nack naming the promise, so the proposer steps down and campaigns
+        above it. An accepted ballot's round counts toward this member's next election."""
         self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
+        if m.ballot >= self._promised:
+            return False
+        self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
+        return True
+
+    def _on_prepare(self, m: Prepare) -> None:
         self._promise(m.ballot, m.src)
         if m.src != self.node_id:
             self._reset_election_deadline()
@@ -434,10 +448,6 @@ class PaxosNode:
         self._send_acceptor_reply(reply)
 
     def _on_accept(self, m: Accept) -> None:
-        self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
         self._promise(m.ballot, m.src)
         self._follow(m.src, m.ballot)
         if m.slot > self._durable_through + self.settings.accept_window_slots:
@@ -477,10 +487,6 @@ class PaxosNode:
             self._learn_from_votes(m.slot, slot)  # votes that came before the Accept
 
     def _on_commit(self, m: Commit) -> None:
-        self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
         self._follow(m.src, m.ballot)
         self._learn(m.ballot, m.chosen_up_to, m.src)
 
