@@ -60,9 +60,12 @@ from the votes once it has applied the slots before). So a leader that was elect
 view (its promises show chosen slots it has not applied) learns them before it proposes under
 configurations it does not know.
 
-Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
-by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
-value or was compacted; chosen slots are delivered exactly once, in order.
+Invariants kept here, each asserted where it could break (a broken one is a bug: it crashes):
+``promised`` never decreases (``_promise``; ``step`` refuses every ballot below it, with a Nack,
+before any handler runs); a slot accepted in ballot b is only replaced by an accept in a ballot
+>= b (``_on_accept``); ``chosen_up_to`` only grows (``_advance_chosen``) and every slot up to it
+has a chosen value or was compacted (``_chosen_value``, wherever one is read); chosen slots are
+delivered exactly once, in order (``_deliver``, ``install_state``).
 """
 
 from __future__ import annotations
@@ -235,6 +238,9 @@ class PaxosNode:
         self._chosen_up_to = chosen_up_to
         self._compacted_up_to = chosen_up_to
         self._delivered_up_to = chosen_up_to
+        # The last chosen slot handed to the shell in a Ready taken, or installed: the next
+        # slot delivered must be the one after it (delivered exactly once, in order).
+        self._taken_through = chosen_up_to
         # Every slot up to here is applied by the shell and ``membership`` holds the
         # configurations those slots made: voters are known through _applied_through + α.
         self._applied_through = chosen_up_to
@@ -314,6 +320,8 @@ class PaxosNode:
             return _EMPTY_READY
         ready = self._out.freeze()
         self._out = _Outbox()
+        if ready.chosen:
+            self._taken_through = ready.chosen[-1].slot
         return ready
 
     # ------------------------------------------------------------------ inputs
@@ -364,10 +372,14 @@ class PaxosNode:
         """The shell copied a peer's state through slot ``up_to``."""
         if up_to <= self._chosen_up_to:
             return
+        # Slots delivered and not yet taken would reach the shell after the state that holds
+        # them: delivered twice, out of order. The shell takes every Ready before installing.
+        assert not self._out.chosen, f"slots {self._out.chosen[0].slot}.. not taken before install"
         self.stats.state_transfers += 1
         for slot in [s for s in self._log if s <= up_to]:
             del self._log[slot]
         self._chosen_up_to = self._compacted_up_to = self._delivered_up_to = up_to
+        self._taken_through = up_to
         self._catch_up_retry_ms = 0
         self._advance_chosen()  # the shell follows with ``applied`` for the installed state
 
@@ -420,7 +432,7 @@ class PaxosNode:
         """The one check of a proposer's ballot against the promise, made in ``step`` before
         any handler runs (as etcd's raft compares the term once in ``Step``): a ballot below
         it is refused with a Nack naming the promise, so the proposer steps down and campaigns
-        above it. An accepted ballot's round counts toward this member's next election."""
+        above it. Either way its round is observed: this member's next ballot goes above it."""
         self._observe(m.ballot)
         if m.ballot >= self._promised:
             return False
@@ -468,6 +480,9 @@ class PaxosNode:
             # so this never replaces an accept of a higher ballot.
             if slot is None:
                 slot = self._log[m.slot] = _Slot()
+            assert slot.accepted_ballot is None or slot.accepted_ballot <= m.ballot, (
+                f"slot {m.slot} accepted in {slot.accepted_ballot}, replaced in {m.ballot}"
+            )
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
@@ -491,6 +506,8 @@ class PaxosNode:
         self._learn(m.ballot, m.chosen_up_to, m.src)
 
     def _promise(self, ballot: Ballot, src: str) -> None:
+        # ``promised`` never decreases: ``step`` refused every ballot below it.
+        assert ballot >= self._promised, f"promise would go back from {self._promised} to {ballot}"
         if ballot > self._promised:
             self._promised = ballot
             self._out.promise = ballot
@@ -555,6 +572,10 @@ class PaxosNode:
             self._advance_chosen()
 
     def _advance_chosen(self) -> None:
+        # ``chosen_up_to`` only grows: it never falls below what was delivered from it.
+        assert self._delivered_up_to <= self._chosen_up_to, (
+            f"chosen_up_to went back to {self._chosen_up_to}, below {self._delivered_up_to}"
+        )
         while True:
             slot = self._log.get(self._chosen_up_to + 1)
             if slot is None or slot.chosen_value is None:
@@ -562,11 +583,24 @@ class PaxosNode:
             self._chosen_up_to += 1
         while self._delivered_up_to < self._chosen_up_to:
             self._delivered_up_to += 1
-            value = self._log[self._delivered_up_to].chosen_value
-            assert value is not None
-            self._out.chosen.append(ChosenSlot(slot=self._delivered_up_to, value=value))
+            self._deliver(self._delivered_up_to)
         if self._role is Role.LEADER:
             self._fill_slots()
+
+    def _deliver(self, s: int) -> None:
+        """Hand slot ``s`` to the shell in the next Ready: exactly once, in order."""
+        last = self._out.chosen[-1].slot if self._out.chosen else self._taken_through
+        assert s == last + 1, f"slot {s} delivered after slot {last}"
+        self._out.chosen.append(ChosenSlot(slot=s, value=self._chosen_value(s)))
+
+    def _chosen_value(self, s: int) -> SlotValue:
+        """Every slot up to ``chosen_up_to`` has a chosen value, or was compacted."""
+        slot = self._log.get(s)
+        assert s > self._compacted_up_to and slot is not None and slot.chosen_value is not None, (
+            f"slot {s} (chosen up to {self._chosen_up_to}, compacted up to "
+            f"{self._compacted_up_to}) has no chosen value"
+        )
+        return slot.chosen_value
 
     def _request_catch_up(self, peer: str, *, force: bool = False) -> None:
         if peer == self.node_id or (not force and self._now_ms < self._catch_up_retry_ms):
@@ -588,9 +622,7 @@ class PaxosNode:
             last = min(self._chosen_up_to, m.from_slot + self.settings.max_catch_up_slots - 1)
             chosen = []
             for s in range(m.from_slot, last + 1):
-                value = self._log[s].chosen_value
-                assert value is not None
-                chosen.append(ChosenSlot(slot=s, value=value))
+                chosen.append(ChosenSlot(slot=s, value=self._chosen_value(s)))
             reply = CatchUpReply(
                 src=self.node_id,
                 dst=m.src,

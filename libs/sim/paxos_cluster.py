@@ -25,6 +25,7 @@ prefix with the same applied log. Invariants checked after every event:
   * at most one value is chosen per slot (across every member that learned it);
   * every member's applied log is a prefix of one log;
   * an acknowledged value is applied at the epoch it was acknowledged with, and only once.
+The core asserts its own invariants as it runs: a seed that trips one fails with it too.
 """
 
 from __future__ import annotations
@@ -658,6 +659,8 @@ class PaxosCluster:
                 self.check_acknowledged_everywhere()
         except InvariantViolation as violation:
             failure = str(violation)
+        except AssertionError as violation:  # the core's own invariants, reported with the seed
+            failure = f"{type(violation).__name__} in the core: {violation}"
         self._collect_coverage()
         return RunResult(
             seed=self.world.seed,
