@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 Each ``SimMember`` wraps a ``PaxosNode`` and plays its shell the way ``epochal.cms`` does:
-persists go to a simulated disk that completes after a random delay, acceptor replies leave only
-when their write completed, chosen slots are applied to a tiny state machine (each distinct value
-gets the next epoch; a value seen before is a duplicate and a no-op — at-most-once at apply) and
-applied state is written lazily, together with forgetting the accepted slots it covers. A crash
-drops everything not yet on disk; a restart rebuilds the core from the disk alone.
+persists go to a simulated disk that completes them in order, each after a random delay;
+acceptor replies leave only when their write (and every write before it) completed; chosen slots
+are applied to a tiny state machine (each distinct value gets the next epoch; a value seen before
+is a duplicate and a no-op — at-most-once at apply) and applied state is written lazily,
+together with forgetting the accepted slots it covers. A crash drops everything not yet on
+disk; a restart rebuilds the core from the disk alone.
 
 Clients submit unique values to any member, follow "not leader" hints, and retry the *same*
 value after a timeout, so duplicates reach the log and must be answered with the first epoch.
@@ -126,6 +127,9 @@ class SimMember:
         self.applied: list[tuple[int, bytes]] = []
         self.waiters: dict[bytes, str] = {}  # value -> client waiting for its epoch
         self.pending_disk_writes = 0
+        # Acceptor writes complete in the order queued, the last one at acceptor_writes_done_ms.
+        self.acceptor_writes_queued = 0
+        self.acceptor_writes_done_ms = 0
         self.transferring = False
 
     # -------------------------------------------------------------- lifecycle
@@ -140,6 +144,8 @@ class SimMember:
         self.epoch_of = {value: epoch for epoch, value in self.applied}
         self.waiters = {}
         self.pending_disk_writes = 0
+        self.acceptor_writes_queued = 0
+        self.acceptor_writes_done_ms = 0
         self.transferring = False
         self.membership = self.disk.membership or self.cluster.membership
         self.node = PaxosNode(
@@ -188,8 +194,8 @@ class SimMember:
             if ready.is_empty():
                 return
             self._send_all(ready.messages)
-            if ready.needs_persist:
-                self._persist_then_send(ready)
+            if ready.needs_persist or self.acceptor_writes_queued:
+                self._persist_then_send(ready)  # after the writes of the Readies before it
             else:
                 self._send_all(ready.messages_after_persist)
             self._apply(ready.chosen)
@@ -201,13 +207,24 @@ class SimMember:
             self.cluster.send(message)
 
     def _persist_then_send(self, ready: Ready) -> None:
+        """Write the Ready's acceptor state after every write queued before it, then send the
+        replies that depend on it (on every write before it, too: a Ready with no write of its
+        own can carry a reply, a repeated Promise, that an earlier write backs)."""
         incarnation = self.incarnation
-        self.pending_disk_writes += 1
+        world = self.cluster.world
+        delay_ms = 0
+        if ready.needs_persist:
+            self.pending_disk_writes += 1
+            delay_ms = self.cluster.disk_delay_ms()
+        self.acceptor_writes_queued += 1
+        self.acceptor_writes_done_ms = max(self.acceptor_writes_done_ms, world.now_ms + delay_ms)
 
         def complete() -> None:
             if not self.alive(incarnation):
                 return
-            self.pending_disk_writes -= 1
+            self.acceptor_writes_queued -= 1
+            if ready.needs_persist:
+                self.pending_disk_writes -= 1
             if ready.persist_promise is not None:
                 self.disk.promised = max(self.disk.promised, ready.persist_promise)
             for record in ready.persist_accepted:
@@ -215,7 +232,7 @@ class SimMember:
                     self.disk.accepted[record.slot] = record
             self._send_all(ready.messages_after_persist)
 
-        self.cluster.world.schedule(self.cluster.disk_delay_ms(), f"fsync {self.id}", complete)
+        world.schedule(self.acceptor_writes_done_ms - world.now_ms, f"fsync {self.id}", complete)
 
     def _apply(self, chosen: Iterable[ChosenSlot]) -> None:
         for record in chosen:
