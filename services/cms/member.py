@@ -383,7 +383,7 @@ class CMSMemberLoop:
             if ready.is_empty():
                 break
             self._send(ready.messages)
-            if ready.needs_persist:
+            if ready.needs_persist or self._to_persist:  # replies wait for earlier writes too
                 self._persist_then_send(ready)
             else:
                 self._send(ready.messages_after_persist)
