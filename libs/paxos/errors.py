@@ -18,3 +18,9 @@ class Overloaded(PaxosError):
         self.pending = pending
         self.limit = limit
         super().__init__(f"{pending} values already pending (limit {limit}); retry later")
+
+
+class ReadyProtocolError(AssertionError):
+    """The shell broke its side of the Ready protocol (see ``node``, "The shell's side"): a bug
+    in the shell, never an expected condition. Like a broken invariant it is an AssertionError,
+    outside the PaxosError family, so nothing that handles expected conditions swallows it."""

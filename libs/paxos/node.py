@@ -7,14 +7,32 @@ The member is fed messages (``step``), clock readings (``tick``) and values to p
 ``Ready`` (``take_ready``) that the shell performs in this order:
 
 1. send ``messages`` (Prepare, Accept, Commit, catch-up: proposer and learner traffic);
-2. make ``persist_promise`` and ``persist_accepted`` durable, in the order Readies were taken;
+2. make ``persist_promise`` and ``persist_accepted`` durable, after every earlier Ready's;
 3. only then send ``messages_after_persist`` (Promise, Accepted: an acceptor's vote counts only
    once it is durable — a quorum of durable accepts is the commit point);
-4. apply the ``chosen`` slots, in order.
+4. apply the ``chosen`` slots, in order, telling the core with ``applied``;
+5. acknowledge the Ready with ``advance(ready)``.
 
 Messages addressed to this member itself go through the same path: the leader is also an
 acceptor and its own vote is a message it sends itself, so its disk write overlaps the
 followers' instead of preceding them.
+
+The shell's side (etcd's raft ``Advance``): the core cannot see the shell's disk or network,
+so the shell says what it did. ``advance(ready)`` acknowledges one Ready performed in full;
+Readies are advanced in the order they were taken. A shell may take the next Ready before the
+last one is advanced — the CMS queues the writes of every Ready of one loop step and makes them
+durable in one transaction, applying what they delivered a step later; the simulator's disk
+completes each write after a delay — but at most ``max_unadvanced_readies`` at once:
+``take_ready`` beyond that raises ReadyProtocolError naming the oldest Ready's work. So a shell
+that drops a Ready (its write, its replies, its applies, or the acknowledgement) fails loudly
+rather than leaving a leader without votes or a log without its next slot. ``advance`` raises
+the same error for a Ready out of order or one whose chosen slots were not reported applied.
+Besides the Readies, the shell reports its own state when it changes: ``applied(up_to,
+membership)`` after applying chosen slots (a leader proposes nothing whose voters it does not
+know), ``durable(up_to)`` once its applied state through ``up_to`` is durable (a write of its
+own, in no Ready; the accept window counts from it), ``compact(up_to)`` when it forgets slots it
+applied durably, and ``install_state(up_to)`` followed by ``applied`` and ``durable`` when it
+copied a peer's state (after taking every Ready, so no slot comes twice).
 
 Roles are follower, candidate and leader. A candidate picks a ballot above every round it has
 seen and runs phase 1 once for every slot after its chosen prefix; with promises from a quorum
@@ -76,7 +94,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from epochal.paxos.ballot import MAX_ROUND, ZERO_BALLOT, Ballot
-from epochal.paxos.errors import NotLeader, Overloaded
+from epochal.paxos.errors import NotLeader, Overloaded, ReadyProtocolError
 from epochal.paxos.membership import Membership
 from epochal.paxos.messages import (
     NOOP,
@@ -241,6 +259,8 @@ class PaxosNode:
         # The last chosen slot handed to the shell in a Ready taken, or installed: the next
         # slot delivered must be the one after it (delivered exactly once, in order).
         self._taken_through = chosen_up_to
+        # Readies taken and not yet advanced by the shell, oldest first.
+        self._unadvanced: deque[Ready] = deque()
         # Every slot up to here is applied by the shell and ``membership`` holds the
         # configurations those slots made: voters are known through _applied_through + α.
         self._applied_through = chosen_up_to
@@ -316,13 +336,47 @@ class PaxosNode:
         )
 
     def take_ready(self) -> Ready:
+        """The work left by the calls since the last one (see "The shell's side" above).
+        Raises ReadyProtocolError when ``max_unadvanced_readies`` are taken and not advanced."""
+        limit = self.settings.max_unadvanced_readies
+        if len(self._unadvanced) >= limit:
+            raise ReadyProtocolError(
+                f"{self.node_id}: {len(self._unadvanced)} Readies taken and not advanced "
+                f"(max_unadvanced_readies={limit}). A shell performs each Ready — sends its "
+                "messages, makes persist_promise and persist_accepted durable, then sends "
+                "messages_after_persist, applies chosen — and then calls advance(ready), in "
+                f"the order taken. The oldest asks to {self._unadvanced[0].obligations()}"
+            )
         if self._out.is_empty():
             return _EMPTY_READY
         ready = self._out.freeze()
         self._out = _Outbox()
         if ready.chosen:
             self._taken_through = ready.chosen[-1].slot
+        self._unadvanced.append(ready)
         return ready
+
+    def advance(self, ready: Ready) -> None:
+        """The shell performed ``ready`` in full: its messages sent, its writes durable (and
+        every earlier Ready's), its acceptor replies sent, its chosen slots applied (each told
+        with ``applied``), its state transfer started. Readies are advanced in the order taken;
+        an empty one asks nothing. Raises ReadyProtocolError when the shell breaks that."""
+        if ready.is_empty():
+            return
+        if not self._unadvanced or ready is not self._unadvanced[0]:
+            oldest = self._unadvanced[0].obligations() if self._unadvanced else None
+            raise ReadyProtocolError(
+                f"{self.node_id}: advance(ready) out of order: Readies are advanced in the "
+                "order taken, each once; "
+                + (f"the oldest not advanced asks to {oldest}" if oldest else "none is taken")
+            )
+        if ready.chosen and ready.chosen[-1].slot > self._applied_through:
+            raise ReadyProtocolError(
+                f"{self.node_id}: advance(ready) before its chosen slots are applied: it "
+                f"delivered slots {ready.chosen[0].slot}..{ready.chosen[-1].slot}, applied "
+                f"(told with applied) only through {self._applied_through}"
+            )
+        self._unadvanced.popleft()
 
     # ------------------------------------------------------------------ inputs
 

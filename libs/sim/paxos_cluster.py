@@ -188,19 +188,23 @@ class SimMember:
         self.process()
 
     def process(self) -> None:
-        """Drain Readies: send, persist, then send acceptor replies, then apply."""
+        """Drain Readies: send, persist, then send acceptor replies, apply, and advance each
+        once all of that is done (after its write completes, if it waits for one)."""
         while self.up:
             ready = self.node.take_ready()
             if ready.is_empty():
                 return
             self._send_all(ready.messages)
-            if ready.needs_persist or self.acceptor_writes_queued:
+            written_later = ready.needs_persist or self.acceptor_writes_queued > 0
+            if written_later:
                 self._persist_then_send(ready)  # after the writes of the Readies before it
             else:
                 self._send_all(ready.messages_after_persist)
             self._apply(ready.chosen)
             if ready.state_transfer is not None:
                 self._state_transfer(ready.state_transfer.peer)
+            if not written_later:
+                self.node.advance(ready)
 
     def _send_all(self, messages: Iterable[Message]) -> None:
         for message in messages:
@@ -231,6 +235,7 @@ class SimMember:
                 if record.slot > self.disk.applied_slot:
                     self.disk.accepted[record.slot] = record
             self._send_all(ready.messages_after_persist)
+            self.node.advance(ready)  # applied when it was taken
 
         world.schedule(self.acceptor_writes_done_ms - world.now_ms, f"fsync {self.id}", complete)
 
