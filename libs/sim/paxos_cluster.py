@@ -7,7 +7,8 @@ persists go to a simulated disk that completes them in order, each after a rando
 acceptor replies leave only when their write (and every write before it) completed; chosen slots
 are applied to a tiny state machine (each distinct value gets the next epoch; a value seen before
 is a duplicate and a no-op — at-most-once at apply) and applied state is written lazily,
-together with forgetting the accepted slots it covers. A crash drops everything not yet on
+together with forgetting the accepted slots it covers; each Ready is advanced once performed
+(its write completed, or at once if it waits for none). A crash drops everything not yet on
 disk; a restart rebuilds the core from the disk alone.
 
 Clients submit unique values to any member, follow "not leader" hints, and retry the *same*
