@@ -1,7 +1,7 @@
 """Multi-Paxos replicated log with no I/O (see ``node`` for the theory of operation)."""
 
 from epochal.paxos.ballot import ZERO_BALLOT, Ballot
-from epochal.paxos.errors import NotLeader, Overloaded
+from epochal.paxos.errors import NotLeader, Overloaded, ReadyProtocolError
 from epochal.paxos.membership import Configuration, Membership
 from epochal.paxos.messages import (
     NOOP,
@@ -53,6 +53,7 @@ __all__ = [
     "Prepare",
     "Promise",
     "Ready",
+    "ReadyProtocolError",
     "Role",
     "SlotValue",
     "StateTransfer",

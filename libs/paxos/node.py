@@ -7,14 +7,32 @@ The member is fed messages (``step``), clock readings (``tick``) and values to p
 ``Ready`` (``take_ready``) that the shell performs in this order:
 
 1. send ``messages`` (Prepare, Accept, Commit, catch-up: proposer and learner traffic);
-2. make ``persist_promise`` and ``persist_accepted`` durable, in the order Readies were taken;
+2. make ``persist_promise`` and ``persist_accepted`` durable, after every earlier Ready's;
 3. only then send ``messages_after_persist`` (Promise, Accepted: an acceptor's vote counts only
    once it is durable — a quorum of durable accepts is the commit point);
-4. apply the ``chosen`` slots, in order.
+4. apply the ``chosen`` slots, in order, telling the core with ``applied``;
+5. acknowledge the Ready with ``advance(ready)``.
 
 Messages addressed to this member itself go through the same path: the leader is also an
 acceptor and its own vote is a message it sends itself, so its disk write overlaps the
 followers' instead of preceding them.
+
+The shell's side (etcd's raft ``Advance``): the core cannot see the shell's disk or network,
+so the shell says what it did. ``advance(ready)`` acknowledges one Ready performed in full;
+Readies are advanced in the order they were taken. A shell may take the next Ready before the
+last one is advanced — the CMS queues the writes of every Ready of one loop step and makes them
+durable in one transaction, applying what they delivered a step later; the simulator's disk
+completes each write after a delay — but at most ``max_unadvanced_readies`` at once:
+``take_ready`` beyond that raises ReadyProtocolError naming the oldest Ready's work. So a shell
+that drops a Ready (its write, its replies, its applies, or the acknowledgement) fails loudly
+rather than leaving a leader without votes or a log without its next slot. ``advance`` raises
+the same error for a Ready out of order or one whose chosen slots were not reported applied.
+Besides the Readies, the shell reports its own state when it changes: ``applied(up_to,
+membership)`` after applying chosen slots (a leader proposes nothing whose voters it does not
+know), ``durable(up_to)`` once its applied state through ``up_to`` is durable (a write of its
+own, in no Ready; the accept window counts from it), ``compact(up_to)`` when it forgets slots it
+applied durably, and ``install_state(up_to)`` followed by ``applied`` and ``durable`` when it
+copied a peer's state (after taking every Ready, so no slot comes twice).
 
 Roles are follower, candidate and leader. A candidate picks a ballot above every round it has
 seen and runs phase 1 once for every slot after its chosen prefix; with promises from a quorum
@@ -60,9 +78,12 @@ from the votes once it has applied the slots before). So a leader that was elect
 view (its promises show chosen slots it has not applied) learns them before it proposes under
 configurations it does not know.
 
-Invariants kept here: ``promised`` never decreases; a slot accepted in ballot b is only replaced
-by an accept in a ballot >= b; ``chosen_up_to`` only grows and every slot up to it has a chosen
-value or was compacted; chosen slots are delivered exactly once, in order.
+Invariants kept here, each asserted where it could break (a broken one is a bug: it crashes):
+``promised`` never decreases (``_promise``; ``step`` refuses every ballot below it, with a Nack,
+before any handler runs); a slot accepted in ballot b is only replaced by an accept in a ballot
+>= b (``_on_accept``); ``chosen_up_to`` only grows (``_advance_chosen``) and every slot up to it
+has a chosen value or was compacted (``_chosen_value``, wherever one is read); chosen slots are
+delivered exactly once, in order (``_deliver``, ``install_state``).
 """
 
 from __future__ import annotations
@@ -73,7 +94,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from epochal.paxos.ballot import MAX_ROUND, ZERO_BALLOT, Ballot
-from epochal.paxos.errors import NotLeader, Overloaded
+from epochal.paxos.errors import NotLeader, Overloaded, ReadyProtocolError
 from epochal.paxos.membership import Membership
 from epochal.paxos.messages import (
     NOOP,
@@ -92,6 +113,11 @@ from epochal.paxos.messages import (
 )
 from epochal.paxos.ready import Ready, StateTransfer
 from epochal.paxos.settings import BUG_REPLY_BEFORE_DURABLE, BUG_SKIP_REPROPOSAL, PaxosSettings
+
+# What a proposer sends under its ballot: each is refused below the promise, in ``step``. The
+# other messages with a ballot are replies naming the receiver's own (Promise, Accepted, Nack).
+ProposerMessage = Prepare | Accept | Commit
+_PROPOSER_MESSAGES = (Prepare, Accept, Commit)
 
 
 class Role(enum.Enum):
@@ -230,6 +256,11 @@ class PaxosNode:
         self._chosen_up_to = chosen_up_to
         self._compacted_up_to = chosen_up_to
         self._delivered_up_to = chosen_up_to
+        # The last chosen slot handed to the shell in a Ready taken, or installed: the next
+        # slot delivered must be the one after it (delivered exactly once, in order).
+        self._taken_through = chosen_up_to
+        # Readies taken and not yet advanced by the shell, oldest first.
+        self._unadvanced: deque[Ready] = deque()
         # Every slot up to here is applied by the shell and ``membership`` holds the
         # configurations those slots made: voters are known through _applied_through + α.
         self._applied_through = chosen_up_to
@@ -305,11 +336,47 @@ class PaxosNode:
         )
 
     def take_ready(self) -> Ready:
+        """The work left by the calls since the last one (see "The shell's side" above).
+        Raises ReadyProtocolError when ``max_unadvanced_readies`` are taken and not advanced."""
+        limit = self.settings.max_unadvanced_readies
+        if len(self._unadvanced) >= limit:
+            raise ReadyProtocolError(
+                f"{self.node_id}: {len(self._unadvanced)} Readies taken and not advanced "
+                f"(max_unadvanced_readies={limit}). A shell performs each Ready — sends its "
+                "messages, makes persist_promise and persist_accepted durable, then sends "
+                "messages_after_persist, applies chosen — and then calls advance(ready), in "
+                f"the order taken. The oldest asks to {self._unadvanced[0].obligations()}"
+            )
         if self._out.is_empty():
             return _EMPTY_READY
         ready = self._out.freeze()
         self._out = _Outbox()
+        if ready.chosen:
+            self._taken_through = ready.chosen[-1].slot
+        self._unadvanced.append(ready)
         return ready
+
+    def advance(self, ready: Ready) -> None:
+        """The shell performed ``ready`` in full: its messages sent, its writes durable (and
+        every earlier Ready's), its acceptor replies sent, its chosen slots applied (each told
+        with ``applied``), its state transfer started. Readies are advanced in the order taken;
+        an empty one asks nothing. Raises ReadyProtocolError when the shell breaks that."""
+        if ready.is_empty():
+            return
+        if not self._unadvanced or ready is not self._unadvanced[0]:
+            oldest = self._unadvanced[0].obligations() if self._unadvanced else None
+            raise ReadyProtocolError(
+                f"{self.node_id}: advance(ready) out of order: Readies are advanced in the "
+                "order taken, each once; "
+                + (f"the oldest not advanced asks to {oldest}" if oldest else "none is taken")
+            )
+        if ready.chosen and ready.chosen[-1].slot > self._applied_through:
+            raise ReadyProtocolError(
+                f"{self.node_id}: advance(ready) before its chosen slots are applied: it "
+                f"delivered slots {ready.chosen[0].slot}..{ready.chosen[-1].slot}, applied "
+                f"(told with applied) only through {self._applied_through}"
+            )
+        self._unadvanced.popleft()
 
     # ------------------------------------------------------------------ inputs
 
@@ -345,6 +412,8 @@ class PaxosNode:
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"not a Paxos message: {type(message).__name__}")
+        if isinstance(message, _PROPOSER_MESSAGES) and self._refused_below_promise(message):
+            return
         handler(self, message)
 
     def compact(self, up_to: int) -> None:
@@ -360,10 +429,14 @@ class PaxosNode:
         """The shell copied a peer's state through slot ``up_to``."""
         if up_to <= self._chosen_up_to:
             return
+        # Slots delivered and not yet taken would reach the shell after the state that holds
+        # them: delivered twice, out of order. The shell takes every Ready before installing.
+        assert not self._out.chosen, f"slots {self._out.chosen[0].slot}.. not taken before install"
         self.stats.state_transfers += 1
         for slot in [s for s in self._log if s <= up_to]:
             del self._log[slot]
         self._chosen_up_to = self._compacted_up_to = self._delivered_up_to = up_to
+        self._taken_through = up_to
         self._catch_up_retry_ms = 0
         self._advance_chosen()  # the shell follows with ``applied`` for the installed state
 
@@ -412,11 +485,18 @@ class PaxosNode:
 
     # ------------------------------------------------------------------ acceptor
 
-    def _on_prepare(self, m: Prepare) -> None:
+    def _refused_below_promise(self, m: ProposerMessage) -> bool:
+        """The one check of a proposer's ballot against the promise, made in ``step`` before
+        any handler runs (as etcd's raft compares the term once in ``Step``): a ballot below
+        it is refused with a Nack naming the promise, so the proposer steps down and campaigns
+        above it. Either way its round is observed: this member's next ballot goes above it."""
         self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
+        if m.ballot >= self._promised:
+            return False
+        self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
+        return True
+
+    def _on_prepare(self, m: Prepare) -> None:
         self._promise(m.ballot, m.src)
         if m.src != self.node_id:
             self._reset_election_deadline()
@@ -437,10 +517,6 @@ class PaxosNode:
         self._send_acceptor_reply(reply)
 
     def _on_accept(self, m: Accept) -> None:
-        self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
         self._promise(m.ballot, m.src)
         self._follow(m.src, m.ballot)
         if m.slot > self._durable_through + self.settings.accept_window_slots:
@@ -461,6 +537,9 @@ class PaxosNode:
             # so this never replaces an accept of a higher ballot.
             if slot is None:
                 slot = self._log[m.slot] = _Slot()
+            assert slot.accepted_ballot is None or slot.accepted_ballot <= m.ballot, (
+                f"slot {m.slot} accepted in {slot.accepted_ballot}, replaced in {m.ballot}"
+            )
             slot.accepted_ballot = m.ballot
             slot.accepted_value = m.value
             self._out.accepted[m.slot] = AcceptedSlot(slot=m.slot, ballot=m.ballot, value=m.value)
@@ -480,14 +559,12 @@ class PaxosNode:
             self._learn_from_votes(m.slot, slot)  # votes that came before the Accept
 
     def _on_commit(self, m: Commit) -> None:
-        self._observe(m.ballot)
-        if m.ballot < self._promised:
-            self._send(Nack(src=self.node_id, dst=m.src, ballot=m.ballot, promised=self._promised))
-            return
         self._follow(m.src, m.ballot)
         self._learn(m.ballot, m.chosen_up_to, m.src)
 
     def _promise(self, ballot: Ballot, src: str) -> None:
+        # ``promised`` never decreases: ``step`` refused every ballot below it.
+        assert ballot >= self._promised, f"promise would go back from {self._promised} to {ballot}"
         if ballot > self._promised:
             self._promised = ballot
             self._out.promise = ballot
@@ -552,6 +629,10 @@ class PaxosNode:
             self._advance_chosen()
 
     def _advance_chosen(self) -> None:
+        # ``chosen_up_to`` only grows: it never falls below what was delivered from it.
+        assert self._delivered_up_to <= self._chosen_up_to, (
+            f"chosen_up_to went back to {self._chosen_up_to}, below {self._delivered_up_to}"
+        )
         while True:
             slot = self._log.get(self._chosen_up_to + 1)
             if slot is None or slot.chosen_value is None:
@@ -559,11 +640,24 @@ class PaxosNode:
             self._chosen_up_to += 1
         while self._delivered_up_to < self._chosen_up_to:
             self._delivered_up_to += 1
-            value = self._log[self._delivered_up_to].chosen_value
-            assert value is not None
-            self._out.chosen.append(ChosenSlot(slot=self._delivered_up_to, value=value))
+            self._deliver(self._delivered_up_to)
         if self._role is Role.LEADER:
             self._fill_slots()
+
+    def _deliver(self, s: int) -> None:
+        """Hand slot ``s`` to the shell in the next Ready: exactly once, in order."""
+        last = self._out.chosen[-1].slot if self._out.chosen else self._taken_through
+        assert s == last + 1, f"slot {s} delivered after slot {last}"
+        self._out.chosen.append(ChosenSlot(slot=s, value=self._chosen_value(s)))
+
+    def _chosen_value(self, s: int) -> SlotValue:
+        """Every slot up to ``chosen_up_to`` has a chosen value, or was compacted."""
+        slot = self._log.get(s)
+        assert s > self._compacted_up_to and slot is not None and slot.chosen_value is not None, (
+            f"slot {s} (chosen up to {self._chosen_up_to}, compacted up to "
+            f"{self._compacted_up_to}) has no chosen value"
+        )
+        return slot.chosen_value
 
     def _request_catch_up(self, peer: str, *, force: bool = False) -> None:
         if peer == self.node_id or (not force and self._now_ms < self._catch_up_retry_ms):
@@ -585,9 +679,7 @@ class PaxosNode:
             last = min(self._chosen_up_to, m.from_slot + self.settings.max_catch_up_slots - 1)
             chosen = []
             for s in range(m.from_slot, last + 1):
-                value = self._log[s].chosen_value
-                assert value is not None
-                chosen.append(ChosenSlot(slot=s, value=value))
+                chosen.append(ChosenSlot(slot=s, value=self._chosen_value(s)))
             reply = CatchUpReply(
                 src=self.node_id,
                 dst=m.src,

@@ -38,6 +38,11 @@ class PaxosSettings:
     # one; a leader proposes at most α past its prefix) cannot make a member allocate without
     # bound. At least α + max_catch_up_slots, so that a member catching up keeps voting.
     accept_window_slots: int = 1 << 14
+    # Readies the shell may have taken and not yet advanced (node.py, "The shell's side"): it
+    # may take the next Ready while a write is in flight, but one it forgot fails loudly here
+    # instead of stalling the member. A shell that performs each Ready before the next needs 1;
+    # the CMS's loop reached 14 under the batching tests, the simulator's slow disk 18.
+    max_unadvanced_readies: int = 256
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -50,6 +55,7 @@ class PaxosSettings:
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "election_timeout_ms": self.election_timeout_ms,
             "retransmit_interval_ms": self.retransmit_interval_ms,
+            "max_unadvanced_readies": self.max_unadvanced_readies,
         }
         for name, value in positive.items():
             if value <= 0:

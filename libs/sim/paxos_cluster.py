@@ -3,11 +3,13 @@
 Theory of operation
 -------------------
 Each ``SimMember`` wraps a ``PaxosNode`` and plays its shell the way ``epochal.cms`` does:
-persists go to a simulated disk that completes after a random delay, acceptor replies leave only
-when their write completed, chosen slots are applied to a tiny state machine (each distinct value
-gets the next epoch; a value seen before is a duplicate and a no-op — at-most-once at apply) and
-applied state is written lazily, together with forgetting the accepted slots it covers. A crash
-drops everything not yet on disk; a restart rebuilds the core from the disk alone.
+persists go to a simulated disk that completes them in order, each after a random delay;
+acceptor replies leave only when their write (and every write before it) completed; chosen slots
+are applied to a tiny state machine (each distinct value gets the next epoch; a value seen before
+is a duplicate and a no-op — at-most-once at apply) and applied state is written lazily,
+together with forgetting the accepted slots it covers; each Ready is advanced once performed
+(its write completed, or at once if it waits for none). A crash drops everything not yet on
+disk; a restart rebuilds the core from the disk alone.
 
 Clients submit unique values to any member, follow "not leader" hints, and retry the *same*
 value after a timeout, so duplicates reach the log and must be answered with the first epoch.
@@ -25,6 +27,7 @@ prefix with the same applied log. Invariants checked after every event:
   * at most one value is chosen per slot (across every member that learned it);
   * every member's applied log is a prefix of one log;
   * an acknowledged value is applied at the epoch it was acknowledged with, and only once.
+The core asserts its own invariants as it runs: a seed that trips one fails with it too.
 """
 
 from __future__ import annotations
@@ -125,6 +128,9 @@ class SimMember:
         self.applied: list[tuple[int, bytes]] = []
         self.waiters: dict[bytes, str] = {}  # value -> client waiting for its epoch
         self.pending_disk_writes = 0
+        # Acceptor writes complete in the order queued, the last one at acceptor_writes_done_ms.
+        self.acceptor_writes_queued = 0
+        self.acceptor_writes_done_ms = 0
         self.transferring = False
 
     # -------------------------------------------------------------- lifecycle
@@ -139,6 +145,8 @@ class SimMember:
         self.epoch_of = {value: epoch for epoch, value in self.applied}
         self.waiters = {}
         self.pending_disk_writes = 0
+        self.acceptor_writes_queued = 0
+        self.acceptor_writes_done_ms = 0
         self.transferring = False
         self.membership = self.disk.membership or self.cluster.membership
         self.node = PaxosNode(
@@ -181,40 +189,56 @@ class SimMember:
         self.process()
 
     def process(self) -> None:
-        """Drain Readies: send, persist, then send acceptor replies, then apply."""
+        """Drain Readies: send, persist, then send acceptor replies, apply, and advance each
+        once all of that is done (after its write completes, if it waits for one)."""
         while self.up:
             ready = self.node.take_ready()
             if ready.is_empty():
                 return
             self._send_all(ready.messages)
-            if ready.needs_persist:
-                self._persist_then_send(ready)
+            written_later = ready.needs_persist or self.acceptor_writes_queued > 0
+            if written_later:
+                self._persist_then_send(ready)  # after the writes of the Readies before it
             else:
                 self._send_all(ready.messages_after_persist)
             self._apply(ready.chosen)
             if ready.state_transfer is not None:
                 self._state_transfer(ready.state_transfer.peer)
+            if not written_later:
+                self.node.advance(ready)
 
     def _send_all(self, messages: Iterable[Message]) -> None:
         for message in messages:
             self.cluster.send(message)
 
     def _persist_then_send(self, ready: Ready) -> None:
+        """Write the Ready's acceptor state after every write queued before it, then send the
+        replies that depend on it (on every write before it, too: a Ready with no write of its
+        own can carry a reply, a repeated Promise, that an earlier write backs)."""
         incarnation = self.incarnation
-        self.pending_disk_writes += 1
+        world = self.cluster.world
+        delay_ms = 0
+        if ready.needs_persist:
+            self.pending_disk_writes += 1
+            delay_ms = self.cluster.disk_delay_ms()
+        self.acceptor_writes_queued += 1
+        self.acceptor_writes_done_ms = max(self.acceptor_writes_done_ms, world.now_ms + delay_ms)
 
         def complete() -> None:
             if not self.alive(incarnation):
                 return
-            self.pending_disk_writes -= 1
+            self.acceptor_writes_queued -= 1
+            if ready.needs_persist:
+                self.pending_disk_writes -= 1
             if ready.persist_promise is not None:
                 self.disk.promised = max(self.disk.promised, ready.persist_promise)
             for record in ready.persist_accepted:
                 if record.slot > self.disk.applied_slot:
                     self.disk.accepted[record.slot] = record
             self._send_all(ready.messages_after_persist)
+            self.node.advance(ready)  # applied when it was taken
 
-        self.cluster.world.schedule(self.cluster.disk_delay_ms(), f"fsync {self.id}", complete)
+        world.schedule(self.acceptor_writes_done_ms - world.now_ms, f"fsync {self.id}", complete)
 
     def _apply(self, chosen: Iterable[ChosenSlot]) -> None:
         for record in chosen:
@@ -658,6 +682,8 @@ class PaxosCluster:
                 self.check_acknowledged_everywhere()
         except InvariantViolation as violation:
             failure = str(violation)
+        except AssertionError as violation:  # the core's own invariants, reported with the seed
+            failure = f"{type(violation).__name__} in the core: {violation}"
         self._collect_coverage()
         return RunResult(
             seed=self.world.seed,

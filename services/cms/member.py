@@ -187,6 +187,7 @@ class CMSMemberLoop:
         self.peers = PeerTransport(self.member_id, settings.peers)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix=f"cms-read-{self.member_id}")
         self._to_persist: list[Ready] = []
+        self._unadvanced: deque[Ready] = deque()  # taken from the core, not yet performed
         self._to_apply: list[ChosenSlot] = []
         self._last_batch_commits = 0  # client commits in the last slot this member proposed
         self._linger_timer: asyncio.TimerHandle | None = None
@@ -374,11 +375,13 @@ class CMSMemberLoop:
 
     def _process(self) -> None:
         while True:
+            self._advance_performed()
             ready = self.node.take_ready()
             if ready.is_empty():
                 break
+            self._unadvanced.append(ready)
             self._send(ready.messages)
-            if ready.needs_persist:
+            if ready.needs_persist or self._to_persist:  # replies wait for earlier writes too
                 self._persist_then_send(ready)
             else:
                 self._send(ready.messages_after_persist)
@@ -391,6 +394,17 @@ class CMSMemberLoop:
                 self._begin_state_transfer(ready.state_transfer.peer)
         self._on_role_change()
         self._maybe_propose()
+
+    def _advance_performed(self) -> None:
+        """Acknowledge to the core, in the order taken, each Ready performed in full: its
+        writes durable and its replies sent (it left ``_to_persist``), its slots applied."""
+        while self._unadvanced and not self._stopped:
+            ready = self._unadvanced[0]
+            if self._to_persist and ready is self._to_persist[0]:
+                return  # the Readies queued for writing come in the order taken
+            if ready.chosen and ready.chosen[-1].slot > self.sm.applied_slot:
+                return
+            self.node.advance(self._unadvanced.popleft())
 
     def _send(self, messages: tuple[Message, ...]) -> None:
         if not messages:

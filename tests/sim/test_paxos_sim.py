@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from epochal.paxos import BUG_REPLY_BEFORE_DURABLE, BUG_SKIP_REPROPOSAL
+from epochal.paxos import BUG_REPLY_BEFORE_DURABLE, BUG_SKIP_REPROPOSAL, Message, PaxosNode
 from epochal.sim.cli import run_many
 from epochal.sim.paxos_cluster import run_seed
 
@@ -47,3 +47,13 @@ def test_ci_seeds_catch_a_planted_bug(bug: str) -> None:
     caught = [r for r in results if not r.ok]
     print(f"\n{bug}: caught by {len(caught)} of {len(results)} seeds, e.g. {caught[:1]}")
     assert caught, f"no CI seed catches the planted bug {bug!r}"
+
+
+def test_a_core_assertion_fails_the_seed_and_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(node: PaxosNode, message: Message) -> bool:
+        raise AssertionError("planted")
+
+    monkeypatch.setattr(PaxosNode, "_refused_below_promise", broken)
+    result = run_seed(3)
+    assert not result.ok
+    assert result.failure == "AssertionError in the core: planted"
