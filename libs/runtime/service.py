@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.0002
 EXIT_STORAGE_FAILED = 75  # EX_TEMPFAIL: a restart recovers from what is on disk
 EXIT_STOP_OVERRUN = 70  # EX_SOFTWARE: a graceful stop outlived its grace period
+EXIT_INVARIANT_BROKEN = 70  # EX_SOFTWARE: a bug; an assertion of a core failed
 # How a server spends its grace period when it stops: work in flight may drain for the first
 # share of it, gRPC's own stop (which cancels whatever is left) ends by the second, and the
 # rest is for closing storage and the interpreter's exit.
@@ -32,13 +33,13 @@ EXIT_RESERVE_S = 0.5  # of the grace period, for the interpreter's exit
 TASKS_FINISH_MAX_S = 1.0  # how long the tasks left after a stop may take to finish
 
 
-def fatal(message: str) -> None:
-    """Storage refused a write: what this process would acknowledge next could not be trusted to
-    be durable, so it exits at once (no cleanup that could write more) and a restart recovers
-    from what is on disk."""
+def fatal(message: str, exit_code: int = EXIT_STORAGE_FAILED) -> None:
+    """Storage refused a write, or an invariant broke: what this process would acknowledge next
+    could not be trusted, so it exits at once (no cleanup that could write more) and a restart
+    recovers from what is on disk."""
     log.critical("%s; exiting so that a restart recovers from what is on disk", message)
     logging.shutdown()
-    os._exit(EXIT_STORAGE_FAILED)
+    os._exit(exit_code)
 
 
 class Server(Protocol):

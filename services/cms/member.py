@@ -40,8 +40,9 @@ import logging
 import os
 import random
 import time
+import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -89,7 +90,7 @@ from epochal.paxos import (
     PaxosSettings,
     Ready,
 )
-from epochal.runtime.service import fatal
+from epochal.runtime.service import EXIT_INVARIANT_BROKEN, fatal
 from epochal.tcm import (
     CMS_KINDS,
     AddCMSCandidate,
@@ -159,6 +160,20 @@ def _time_out(future: asyncio.Future[CommitResult], timeout_s: float) -> None:
     if not future.done():
         message = f"no outcome within {timeout_s:.1f} s; retry with the same entry_id"
         future.set_exception(CommitTimeout(message))
+
+
+@contextlib.contextmanager
+def _crash_on_broken_invariant() -> Iterator[None]:
+    """A broken invariant of the Paxos core (an assertion, or the shell breaking the Ready
+    protocol) ends the process, as a failed storage write does: going on could acknowledge what
+    is not so, and a restart recovers from what is on disk."""
+    try:
+        yield
+    except AssertionError as error:
+        fatal(
+            f"the Paxos core's invariant broke: {error!r}\n{traceback.format_exc()}",
+            EXIT_INVARIANT_BROKEN,
+        )
 
 
 def _settled(outcome: CommitResult | EpochalError) -> asyncio.Future[CommitResult]:
@@ -357,8 +372,9 @@ class CMSMemberLoop:
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
-            self.node.tick(now_ms())
-            self._process()
+            with _crash_on_broken_invariant():
+                self.node.tick(now_ms())
+                self._process()
             self._expire_pending()
 
     # ------------------------------------------------------------------ the Ready loop
@@ -367,13 +383,18 @@ class CMSMemberLoop:
         if not self._accepting_messages:
             return
         now = now_ms()
-        for message in messages:
-            if message.dst != self.member_id:
-                continue
-            self.node.step(message, now)
-        self._process()
+        with _crash_on_broken_invariant():
+            for message in messages:
+                if message.dst != self.member_id:
+                    continue
+                self.node.step(message, now)
+            self._process()
 
     def _process(self) -> None:
+        with _crash_on_broken_invariant():
+            self._process_readies()
+
+    def _process_readies(self) -> None:
         while True:
             self._advance_performed()
             ready = self.node.take_ready()
