@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import itertools
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.metadata import transformation_from_proto
 
 from .cms import log_entries
+from .waiting import until
 
 EVENTS = {"id": "text", "seq": "int", "payload": "text"}
 HOLD_MS = 600_000  # a stream delay (test hook) that holds streams until the test sets 0 again
@@ -140,6 +142,7 @@ class QuorumWriters:
     keyspaces: Sequence[str]
     seq: int = 0
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (keyspace, key)
+    _counts: Counter[str] = field(default_factory=Counter)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -149,6 +152,15 @@ class QuorumWriters:
     async def stop(self) -> None:
         self._stop.set()
         await asyncio.gather(*self._tasks)
+
+    async def more(self, writes: int, timeout_s: float = 60.0) -> None:
+        """Until ``writes`` more writes are acknowledged in each keyspace."""
+        target = {keyspace: self._counts[keyspace] + writes for keyspace in self.keyspaces}
+        await until(
+            f"{writes} more acknowledged writes in each of {', '.join(self.keyspaces)}",
+            lambda: all(self._counts[k] >= count for k, count in target.items()),
+            timeout_s,
+        )
 
     async def _write(self, keyspace: str) -> None:
         for n in itertools.count():
@@ -162,6 +174,7 @@ class QuorumWriters:
                 await asyncio.sleep(0.01)  # paces a writer while writes are refused
                 continue
             self.acknowledged.append((keyspace, key))
+            self._counts[keyspace] += 1
 
 
 async def assert_every_quorum_reads_every_write(

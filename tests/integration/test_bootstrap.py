@@ -40,6 +40,10 @@ pytestmark = pytest.mark.integration
 
 KEYSPACES = ("tks", "uks")  # tracked, untracked
 JOIN_STEPS = ["prepare_join", "start", "mid", "finish"]
+# Acknowledged writes of each keyspace before the join and after it (once every replica has the
+# final placements), besides those during it.
+WRITES_BEFORE = 10
+WRITES_AFTER = 10
 
 
 @contextlib.asynccontextmanager
@@ -73,10 +77,12 @@ def test_a_node_joins_under_quorum_writes_and_every_quorum_of_the_new_groups_has
         async with ring_with_data(cluster, partitions=60) as client:
             writers = QuorumWriters(client, KEYSPACES, seq=0)
             writers.start()
-            await asyncio.sleep(0.5)
+            await writers.more(WRITES_BEFORE)
             status = await cluster.bootstrap("replica4", num_tokens=4)
             assert status.state == "finished", status
-            await asyncio.sleep(0.5)  # writes under the final placements too
+            # Writes under the final placements too: acknowledged once every replica has them.
+            await cluster.wait_for_epoch((await latest(cluster, client)).epoch)
+            await writers.more(WRITES_AFTER)
             await writers.stop()
             acked = {(k, f"p{p}"): 2 for k in KEYSPACES for p in range(60)}
             acked |= dict.fromkeys(writers.acknowledged, 0)

@@ -51,6 +51,10 @@ pytestmark = pytest.mark.integration
 
 KEYSPACES = {"tks": (3, True), "uks": (3, False), "u2ks": (2, False)}  # name: (RF, tracked)
 PRELOADED = 40  # partitions per keyspace, written at ALL before the first operation
+# Acknowledged writes of each keyspace before the first operation and after the last (once
+# every replica has the final placements), besides those during the operations.
+WRITES_BEFORE = 10
+WRITES_AFTER = 10
 
 
 Tokens = list[tuple[str, int]]
@@ -199,7 +203,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
 
             writers.start()
             try:
-                await asyncio.sleep(0.5)
+                await writers.more(WRITES_BEFORE)
                 await under_writes(
                     "replica4", "Bootstrap", replica_pb2.BootstrapRequest(num_tokens=4)
                 )
@@ -229,7 +233,9 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                     if token not in owned:
                         new.add(token)
                 await under_writes("replica1", "Move", replica_pb2.MoveRequest(tokens=sorted(new)))
-                await asyncio.sleep(0.3)  # writes under the final placements too
+                # Writes under the final placements too: acknowledged once every replica has them.
+                await cluster.wait_for_epoch((await latest(cluster, client)).epoch)
+                await writers.more(WRITES_AFTER)
             finally:
                 await writers.stop()
             acked = {(k, f"p{p}"): 0 for k in KEYSPACES for p in range(PRELOADED)}
