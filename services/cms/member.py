@@ -671,6 +671,7 @@ class CMSMemberLoop:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CommitResult] = loop.create_future()
         self._pending.append(_Pending(item, future, origin))
+        log.debug("commit %s queued at the leader (%d pending)", item.entry_id, len(self._pending))
         self._maybe_propose()
         # A timer rather than asyncio.wait_for: one handle per commit instead of two tasks.
         timer = loop.call_later(timeout_s, _time_out, future, timeout_s)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import Pid, block_until
+
 
 def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -> None:
     result = subprocess.run(
@@ -92,42 +94,6 @@ class DevCluster:
                 ) from None
 
 
-@dataclass(frozen=True)
-class Pid:
-    """A process by its pid and start time, so that a reused pid is never taken for it."""
-
-    pid: int
-    start_ticks: str
-
-    @classmethod
-    def children_of(cls, parent: int) -> list[Pid]:
-        found = []
-        for entry in os.listdir("/proc"):
-            fields = _stat_fields(entry) if entry.isdigit() else None
-            if fields is not None and fields[1] == str(parent):
-                found.append(cls(int(entry), fields[19]))
-        return found
-
-    @property
-    def alive(self) -> bool:
-        fields = _stat_fields(str(self.pid))
-        return fields is not None and fields[19] == self.start_ticks and fields[0] != "Z"
-
-    def kill(self) -> None:
-        if self.alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-
-def _stat_fields(pid: str) -> list[str] | None:
-    """/proc/<pid>/stat after the command name: state, ppid, ... (field 3 onwards)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2 :].split()
-
-
 @contextlib.contextmanager
 def dev_cluster(tmp_path: Path) -> Iterator[tuple[DevCluster, list[Pid]]]:
     """The dev cluster up and serving, and its six servers; whatever happens, every one of
@@ -148,15 +114,18 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[DevCluster, list[Pid]]]:
 
 
 def wait_gone(cluster: DevCluster, servers: list[Pid], timeout_s: float) -> float:
+    """Until the dev cluster and every one of its servers has exited; how long that took."""
     began = time.monotonic()
-    while cluster.process.poll() is None or any(s.alive for s in servers):
-        if time.monotonic() - began > timeout_s:
-            raise AssertionError(
-                f"still running after {timeout_s} s: dev cluster "
-                f"{'exited' if cluster.process.poll() is not None else 'running'}, "
-                f"servers {[s.pid for s in servers if s.alive]}"
-            )
-        time.sleep(0.05)
+
+    def still_running() -> str:
+        state = "exited" if cluster.process.poll() is not None else "running"
+        return f"dev cluster {state}, servers {[s.pid for s in servers if s.alive]} running"
+
+    block_until(
+        still_running,
+        lambda: cluster.process.poll() is not None and not any(s.alive for s in servers),
+        timeout_s,
+    )
     return time.monotonic() - began
 
 

@@ -32,6 +32,7 @@ from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import tail
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
+from tests.harness import start_ring
 
 from .fuzz_messages import Context, Generator, Input, methods
 from .fuzz_seeds import PARTITIONS, seeds
@@ -100,9 +101,7 @@ class FuzzResult:
 
 
 async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
-    cluster.start()
-    await cluster.wait_ready()
-    await cluster.form_ring(num_tokens=4)
+    await start_ring(cluster, num_tokens=4)
     async with Client(cluster.addresses) as client:
         await client.create_keyspace("fuzz", replication_factor=3, tracked=True)
         await client.create_table(

@@ -28,6 +28,7 @@ from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.sim.history import Kind, Op, Outcome, Verdict, check, to_record
+from tests.harness import start_ring
 
 KEYSPACE = "hist"
 TABLE = "rows"
@@ -78,9 +79,7 @@ class RunResult:
 
 async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> RunResult:
     """Form the ring, run the workload under faults, heal, read everything, check."""
-    cluster.start()
-    await cluster.wait_ready()
-    await cluster.form_ring(num_tokens=4)
+    await start_ring(cluster, num_tokens=4)
     async with Client(cluster.addresses) as admin:
         await admin.create_keyspace(KEYSPACE, replication_factor=3, tracked=True)
         await admin.create_table(

@@ -23,6 +23,7 @@ from epochal.tcm import Register
 from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, paxos_pb2, replica_pb2_grpc
 from epochal.wire.v1 import replica_pb2 as pb
+from tests.harness import log_entries, run, start_ring
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +34,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
     cluster = LocalCluster(tmp_path / "cluster")
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(num_tokens=4)
+        await start_ring(cluster, num_tokens=4)
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=3, tracked=True)
             await client.create_table(
@@ -48,7 +47,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
             await client.write("ks", "t", {"p": 1, "c": 1, "v": "before"})
             epoch = client.epoch
         await cluster.wait_for_epoch(epoch)
-        log_before = await _log(cluster)
+        log_before = await log_entries(cluster.cms)
         replica = cluster.addresses[0]
 
         # A client write retried under a mutation id no coordinator issued: a sequence past
@@ -157,11 +156,8 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
         # all of it restarts.
         for process in [*cluster.cms.members.values(), *cluster.nodes.values()]:
             assert process.running, process.name
-        log_after = await _log(cluster)
-        added = [
-            e.transformation.WhichOneof("kind")
-            for e in log_after.entries[len(log_before.entries) :]
-        ]
+        log_after = await log_entries(cluster.cms)
+        added = [e.transformation.WhichOneof("kind") for e in log_after[len(log_before) :]]
         assert added == ["register", "unregister"], added
         async with Client(cluster.addresses) as client:
             rows = (await client.read("ks", "t", {"p": 1}, consistency=Consistency.ALL)).rows
@@ -179,10 +175,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
                 Register(address="10.9.9.9:4", datacenter="dc1", rack="r1", version="1.0.0")
             )
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), 240))
-    finally:
-        cluster.close()
+    run(cluster, scenario, 240)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -280,8 +273,3 @@ async def _step(address: str, message: paxos_pb2.PaxosMessage) -> grpc.StatusCod
         except grpc.aio.AioRpcError as error:
             return error.code()
         return grpc.StatusCode.OK
-
-
-async def _log(cluster: LocalCluster) -> cms_pb2.FetchLogResponse:
-    async with CMSClient(cluster.cms.addresses) as cms:
-        return await cms.fetch_log(0, entries_only=True)

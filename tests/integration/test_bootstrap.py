@@ -13,33 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
 
 from epochal.client import Client, Consistency
-from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
-from epochal.errors import EpochalError
-from epochal.tcm import AdvanceSequence, CancelSequence, ClusterMetadata, PrepareJoin
-from epochal.tcm.keys import partition_columns, partition_token
-from epochal.wire.metadata import transformation_from_proto
+from tests.harness import (
+    QuorumWriters,
+    assert_every_quorum_reads_every_write,
+    create_events,
+    key_token,
+    latest,
+    read_group,
+    read_seqs,
+    replica_db,
+    run,
+    start_ring,
+    steps_of,
+    until,
+)
 
 pytestmark = pytest.mark.integration
 
-EVENTS = {"id": "text", "seq": "int", "payload": "text"}
 KEYSPACES = ("tks", "uks")  # tracked, untracked
-
-
-def run(cluster: LocalCluster, scenario: Callable[[], Awaitable[None]], timeout_s: float) -> None:
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout_s))
-    finally:
-        cluster.close()
+JOIN_STEPS = ["prepare_join", "start", "mid", "finish"]
+# Acknowledged writes of each keyspace before the join and after it (once every replica has the
+# final placements), besides those during it.
+WRITES_BEFORE = 10
+WRITES_AFTER = 10
 
 
 @contextlib.asynccontextmanager
@@ -47,65 +51,18 @@ async def ring_with_data(cluster: LocalCluster, partitions: int) -> AsyncIterato
     """Start the 3 first replicas as a ring, create both keyspaces, write ``partitions``
     partitions of 3 rows into each; then start the 4th replica (registered, not joined)."""
     joining = cluster.add_replica()
-    cluster.cms.start()
-    for name in list(cluster.nodes)[:3]:
-        cluster.start_replica(name)
-    await cluster.wait_ready(list(cluster.nodes)[:3])
-    founders = {n: r for n, r in cluster.nodes.items() if n != joining.name}
-    saved, cluster.nodes = cluster.nodes, founders
-    await cluster.form_ring(num_tokens=4)
-    cluster.nodes = saved
-    async with Client([r.address for r in founders.values()]) as client:
+    founders = [name for name in cluster.nodes if name != joining.name]
+    await start_ring(cluster, founders, num_tokens=4)
+    async with Client([cluster.nodes[n].address for n in founders]) as client:
         for keyspace in KEYSPACES:
             await client.create_keyspace(keyspace, replication_factor=3, tracked=keyspace == "tks")
-            await client.create_table(
-                keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-            )
+            await create_events(client, keyspace)
             for p in range(partitions):
                 rows = [{"id": f"p{p}", "seq": s, "payload": f"v{p}.{s}" * 8} for s in range(3)]
                 await client.write_rows(keyspace, "events", rows, consistency=Consistency.ALL)
         cluster.start_replica(joining.name)
         await cluster.wait_ready([joining.name])
         yield client
-
-
-def read_group(
-    metadata: ClusterMetadata, client: Client, keyspace: str, key: str
-) -> frozenset[str]:
-    token = partition_token(partition_columns(client.table(keyspace, "events")), (key,))
-    placement = metadata.placements[metadata.keyspaces[keyspace].replication]
-    return placement.reads[placement.index_of(token)]
-
-
-async def join_steps(cluster: LocalCluster, node_id: str) -> list[str]:
-    """The topology transformations of ``node_id`` in the CMS log, in order."""
-    steps = []
-    entries = []
-    async with CMSClient(cluster.cms.addresses) as cms:
-        page = await cms.fetch_log(0)
-        entries.extend(page.entries)
-        while page.has_more:
-            page = await cms.fetch_log(entries[-1].epoch)
-            entries.extend(page.entries)
-    for entry in entries:
-        transformation = transformation_from_proto(entry.transformation)
-        if getattr(transformation, "node_id", None) != node_id:
-            continue
-        if isinstance(transformation, PrepareJoin):
-            steps.append("prepare")
-        elif isinstance(transformation, AdvanceSequence):
-            steps.append(transformation.step.value)
-        elif isinstance(transformation, CancelSequence):
-            steps.append("cancel")
-    return steps
-
-
-async def latest(cluster: LocalCluster, client: Client) -> ClusterMetadata:
-    """The client's metadata, brought to the CMS's current epoch."""
-    async with CMSClient(cluster.cms.addresses) as cms:
-        epoch = (await cms.describe()).epoch
-    await client.refresh(epoch)
-    return client.metadata
 
 
 # --------------------------------------------------------------------------- join under writes
@@ -118,36 +75,19 @@ def test_a_node_joins_under_quorum_writes_and_every_quorum_of_the_new_groups_has
 
     async def scenario() -> None:
         async with ring_with_data(cluster, partitions=60) as client:
-            acked: dict[tuple[str, str], int] = {
-                (k, f"p{p}"): 2 for k in KEYSPACES for p in range(60)
-            }
-            stop = asyncio.Event()
-
-            async def writer(keyspace: str) -> None:
-                for n in itertools.count():
-                    if stop.is_set():
-                        return
-                    key = f"w{n}"
-                    try:
-                        await client.write(
-                            keyspace,
-                            "events",
-                            {"id": key, "seq": 0, "payload": f"written {n}"},
-                            consistency=Consistency.QUORUM,
-                        )
-                    except EpochalError:
-                        continue  # not acknowledged: not promised
-                    acked[(keyspace, key)] = 0
-
-            writers = [asyncio.ensure_future(writer(k)) for k in KEYSPACES]
-            await asyncio.sleep(0.5)
+            writers = QuorumWriters(client, KEYSPACES, seq=0)
+            writers.start()
+            await writers.more(WRITES_BEFORE)
             status = await cluster.bootstrap("replica4", num_tokens=4)
             assert status.state == "finished", status
-            await asyncio.sleep(0.5)  # writes under the final placements too
-            stop.set()
-            await asyncio.gather(*writers)
+            # Writes under the final placements too: acknowledged once every replica has them.
+            await cluster.wait_for_epoch((await latest(cluster, client)).epoch)
+            await writers.more(WRITES_AFTER)
+            await writers.stop()
+            acked = {(k, f"p{p}"): 2 for k in KEYSPACES for p in range(60)}
+            acked |= dict.fromkeys(writers.acknowledged, 0)
             joined = cluster.nodes["replica4"].node_id
-            assert await join_steps(cluster, joined) == ["prepare", "start", "mid", "finish"]
+            assert await steps_of(cluster, joined) == JOIN_STEPS
             assert await cluster.metric("replica4", "streamed_in_cells_total") > 0
             assert await cluster.metric("replica4", "streamed_in_mutations_total") > 0
             passed = 'progress_barriers_total{level="EACH_QUORUM",verdict="passed"}'
@@ -164,43 +104,15 @@ def test_a_node_joins_under_quorum_writes_and_every_quorum_of_the_new_groups_has
             streamed = 0
             for keyspace, key in sorted(acked):
                 if key.startswith("p") and joined in read_group(metadata, client, keyspace, key):
-                    result = await client.read(
-                        keyspace,
-                        "events",
-                        {"id": key},
-                        consistency=Consistency.ONE,
-                        coordinator=address,
-                    )
-                    assert [row["seq"] for row in result.rows] == [0, 1, 2], (keyspace, key)
+                    seqs = await read_seqs(client, keyspace, key, Consistency.ONE, address)
+                    assert seqs == [0, 1, 2], (keyspace, key)
                     streamed += 1
             assert streamed > 0
 
             # Every acknowledged write, through every quorum (2 of 3) of its final read
             # group: the two other replicas are stopped while a pair is read.
-            names = {r.node_id: n for n, r in cluster.nodes.items()}
-            for pair in itertools.combinations(sorted(names), 2):
-                others = [names[n] for n in names if n not in pair]
-                for name in others:
-                    cluster.stop_replica(name)
-                coordinator = cluster.nodes[names[pair[0]]].address
-                checked = 0
-                for (keyspace, key), last_seq in sorted(acked.items()):
-                    if not set(pair) <= read_group(metadata, client, keyspace, key):
-                        continue
-                    result = await client.read(
-                        keyspace,
-                        "events",
-                        {"id": key},
-                        consistency=Consistency.QUORUM,
-                        coordinator=coordinator,
-                    )
-                    seqs = [row["seq"] for row in result.rows]
-                    assert last_seq in seqs, (keyspace, key, pair, seqs)
-                    checked += 1
-                assert checked > 0, pair
-                for name in others:
-                    cluster.start_replica(name)
-                await cluster.wait_ready(others)
+            final = list(cluster.nodes)
+            await assert_every_quorum_reads_every_write(cluster, client, metadata, final, acked)
 
     run(cluster, scenario, timeout_s=420)
 
@@ -209,19 +121,17 @@ def test_a_node_joins_under_quorum_writes_and_every_quorum_of_the_new_groups_has
 
 
 def stored_mutations(cluster: LocalCluster, name: str) -> int:
-    path = cluster.data_dir / name / "replica.db"
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    with replica_db(cluster, name) as db:
         return db.execute("SELECT count(*) FROM mutations").fetchone()[0]
 
 
 async def streaming_started(cluster: LocalCluster, name: str) -> int:
     """Until the node has stored some streamed cells; returns how many."""
-    for _ in range(3000):
-        status = await cluster.operation(name, "Status")
-        if status.streamed_cells > 0:
-            return status.streamed_cells
-        await asyncio.sleep(0.01)
-    raise AssertionError("streaming did not start")
+
+    async def streamed_cells() -> int:
+        return (await cluster.operation(name, "Status")).streamed_cells
+
+    return await until(f"{name} streams", streamed_cells)
 
 
 def test_a_join_killed_mid_stream_resumes_without_duplicating_a_mutation(tmp_path: Path) -> None:
@@ -249,7 +159,7 @@ def test_a_join_killed_mid_stream_resumes_without_duplicating_a_mutation(tmp_pat
             assert status.streamed_mutations > 0
             assert stored_mutations(cluster, "replica4") == status.streamed_mutations
             joined = cluster.nodes["replica4"].node_id
-            assert await join_steps(cluster, joined) == ["prepare", "start", "mid", "finish"]
+            assert await steps_of(cluster, joined) == JOIN_STEPS
 
     run(cluster, scenario, timeout_s=300)
 
@@ -283,7 +193,7 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
             with pytest.raises(grpc.aio.AioRpcError) as stopped:
                 await joining
             assert stopped.value.code() == grpc.StatusCode.ABORTED
-            assert await join_steps(cluster, first) == ["prepare", "start", "cancel", "cancel"]
+            assert await steps_of(cluster, first) == ["prepare_join", "start", "cancel", "cancel"]
             metadata = await latest(cluster, client)
             assert metadata.nodes[first].state.value == "left"
             assert not metadata.sequences
@@ -317,14 +227,8 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
     joining_at = 8 * 10**18
 
     async def scenario() -> None:
-        cluster.cms.start()
         founders = ["replica1", "replica2", "replica3"]
-        for name in founders:
-            cluster.start_replica(name)
-        await cluster.wait_ready(founders)
-        everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
-        await cluster.form_ring(tokens=tokens)
-        cluster.nodes = everyone
+        await start_ring(cluster, founders, tokens=tokens)
         # The range's fallback sources are ordered by node id: X is streamed from.
         x, y = sorted(("replica1", "replica2"), key=lambda n: cluster.nodes[n].node_id)
         async with Client([cluster.nodes[n].address for n in founders]) as client:
@@ -332,9 +236,7 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
                 await client.create_keyspace(
                     keyspace, replication_factor=3, tracked=keyspace == "tks"
                 )
-                await client.create_table(
-                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-                )
+                await create_events(client, keyspace)
             await latest(cluster, client)
             cluster.stop_replica(x)
             missed = []
@@ -347,8 +249,7 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
                         {"id": key, "seq": 0, "payload": f"while {x} was down {p}"},
                         consistency=Consistency.QUORUM,
                     )
-                token = partition_token(partition_columns(client.table("tks", "events")), (key,))
-                if 6 * 10**18 < token <= joining_at:
+                if 6 * 10**18 < key_token(client, "tks", key) <= joining_at:
                     missed.append(key)
             assert missed  # some of them fall into the range that moves
             cluster.start_replica(x)
@@ -371,14 +272,8 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
             for keyspace in KEYSPACES:
                 found[keyspace] = 0
                 for key in missed:
-                    result = await client.read(
-                        keyspace,
-                        "events",
-                        {"id": key},
-                        consistency=Consistency.QUORUM,
-                        coordinator=coordinator,
-                    )
-                    found[keyspace] += len(result.rows)
+                    seqs = await read_seqs(client, keyspace, key, Consistency.QUORUM, coordinator)
+                    found[keyspace] += len(seqs)
             assert found == {"tks": len(missed), "uks": 0}, (found, len(missed))
 
     run(cluster, scenario, timeout_s=300)

@@ -19,21 +19,18 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.cms.storage import CMSStorage, LogEntryRow
 from epochal.cms_client import CMSClient, Committed
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import InvalidRequest, Rejected
 from epochal.tcm import (
     Column,
     ColumnType,
-    CreateKeyspace,
     CreateTable,
     DropTable,
-    ReplicationParams,
-    ReplicationType,
 )
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, metadata_pb2
+from tests.harness import converge, keyspace, local_cms, read_log, until
 
 pytestmark = pytest.mark.integration
 
@@ -51,35 +48,8 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalCMS
         for index in range(1, 4):
             db_urls[f"cms{index}"] = url
             schemas[f"cms{index}"] = make_schema()
-    local = LocalCMS(
-        tmp_path / "cms",
-        db_urls=db_urls,
-        db_schemas=schemas,
-        extra_args=("--election-timeout-ms", "400", "--heartbeat-interval-ms", "50"),
-    )
-    try:
-        local.start()
-        yield local
-    finally:
-        local.close()
-
-
-def storage_of(cluster: LocalCMS, member_id: str) -> CMSStorage:
-    url = cluster.db_urls.get(member_id) or f"sqlite:///{cluster.data_dir}/{member_id}/cms.db"
-    return CMSStorage(url, schema=cluster.db_schemas.get(member_id))
-
-
-def read_log(cluster: LocalCMS, member_id: str) -> list[LogEntryRow]:
-    storage = storage_of(cluster, member_id)
-    try:
-        rows: list[LogEntryRow] = []
-        while True:
-            page = storage.entries_since(rows[-1].epoch if rows else 0, 5000)
-            if not page:
-                return rows
-            rows.extend(page)
-    finally:
-        storage.close()
+    with local_cms(tmp_path / "cms", db_urls=db_urls, db_schemas=schemas) as started:
+        yield started
 
 
 def create_table(keyspace: str, name: str) -> CreateTable:
@@ -89,14 +59,6 @@ def create_table(keyspace: str, name: str) -> CreateTable:
         columns=(Column("id", ColumnType.TEXT), Column("value", ColumnType.BLOB)),
         partition_key=("id",),
         clustering_key=(),
-    )
-
-
-def keyspace(name: str) -> CreateKeyspace:
-    return CreateKeyspace(
-        name=name,
-        replication=ReplicationParams.simple(3),
-        replication_type=ReplicationType.UNTRACKED,
     )
 
 
@@ -200,11 +162,13 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
                 live = name if live is None else None
                 step += 1
 
+    async def acknowledged_reach(count: int) -> None:
+        await until(f"{count} commits acknowledged", lambda: len(acknowledged) >= count, 300)
+
     async def killer() -> None:
         nonlocal kills_with_commits_in_flight, kills_left
         for target in kill_at:
-            while len(acknowledged) < target:
-                await asyncio.sleep(0.005)
+            await acknowledged_reach(target)
             leader = await cluster.leader()
             orphan = await commit_without_the_answer(
                 cluster.members[leader].address, f"kill{kills - kills_left}"
@@ -229,20 +193,6 @@ async def load(cluster: LocalCMS, total: int, kills: int) -> dict[str, object]:
         "ballots": ballots,
         "orphans": orphans,
     }
-
-
-async def converge(
-    cluster: LocalCMS, timeout_s: float = 30.0, members: tuple[str, ...] = ()
-) -> int:
-    """Until every member (or those named) is at one epoch and holds the whole log up to it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        described = [await cluster.describe(m) for m in members or tuple(cluster.members)]
-        epochs = {d.epoch for d in described}
-        if len(epochs) == 1 and all(d.log_complete for d in described):
-            return epochs.pop()
-        assert time.monotonic() < deadline, f"members did not converge: {epochs}"
-        await asyncio.sleep(0.1)
 
 
 def test_commits_survive_leader_kills_exactly_once(cluster: LocalCMS) -> None:

@@ -5,7 +5,6 @@ agree afterwards."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,7 @@ from epochal.tcm import (
 )
 from epochal.tcm.placement import Placement
 from epochal.wire.metadata import transformation_from_proto
-
-from .test_cms_cluster import converge
+from tests.harness import FAST_ELECTIONS, converge, run
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +33,7 @@ STEPS = (Step.START, Step.MID, Step.FINISH)
 
 
 def test_topology_operations_through_the_cms(tmp_path: Path) -> None:
-    cluster = LocalCMS(
-        tmp_path / "cms",
-        extra_args=("--election-timeout-ms", "400", "--heartbeat-interval-ms", "50"),
-    )
+    cluster = LocalCMS(tmp_path / "cms", extra_args=FAST_ELECTIONS)
 
     async def scenario() -> dict[str, object]:
         cluster.start()
@@ -89,11 +84,7 @@ def test_topology_operations_through_the_cms(tmp_path: Path) -> None:
             seen["nodes"] = nodes
         return seen
 
-    try:
-        seen = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
-    finally:
-        cluster.close()
-
+    seen = run(cluster, scenario, 120)
     refusal = seen["refusal"]
     nodes: dict[str, str] = seen["nodes"]  # type: ignore[assignment]
     assert isinstance(refusal, Rejected)

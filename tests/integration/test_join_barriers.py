@@ -27,10 +27,18 @@ import pytest
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.tcm import ClusterMetadata, ReplicationParams
-
-from .test_bootstrap import EVENTS, latest, read_group, run
-from .test_cms_reconfiguration import until
-from .test_topology_operations import HOLD_MS, steps_since
+from tests.harness import (
+    HOLD_MS,
+    create_events,
+    latest,
+    read_group,
+    read_seqs,
+    run,
+    start_ring,
+    steps_since,
+    until,
+    until_logged,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,9 +54,7 @@ BARRIERS_PER_JOIN = 3  # before START, MID and FINISH
 
 async def write_partitions(client: Client, keyspace: str, partitions: int) -> None:
     """Create ``keyspace.events`` and write one row in each of ``partitions`` partitions, at ALL."""
-    await client.create_table(
-        keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-    )
+    await create_events(client, keyspace)
     for p in range(partitions):
         row = {"id": f"p{p}", "seq": 0, "payload": f"written before the joins {p}"}
         await client.write(keyspace, "events", row, consistency=Consistency.ALL)
@@ -74,9 +80,7 @@ def test_two_joins_on_opposite_sides_of_the_ring_run_at_once_and_lose_nothing(
     cluster = LocalCluster(tmp_path, replicas=8, test_hooks=True)
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(tokens=RING_OF_8)
+        await start_ring(cluster, tokens=RING_OF_8)
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=2)
             await write_partitions(client, "ks", PARTITIONS)
@@ -132,20 +136,13 @@ async def read_every_partition(
     served = dict.fromkeys(joined, 0)
     for p in range(PARTITIONS):
         key = f"p{p}"
-        result = await client.read("ks", "events", {"id": key}, consistency=Consistency.QUORUM)
-        assert [row["seq"] for row in result.rows] == [0], key
+        assert await read_seqs(client, "ks", key, Consistency.QUORUM) == [0], key
         for name in joined:
             replica = cluster.nodes[name]
             if replica.node_id not in read_group(metadata, client, "ks", key):
                 continue
-            result = await client.read(
-                "ks",
-                "events",
-                {"id": key},
-                consistency=Consistency.ONE,
-                coordinator=replica.address,
-            )
-            assert [row["seq"] for row in result.rows] == [0], (name, key)
+            seqs = await read_seqs(client, "ks", key, Consistency.ONE, replica.address)
+            assert seqs == [0], (name, key)
             served[name] += 1
     return served
 
@@ -184,9 +181,7 @@ def test_join_barriers_wait_for_each_datacenter_unless_the_minimum_allows_quorum
     cluster = LocalCluster(tmp_path, replicas=6, locations=LOCATIONS, replica_args=SHORT_BARRIERS)
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(tokens=RING_ON_2_DCS)
+        await start_ring(cluster, tokens=RING_ON_2_DCS)
         async with Client([cluster.nodes[n].address for n in DC1]) as client:
             await client.create_keyspace("ks", replication=REPLICATION)
             await write_partitions(client, "ks", PARTITIONS)
@@ -217,7 +212,8 @@ async def a_datacenter_down_holds_the_join_at_each_quorum(cluster: LocalCluster)
         "prepare",
         "EACH_QUORUM",
     ), status
-    silent = set((await logged(cluster, joining, STILL_WAITING)).group(1).split(", "))
+    still_waiting = await until_logged(STILL_WAITING, [cluster.nodes[joining]])
+    silent = set(still_waiting.group(1).split(", "))
     assert silent and silent <= {cluster.nodes[n].node_id for n in DC2}, silent
     assert not join.done()
 
@@ -277,16 +273,3 @@ async def with_minimum_quorum_the_join_goes_on_without_a_datacenter(cluster: Loc
     assert await cluster.metric(joining, PASSED_EACH_QUORUM) == 0
     fell_back = FELL_BACK.findall(replica.log_path.read_text())
     assert len(fell_back) == BARRIERS_PER_JOIN, fell_back
-
-
-async def logged(cluster: LocalCluster, name: str, pattern: re.Pattern[str]) -> re.Match[str]:
-    """Until the replica's log has a match of ``pattern``; answers the first."""
-    found: list[re.Match[str]] = []
-
-    async def matched() -> bool:
-        match = pattern.search(cluster.nodes[name].log_path.read_text())
-        found.extend([match] if match else [])
-        return match is not None
-
-    await until(f"{pattern.pattern!r} in the log of {name}", matched)
-    return found[0]

@@ -9,7 +9,6 @@ whose parent died before it asked for the signal notices and exits at once.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from epochal.runtime.processes import EXIT_PARENT_GONE, PARENT_PID_ENV
+from tests.harness import Pid, block_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -63,14 +63,6 @@ PARENT = textwrap.dedent(
 )
 
 
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 def test_a_child_outlives_its_starting_thread_and_dies_with_its_parent(tmp_path: Path) -> None:
     log = tmp_path / "child.log"
     parent = subprocess.Popen(
@@ -79,30 +71,27 @@ def test_a_child_outlives_its_starting_thread_and_dies_with_its_parent(tmp_path:
         stdout=subprocess.PIPE,
         text=True,
     )
-    child_pid = 0
+    child: Pid | None = None
     try:
         assert parent.stdout is not None
-        child_pid = int(parent.stdout.readline())
+        child = Pid.of(int(parent.stdout.readline()))
         # The starting thread is gone. A parent-death signal would already have been sent;
         # signals arrive within microseconds, so a child alive and quiet for a second after
         # that got none.
         watched_until = time.monotonic() + 1.0
         while time.monotonic() < watched_until:
-            assert alive(child_pid) and "SIGTERM" not in log.read_text(), log.read_text()
+            assert child.alive and "SIGTERM" not in log.read_text(), log.read_text()
             time.sleep(0.05)
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 10
-        while alive(child_pid):
-            assert time.monotonic() < deadline, "the child outlived its killed parent"
-            time.sleep(0.05)
+        block_until("the child exits after its parent was killed", lambda: not child.alive, 10)
         assert "got SIGTERM" in log.read_text(), log.read_text()
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
-        if child_pid and alive(child_pid):
-            os.kill(child_pid, signal.SIGKILL)
+        if child is not None:
+            child.kill()
 
 
 def test_a_child_whose_parent_is_already_gone_exits_at_once() -> None:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -38,38 +38,23 @@ from epochal.tcm import (
 from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
+from tests.harness import run, start_ring, until
 
 pytestmark = pytest.mark.integration
 
 EVENTS = {"id": "text", "seq": "int", "a": "text", "b": "bigint"}
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
-
-
 @contextlib.asynccontextmanager
 async def events_table(cluster: LocalCluster) -> AsyncIterator[Client]:
     """Start the cluster, form its ring, and create the tracked table ``tks.events``."""
-    cluster.start()
-    await cluster.wait_ready()
-    await cluster.form_ring(num_tokens=4)
+    await start_ring(cluster, num_tokens=4)
     async with Client(cluster.addresses) as client:
         await client.create_keyspace("tks", replication_factor=3, tracked=True)
         await client.create_table(
             "tks", "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
         )
         yield client
-
-
-def run(cluster: LocalCluster, scenario: Callable[[], Awaitable[None]], timeout_s: float) -> None:
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout_s))
-    finally:
-        cluster.close()
 
 
 # --------------------------------------------------------------------------- writes and repair
@@ -96,10 +81,10 @@ def test_quorum_writes_read_back_and_a_stopped_replica_is_repaired_mutation_by_m
                     written[(await client.write_rows("tks", "events", rows)).mutation_id] = rows
 
             writers = [asyncio.create_task(writer()) for _ in range(4)]
-            await until(lambda: len(written) >= 60)
+            await until("60 writes", lambda: len(written) >= 60)
             cluster.kill_replica("replica3")
             before_kill = set(written)
-            await until(lambda: len(written) >= len(before_kill) + 90)
+            await until("90 writes without replica3", lambda: len(written) >= len(before_kill) + 90)
             # Epochs it misses: a new table and a new column, committed while it is down.
             await client.create_table(
                 "tks", "later", {"id": "text", "v": "text"}, partition_key=["id"]
@@ -195,9 +180,7 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
     tokens = {"replica1": [-(1 << 62)], "replica2": [0], "replica3": [1 << 62]}
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(tokens=tokens)
+        await start_ring(cluster, tokens=tokens)
         coordinator = cluster.nodes["replica1"]
         async with Client(cluster.addresses) as client, CMSClient(cluster.cms.addresses) as cms:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
@@ -349,9 +332,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
     cluster = LocalCluster(tmp_path / "cluster", replica_args=("--max-value-bytes", "1024"))
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        await cluster.form_ring(num_tokens=4)
+        await start_ring(cluster, num_tokens=4)
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(

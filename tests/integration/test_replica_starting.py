@@ -14,8 +14,7 @@ import pytest
 
 from epochal.runtime.processes import LocalProcess, free_ports
 from epochal.wire.v1 import replica_pb2
-
-from .lifecycle import call_each_method, first_answer
+from tests.harness import call_each_method, first_answer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

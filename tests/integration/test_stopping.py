@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -23,34 +22,23 @@ from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import EpochalError
-
-from .lifecycle import (
-    NOISE,
+from tests.harness import (
+    GRACE_S,
     Committers,
+    assert_quiet,
     first_answer,
-    local_cms,
-    log_size,
-    logged_since,
     signal_and_time_exit,
     until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-GRACE_S = 5.0  # the servers' default --shutdown-grace-s
 CLIENTS = 8
-
-
-@pytest.fixture
-def cms(tmp_path: Path) -> Iterator[LocalCMS]:
-    with local_cms(tmp_path / "cms") as started:
-        yield started
 
 
 def assert_stopped_cleanly(lines: list[str], name: str) -> None:
     """What the server logged from the signal on: one line saying it is shutting down."""
-    noise = [line for line in lines if NOISE.search(line)]
-    assert not noise, f"{name} logged at shutdown:\n" + "\n".join(lines)
+    assert_quiet(lines, name)
     assert len(lines) == 1 and "shutting down on SIG" in lines[0], "\n".join(lines)
 
 
@@ -69,16 +57,15 @@ def test_a_cms_member_stops_within_its_grace_under_commit_load(
             leader = await cms.leader()
             victim = leader if role == "leader" else next(m for m in cms.members if m != leader)
             member = cms.members[victim]
-            offset = log_size(member)
-            took = await signal_and_time_exit(member, signum, GRACE_S)
+            exited = await signal_and_time_exit(member, signum, GRACE_S)
             await committers.progress(100)  # the others carry on
         finally:
             await committers.stop()
         assert member.process is not None and member.process.returncode == 0
-        assert_stopped_cleanly(logged_since(member, offset), victim)
+        assert_stopped_cleanly(exited.logged, victim)
         assert not committers.failures, committers.failures[:10]
         assert grpc.StatusCode.UNKNOWN not in committers.failed_attempts()
-        print(f"{victim} ({role}) stopped in {took:.2f} s")
+        print(f"{victim} ({role}) stopped in {exited.seconds:.2f} s")
 
     asyncio.run(scenario())
 
@@ -124,17 +111,16 @@ async def replica_under_load(cluster: LocalCluster, signum: signal.Signals) -> N
             await until("operations under way", lambda: done >= 200 or bool(failures))
             assert not failures, f"before the stop: {failures[:10]}"
             victim = cluster.nodes["replica2"]
-            offset = log_size(victim)
-            took = await signal_and_time_exit(victim, signum, GRACE_S)
+            exited = await signal_and_time_exit(victim, signum, GRACE_S)
             carried_on = done + 200
             await until("operations after the stop", lambda: done >= carried_on)
         finally:
             stop.set()
             await asyncio.gather(*workers)
     assert victim.process is not None and victim.process.returncode == 0
-    assert_stopped_cleanly(logged_since(victim, offset), "replica2")
+    assert_stopped_cleanly(exited.logged, "replica2")
     assert not failures, failures[:10]
-    print(f"replica2 stopped on {signum.name} in {took:.2f} s; {done} writes and reads")
+    print(f"replica2 stopped on {signum.name} in {exited.seconds:.2f} s; {done} writes and reads")
 
 
 def test_a_member_signalled_while_it_starts_stops_within_its_grace(tmp_path: Path) -> None:
@@ -144,10 +130,9 @@ def test_a_member_signalled_while_it_starts_stops_within_its_grace(tmp_path: Pat
         member = starting.members["cms1"]
         refused = await first_answer(member.address, "/epochal.v1.CMS/Describe")
         assert refused is not None and "is starting" in refused.details(), refused
-        offset = log_size(member)
-        await signal_and_time_exit(member, signal.SIGTERM, GRACE_S)
+        exited = await signal_and_time_exit(member, signal.SIGTERM, GRACE_S)
         assert member.process is not None and member.process.returncode == 0
-        assert_stopped_cleanly(logged_since(member, offset), "cms1")
+        assert_stopped_cleanly(exited.logged, "cms1")
 
     try:
         starting.start()

@@ -19,10 +19,7 @@ Replacing or removing a node that still answers is refused, naming it as alive.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import random
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -30,69 +27,34 @@ import grpc
 import pytest
 
 from epochal.client import Client, Consistency
-from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
-from epochal.errors import EpochalError
 from epochal.replica.operations import owned_ranges
-from epochal.tcm import (
-    AdvanceSequence,
-    CancelSequence,
-    ClusterMetadata,
-    PrepareJoin,
-    PrepareLeave,
-    PrepareMove,
-    PrepareReplace,
-)
-from epochal.tcm.keys import partition_columns, partition_token
+from epochal.tcm import ClusterMetadata
 from epochal.tcm.movements import movements
-from epochal.wire.metadata import transformation_from_proto
 from epochal.wire.v1 import replica_pb2
-
-from .test_bootstrap import EVENTS, latest, run
+from tests.harness import (
+    HOLD_MS,
+    QuorumWriters,
+    assert_every_quorum_reads_every_write,
+    create_events,
+    key_token,
+    latest,
+    read_group,
+    replica_db,
+    run,
+    start_ring,
+    steps_since,
+    until,
+)
 
 pytestmark = pytest.mark.integration
 
 KEYSPACES = {"tks": (3, True), "uks": (3, False), "u2ks": (2, False)}  # name: (RF, tracked)
 PRELOADED = 40  # partitions per keyspace, written at ALL before the first operation
-HOLD_MS = 600_000  # streams wait this long after each message, until the test releases them
-
-
-async def steps_since(cluster: LocalCluster, epoch: int) -> list[tuple[str, str]]:
-    """(node id, step) of every topology transformation committed after ``epoch``."""
-    entries = []
-    async with CMSClient(cluster.cms.addresses) as cms:
-        page = await cms.fetch_log(epoch)
-        entries.extend(page.entries)
-        while page.has_more:
-            page = await cms.fetch_log(entries[-1].epoch)
-            entries.extend(page.entries)
-    names = {
-        PrepareJoin: "prepare_join",
-        PrepareLeave: "prepare_leave",
-        PrepareReplace: "prepare_replace",
-        PrepareMove: "prepare_move",
-    }
-    steps = []
-    for entry in entries:
-        transformation = transformation_from_proto(entry.transformation)
-        if isinstance(transformation, AdvanceSequence):
-            steps.append((transformation.node_id, transformation.step.value))
-        elif type(transformation) in names:
-            steps.append((transformation.node_id, names[type(transformation)]))
-        elif isinstance(transformation, CancelSequence):
-            steps.append((transformation.node_id, "cancel"))
-    return steps
-
-
-def read_group(metadata: ClusterMetadata, client: Client, keyspace: str, key: str) -> frozenset:
-    token = key_token(client, keyspace, key)
-    placement = metadata.placements[metadata.keyspaces[keyspace].replication]
-    return placement.reads[placement.index_of(token)]
-
-
-def key_token(client: Client, keyspace: str, key: str) -> int:
-    columns = partition_columns(client.table(keyspace, "events"))
-    return partition_token(columns, (key,))
+# Acknowledged writes of each keyspace before the first operation and after the last (once
+# every replica has the final placements), besides those during the operations.
+WRITES_BEFORE = 10
+WRITES_AFTER = 10
 
 
 Tokens = list[tuple[str, int]]
@@ -100,8 +62,7 @@ Tokens = list[tuple[str, int]]
 
 def stored(cluster: LocalCluster, name: str) -> tuple[Tokens, Tokens]:
     """(table id, token) of each cell and (keyspace, token) of each log entry a replica holds."""
-    path = cluster.data_dir / name / "replica.db"
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    with replica_db(cluster, name) as db:
         cells = db.execute("SELECT DISTINCT table_id, token FROM cells").fetchall()
         logged = db.execute("SELECT DISTINCT keyspace, token FROM mutations").fetchall()
     return cells, logged
@@ -125,6 +86,17 @@ async def epochal_cli(*args: str) -> tuple[int, str, str]:
             await process.wait()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def preload(client: Client, payload_repeats: int) -> None:
+    """Create the keyspaces and their ``events``; write PRELOADED partitions of one row (seq 0)
+    into each, at ALL."""
+    for keyspace, (rf, tracked) in KEYSPACES.items():
+        await client.create_keyspace(keyspace, replication_factor=rf, tracked=tracked)
+        await create_events(client, keyspace)
+        for p in range(PRELOADED):
+            row = {"id": f"p{p}", "seq": 0, "payload": f"preloaded {p}" * payload_repeats}
+            await client.write(keyspace, "events", row, consistency=Consistency.ALL)
 
 
 def inside(token: int, ranges: tuple[tuple[int, int], ...]) -> bool:
@@ -175,14 +147,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
     )
 
     async def scenario() -> None:
-        cluster.cms.start()
-        founders = ["replica1", "replica2", "replica3"]
-        for name in founders:
-            cluster.start_replica(name)
-        await cluster.wait_ready(founders)
-        everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
-        formed = await cluster.form_ring(num_tokens=4)
-        cluster.nodes = everyone
+        formed = await start_ring(cluster, ["replica1", "replica2", "replica3"], num_tokens=4)
         for name in ("replica4", "replica5"):  # registered, not joined
             cluster.start_replica(name)
         await cluster.wait_ready(["replica4", "replica5"])
@@ -190,43 +155,9 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
 
         seeds = [cluster.nodes[n].address for n in ("replica1", "replica4", "replica5")]
         async with Client([*seeds, cluster.nodes["replica2"].address]) as client:
-            for keyspace, (rf, tracked) in KEYSPACES.items():
-                await client.create_keyspace(keyspace, replication_factor=rf, tracked=tracked)
-                await client.create_table(
-                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-                )
-                for p in range(PRELOADED):
-                    await client.write(
-                        keyspace,
-                        "events",
-                        {"id": f"p{p}", "seq": 0, "payload": f"preloaded {p}"},
-                        consistency=Consistency.ALL,
-                    )
-            acked: dict[tuple[str, str], int] = {
-                (k, f"p{p}"): 0 for k in KEYSPACES for p in range(PRELOADED)
-            }
-            order: list[tuple[str, str]] = []  # acknowledged writes, in order
-            stop = asyncio.Event()
-
-            async def writer(keyspace: str) -> None:
-                for n in itertools.count():
-                    if stop.is_set():
-                        return
-                    key = f"w{n}"
-                    try:
-                        await client.write(
-                            keyspace,
-                            "events",
-                            {"id": key, "seq": 1, "payload": f"written {n}"},
-                            consistency=Consistency.QUORUM,
-                        )
-                    except EpochalError:
-                        await asyncio.sleep(0.01)
-                        continue  # not acknowledged: not promised
-                    acked[(keyspace, key)] = 1
-                    order.append((keyspace, key))
-
-            writers = [asyncio.ensure_future(writer(k)) for k in KEYSPACES]
+            await preload(client, payload_repeats=1)
+            writers = QuorumWriters(client, list(KEYSPACES), seq=1)
+            order = writers.acknowledged  # acknowledged writes, in order
 
             async def under_writes(
                 name: str, method: str, request: object | None = None
@@ -239,37 +170,40 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                 running = asyncio.ensure_future(
                     cluster.operation(name, method, request, timeout_s=240)
                 )
-                for _ in range(3000):
+
+                async def streaming() -> replica_pb2.OperationStatus | None:
                     status = await cluster.operation(name, "Status")
-                    if status.state == "streaming" or running.done():
-                        break
-                    await asyncio.sleep(0.01)
-                assert status.state == "streaming", (method, status)
+                    assert status.state == "streaming" or not running.done(), (method, status)
+                    return status if status.state == "streaming" else None
+
+                status = await until(f"{method} streaming", streaming)
                 metadata = await latest(cluster, client)
                 moved = movements(metadata, metadata.sequences[status.node_id])
                 since = len(order)
-                for _ in range(3000):
-                    into_moved = [
-                        (keyspace, key)
+
+                def writes_into_moved() -> int:
+                    return sum(
+                        1
                         for keyspace, key in order[since:]
                         if any(
                             m.params == metadata.keyspaces[keyspace].replication
                             and m.range.contains(key_token(client, keyspace, key))
                             for m in moved
                         )
-                    ]
-                    if len(into_moved) >= 5:
-                        break
-                    await asyncio.sleep(0.01)
-                assert len(into_moved) >= 5, (method, len(order) - since)
+                    )
+
+                await until(
+                    f"5 writes into the ranges {method} moves", lambda: writes_into_moved() >= 5
+                )
                 for node in live:
                     await cluster.set_hooks(node, stream_delay_ms=0)
                 status = await running
                 assert status.state == "finished", (method, status)
                 return status
 
+            writers.start()
             try:
-                await asyncio.sleep(0.5)
+                await writers.more(WRITES_BEFORE)
                 await under_writes(
                     "replica4", "Bootstrap", replica_pb2.BootstrapRequest(num_tokens=4)
                 )
@@ -299,10 +233,13 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                     if token not in owned:
                         new.add(token)
                 await under_writes("replica1", "Move", replica_pb2.MoveRequest(tokens=sorted(new)))
-                await asyncio.sleep(0.3)  # writes under the final placements too
+                # Writes under the final placements too: acknowledged once every replica has them.
+                await cluster.wait_for_epoch((await latest(cluster, client)).epoch)
+                await writers.more(WRITES_AFTER)
             finally:
-                stop.set()
-                await asyncio.gather(*writers, return_exceptions=True)
+                await writers.stop()
+            acked = {(k, f"p{p}"): 0 for k in KEYSPACES for p in range(PRELOADED)}
+            acked |= dict.fromkeys(order, 1)
 
             # The log shows each operation's four steps, in order, and nothing else.
             assert await steps_since(cluster, formed) == [
@@ -326,27 +263,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
 
             # Every acknowledged write through every quorum of its final read group: the old
             # owners are stopped, and so is the third final node while a pair is read.
-            names = {ids[n]: n for n in final}
-            for pair in itertools.combinations(sorted(names), 2):
-                (other,) = [names[n] for n in names if n not in pair]
-                cluster.stop_replica(other)
-                coordinator = cluster.nodes[names[pair[0]]].address
-                checked = 0
-                for (keyspace, key), seq in sorted(acked.items()):
-                    if not set(pair) <= read_group(metadata, client, keyspace, key):
-                        continue
-                    result = await client.read(
-                        keyspace,
-                        "events",
-                        {"id": key},
-                        consistency=Consistency.QUORUM,
-                        coordinator=coordinator,
-                    )
-                    assert seq in [row["seq"] for row in result.rows], (keyspace, key, pair)
-                    checked += 1
-                assert checked > 0, pair
-                cluster.start_replica(other)
-                await cluster.wait_ready([other])
+            await assert_every_quorum_reads_every_write(cluster, client, metadata, final, acked)
 
             # Cleanup: each replica then holds exactly the ranges its placement gives it.
             removed = 0
@@ -376,23 +293,10 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
     )
 
     async def scenario() -> None:
-        cluster.start()
-        await cluster.wait_ready()
-        formed = await cluster.form_ring(num_tokens=4)
+        formed = await start_ring(cluster, num_tokens=4)
         ids = {name: replica.node_id for name, replica in cluster.nodes.items()}
         async with Client([r.address for r in cluster.nodes.values()]) as client:
-            for keyspace, (rf, tracked) in KEYSPACES.items():
-                await client.create_keyspace(keyspace, replication_factor=rf, tracked=tracked)
-                await client.create_table(
-                    keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
-                )
-                for p in range(PRELOADED):
-                    await client.write(
-                        keyspace,
-                        "events",
-                        {"id": f"p{p}", "seq": 0, "payload": f"preloaded {p}" * 20},
-                        consistency=Consistency.ALL,
-                    )
+            await preload(client, payload_repeats=20)
             before = (await latest(cluster, client)).placements
 
             # Decommission, held mid-stream, then aborted.
@@ -400,12 +304,11 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
                 await cluster.set_hooks(name, stream_delay_ms=HOLD_MS)
             leaving = asyncio.ensure_future(cluster.operation("replica4", "Decommission"))
             others = ["replica1", "replica2", "replica3"]
-            for _ in range(3000):
-                pulled = [await cluster.metric(n, "streamed_in_cells_total") for n in others]
-                if sum(pulled) > 0:
-                    break
-                await asyncio.sleep(0.01)
-            assert sum(pulled) > 0, "no receiver pulled anything"
+
+            async def pulled() -> bool:
+                return sum([await cluster.metric(n, "streamed_in_cells_total") for n in others]) > 0
+
+            await until("a receiver pulls part of replica4's ranges", pulled)
             status = await cluster.operation("replica4", "DecommissionAbort")
             assert status.state == "aborted", status
             with pytest.raises(grpc.aio.AioRpcError) as stopped:

@@ -32,7 +32,7 @@ from epochal.tcm import (
 )
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
-from .test_tcm_seed_tables import RF2, Cluster
+from .seed_ring import RF2, Cluster
 
 STEPS = (Step.START, Step.MID, Step.FINISH)
 START_MS = 1_700_000_000_000

@@ -4,7 +4,6 @@ metadata: what a request becomes, and every way it is refused with the message t
 from __future__ import annotations
 
 import datetime
-import uuid
 
 import pytest
 from hypothesis import given
@@ -18,24 +17,12 @@ from epochal.replica.mutations import (
     BadRequest,
     CellDraft,
     ReadDraft,
-    RowDraft,
     SliceDraft,
     WriteDraft,
     prepare_read,
     prepare_write,
 )
-from epochal.tcm import (
-    ClusterMetadata,
-    CMSMember,
-    Column,
-    ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    InitializeCMS,
-    ReplicationParams,
-    ReplicationType,
-    apply_transformation,
-)
+from epochal.tcm import ColumnType
 from epochal.tcm.keys import (
     EVERYTHING,
     clustering_columns,
@@ -44,91 +31,12 @@ from epochal.tcm.keys import (
     partition_token,
     slice_bounds,
 )
-from epochal.wire.values import KIND_OF_TYPE, encode, from_proto, to_proto
+from epochal.wire.values import KIND_OF_TYPE, from_proto
 
-LIMITS = {"max_value_bytes": 1000, "max_mutation_bytes": 100_000}
-REGULAR = {f"v_{t.value}": t for t in ColumnType}
-SAMPLES = {
-    ColumnType.TEXT: "hello",
-    ColumnType.INT: -(2**31),
-    ColumnType.BIGINT: 2**40,
-    ColumnType.BOOLEAN: True,
-    ColumnType.DOUBLE: -0.5,
-    ColumnType.BLOB: b"\x00\xff",
-    ColumnType.UUID: uuid.UUID(int=7),
-    ColumnType.TIMESTAMP: 1_700_000_000_000,
-}
+from .write_drafts import LIMITS, METADATA, REGULAR, SAMPLES, cell, row, write
 
-
-def build_metadata() -> ClusterMetadata:
-    metadata = ClusterMetadata.empty()
-    for transformation in (
-        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
-        CreateKeyspace(name="ks", replication=ReplicationParams.simple(1)),
-        CreateKeyspace(
-            name="tracked",
-            replication=ReplicationParams.simple(1),
-            replication_type=ReplicationType.TRACKED,
-        ),
-        *(
-            CreateTable(
-                keyspace=keyspace,
-                name="t",
-                columns=(
-                    Column("p", ColumnType.TEXT),
-                    Column("q", ColumnType.INT),
-                    Column("c", ColumnType.BIGINT),
-                    Column("d", ColumnType.BLOB),
-                    *(Column(name, t) for name, t in REGULAR.items()),
-                ),
-                partition_key=("p", "q"),
-                clustering_key=("c", "d"),
-            )
-            for keyspace in ("ks", "tracked")
-        ),
-        CreateTable(
-            keyspace="ks",
-            name="by_name",
-            columns=(Column("name", ColumnType.TEXT), Column("v", ColumnType.INT)),
-            partition_key=("name",),
-        ),
-        CreateTable(
-            keyspace="ks",
-            name="typed",
-            columns=tuple(Column(f"k_{t.value}", t) for t in ColumnType),
-            partition_key=tuple(f"k_{t.value}" for t in ColumnType),
-        ),
-    ):
-        metadata = apply_transformation(metadata, transformation)
-    return metadata
-
-
-METADATA = build_metadata()
 TABLE = METADATA.keyspaces["ks"].tables["t"]
 EPOCH = METADATA.epoch
-
-
-def cell(column: str, value: object, column_type: ColumnType | None = None) -> CellDraft:
-    """A cell as the codec drafts it from the wire (``value`` None: delete the cell)."""
-    if value is None:
-        return CellDraft(column, None, None)
-    proto = to_proto(column, column_type or REGULAR[column], value)
-    kind = proto.WhichOneof("kind")
-    return CellDraft(column, kind, encode(proto), proto.int if kind == "int" else None)
-
-
-def write(*rows: RowDraft, keyspace: str = "ks", table: str = "t", **changes) -> WriteDraft:
-    fields = {
-        "keyspace": keyspace,
-        "table": table,
-        "partition_key": ("k", 1),
-        "rows": rows,
-    } | changes
-    return WriteDraft(**fields)
-
-
-def row(*cells: CellDraft, clustering=(5, b"x"), delete: bool = False) -> RowDraft:
-    return RowDraft(clustering, cells, delete)
 
 
 def refused(draft: WriteDraft, **limits: int) -> str:

@@ -21,7 +21,7 @@ from epochal.replica.mutations import (
 )
 from epochal.tcm.keys import decode_canonical
 
-from .test_replica_mutations import LIMITS, METADATA, REGULAR, SAMPLES, cell, row, write
+from .write_drafts import LIMITS, METADATA, REGULAR, SAMPLES, cell, row, write
 
 ISSUED = METADATA.next_node_number + 5  # node numbers below this were issued
 KEYSPACE = METADATA.keyspaces["ks"]

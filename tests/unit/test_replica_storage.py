@@ -33,7 +33,7 @@ from epochal.replica.storage import (
 from epochal.tcm.keys import EVERYTHING, KeyBounds
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
-from .test_replica_model import bounds_strategy, cells_of, histories
+from .mutation_histories import bounds_strategy, cells_of, histories
 
 SHARED_DATABASE = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60

@@ -15,7 +15,7 @@ from epochal.tcm.barrier import (
     chain_down_to,
 )
 
-from .test_tcm_seed_tables import ring_of_four
+from .seed_ring import ring_of_four
 
 L = BarrierLevel
 # Two datacenters: a1..a3 in dc1, b1..b2 in dc2; one affected range replicated by all five.

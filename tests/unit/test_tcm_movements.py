@@ -6,8 +6,7 @@ from epochal.tcm import AdvanceSequence, CancelSequence, PrepareJoin, PrepareRep
 from epochal.tcm.movements import movements
 from epochal.tcm.topology import placements_before_last_change
 
-from .test_tcm_seed_tables import RF2, Cluster
-from .test_tcm_topology import ring
+from .seed_ring import RF2, Cluster, ring
 
 
 def named(cluster: Cluster, node_ids: tuple[str, ...]) -> tuple[str, ...]:

@@ -20,16 +20,9 @@ from epochal.tcm import (
 )
 from epochal.wire.metadata import decode_metadata, encode_metadata
 
-from .test_tcm_seed_tables import RF2, Cluster
+from .seed_ring import RF2, ring
 
 STEPS = (Step.START, Step.MID, Step.FINISH)
-
-
-def ring(tokens: dict[str, int]) -> Cluster:
-    cluster = Cluster()
-    for name, token in tokens.items():
-        cluster.join(name, token)
-    return cluster
 
 
 def test_an_overlapping_operation_is_rejected_naming_the_holder() -> None:

@@ -25,6 +25,7 @@ from epochal.wire.multiplex import (
 )
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
+from tests.harness import until
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ReplicaPeer"]
 
@@ -153,7 +154,9 @@ def test_a_broken_stream_fails_every_request_on_it_and_the_next_call_opens_a_new
         async with grpc.aio.insecure_channel(address) as channel:
             mux = multiplexer(channel)
             waiting = [mux.call(request(epoch), 10.0) for epoch in (1, 2, 3)]
-            await asyncio.sleep(0.2)
+            await until(
+                "the server reads the three requests", lambda: sum(servicer.batches) >= 3, 5
+            )
             await server.stop(None)  # the stream breaks under the requests
             for future in waiting:
                 with pytest.raises(StreamFailed) as failed:
@@ -271,10 +274,7 @@ def test_a_stopping_server_answers_what_it_took_then_ends_the_stream_unavailable
             async with grpc.aio.insecure_channel(address) as channel:
                 mux = multiplexer(channel)
                 taken = [mux.call(request(epoch), 5.0) for epoch in (1, 2, 3)]
-                deadline = asyncio.get_running_loop().time() + 5
-                while sum(servicer.batches) < 3:  # the server has read all three
-                    assert asyncio.get_running_loop().time() < deadline
-                    await asyncio.sleep(0.01)
+                await until("the server reads all three", lambda: sum(servicer.batches) >= 3, 5)
                 servicer.closing.set()
                 assert [(await f).apply.epoch for f in taken] == [1, 2, 3]
                 with pytest.raises(StreamFailed) as refused:

@@ -1,0 +1,87 @@
+"""The one harness of the integration and end-to-end tests: what they share, so that no test
+module imports from another.
+
+- ``waiting``: ``until`` (a bounded wait on a condition the system shows, in place of a sleep
+  that hopes), ``block_until`` for code without an event loop, ``run`` (a scenario against
+  local processes that are killed afterwards whatever happens).
+- ``cms``: a CMS with quick elections, the keyspaces the tests commit, a member's log from its
+  database or through FetchLog, ``converge``, ``Committers`` (clients committing until stopped).
+- ``ring``: a ring of some of the replicas, the ``events`` tables, ``latest`` metadata, read
+  groups, sequence steps from the log, a replica's database, ``QuorumWriters`` and the check that
+  every quorum of a final read group reads every acknowledged write.
+- ``lifecycle``: starting and stopping servers: waiting for a log line, a signal and the time
+  to exit, what a clean stop must not log, every method of a service.
+- ``processes``: processes known by pid and start time (a dev cluster's servers).
+"""
+
+from .cms import (
+    FAST_ELECTIONS,
+    Committers,
+    converge,
+    keyspace,
+    local_cms,
+    log_entries,
+    read_log,
+    storage_of,
+)
+from .lifecycle import (
+    GRACE_S,
+    NOISE,
+    assert_quiet,
+    call_each_method,
+    first_answer,
+    signal_and_time_exit,
+    until_logged,
+)
+from .processes import Pid
+from .ring import (
+    EVENTS,
+    HOLD_MS,
+    QuorumWriters,
+    assert_every_quorum_reads_every_write,
+    create_events,
+    key_token,
+    latest,
+    read_group,
+    read_seqs,
+    replica_db,
+    start_ring,
+    steps_of,
+    steps_since,
+)
+from .waiting import block_until, run, until
+
+__all__ = [
+    "EVENTS",
+    "FAST_ELECTIONS",
+    "GRACE_S",
+    "HOLD_MS",
+    "NOISE",
+    "Committers",
+    "Pid",
+    "QuorumWriters",
+    "assert_every_quorum_reads_every_write",
+    "assert_quiet",
+    "block_until",
+    "call_each_method",
+    "converge",
+    "create_events",
+    "first_answer",
+    "key_token",
+    "keyspace",
+    "latest",
+    "local_cms",
+    "log_entries",
+    "read_group",
+    "read_log",
+    "read_seqs",
+    "replica_db",
+    "run",
+    "signal_and_time_exit",
+    "start_ring",
+    "steps_of",
+    "steps_since",
+    "storage_of",
+    "until",
+    "until_logged",
+]

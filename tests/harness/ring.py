@@ -1,0 +1,207 @@
+"""Replica clusters for tests: a ring of some of the replicas, the ``events`` tables the
+topology tests write, what the CMS says (metadata, sequence steps), a replica's database, QUORUM
+writers that keep what was acknowledged, and the check that every quorum of a final read group
+reads every acknowledged write."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochal.client import Client, Consistency
+from epochal.cms_client import CMSClient
+from epochal.devcluster.cluster import LocalCluster
+from epochal.errors import EpochalError
+from epochal.tcm import (
+    AdvanceSequence,
+    CancelSequence,
+    ClusterMetadata,
+    PrepareJoin,
+    PrepareLeave,
+    PrepareMove,
+    PrepareReplace,
+)
+from epochal.tcm.keys import partition_columns, partition_token
+from epochal.wire.metadata import transformation_from_proto
+
+from .cms import log_entries
+from .waiting import until
+
+EVENTS = {"id": "text", "seq": "int", "payload": "text"}
+HOLD_MS = 600_000  # a stream delay (test hook) that holds streams until the test sets 0 again
+PREPARED = {
+    PrepareJoin: "prepare_join",
+    PrepareLeave: "prepare_leave",
+    PrepareReplace: "prepare_replace",
+    PrepareMove: "prepare_move",
+}
+
+
+async def start_ring(cluster: LocalCluster, founders: Sequence[str] = (), **form_ring: Any) -> int:
+    """Start the CMS and the replicas ``founders`` (all of them if none are named), and form a
+    new ring of those alone (the cluster's other replicas stay out of it); the epoch of the
+    last FINISH."""
+    founders = list(founders or cluster.nodes)
+    cluster.cms.start()
+    for name in founders:
+        cluster.start_replica(name)
+    await cluster.wait_ready(founders)
+    everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
+    try:
+        return await cluster.form_ring(**form_ring)
+    finally:
+        cluster.nodes = everyone
+
+
+async def create_events(client: Client, keyspace: str) -> int:
+    """The table ``events`` of ``keyspace`` (partition key ``id``, clustering key ``seq``);
+    the epoch that created it."""
+    return await client.create_table(
+        keyspace, "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
+    )
+
+
+async def latest(cluster: LocalCluster, client: Client) -> ClusterMetadata:
+    """The client's metadata, brought to the CMS's current epoch."""
+    async with CMSClient(cluster.cms.addresses) as cms:
+        epoch = (await cms.describe()).epoch
+    await client.refresh(epoch)
+    return client.metadata
+
+
+async def read_seqs(
+    client: Client,
+    keyspace: str,
+    key: str,
+    consistency: Consistency,
+    coordinator: str | None = None,
+) -> list[int]:
+    """The ``seq`` of each row of partition ``key`` of ``keyspace``'s ``events``, read at
+    ``consistency`` through ``coordinator`` (else the one the client picks)."""
+    result = await client.read(
+        keyspace, "events", {"id": key}, consistency=consistency, coordinator=coordinator
+    )
+    return [row["seq"] for row in result.rows]
+
+
+def key_token(client: Client, keyspace: str, key: str) -> int:
+    """The token of partition ``key`` of ``keyspace``'s ``events``."""
+    return partition_token(partition_columns(client.table(keyspace, "events")), (key,))
+
+
+def read_group(
+    metadata: ClusterMetadata, client: Client, keyspace: str, key: str
+) -> frozenset[str]:
+    """The node ids that ``metadata`` reads partition ``key`` of ``keyspace``'s ``events`` from."""
+    token = key_token(client, keyspace, key)
+    placement = metadata.placements[metadata.keyspaces[keyspace].replication]
+    return placement.reads[placement.index_of(token)]
+
+
+async def steps_since(cluster: LocalCluster, epoch: int) -> list[tuple[str, str]]:
+    """(node id, step) of every topology transformation committed after ``epoch``, in order:
+    ``prepare_join`` (or leave, replace, move), ``start``, ``mid``, ``finish``, ``cancel``."""
+    steps = []
+    for entry in await log_entries(cluster.cms, epoch):
+        transformation = transformation_from_proto(entry.transformation)
+        if isinstance(transformation, AdvanceSequence):
+            steps.append((transformation.node_id, transformation.step.value))
+        elif type(transformation) in PREPARED:
+            steps.append((transformation.node_id, PREPARED[type(transformation)]))
+        elif isinstance(transformation, CancelSequence):
+            steps.append((transformation.node_id, "cancel"))
+    return steps
+
+
+async def steps_of(cluster: LocalCluster, node_id: str) -> list[str]:
+    """The steps of ``node_id``'s sequences in the whole log, in order."""
+    return [step for node, step in await steps_since(cluster, 0) if node == node_id]
+
+
+@contextlib.contextmanager
+def replica_db(cluster: LocalCluster, name: str) -> Iterator[sqlite3.Connection]:
+    """The replica's database, opened read-only."""
+    path = cluster.data_dir / name / "replica.db"
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        yield db
+
+
+@dataclass
+class QuorumWriters:
+    """One writer a keyspace, each writing new partitions of its ``events`` at QUORUM (``w0``,
+    ``w1``, ...: one row at ``seq``), one after another until stopped. An acknowledged write is
+    kept, in order; a failed one was not promised, and its writer goes on with the next."""
+
+    client: Client
+    keyspaces: Sequence[str]
+    seq: int = 0
+    acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (keyspace, key)
+    _counts: Counter[str] = field(default_factory=Counter)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._write(k)) for k in self.keyspaces]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+
+    async def more(self, writes: int, timeout_s: float = 60.0) -> None:
+        """Until ``writes`` more writes are acknowledged in each keyspace."""
+        target = {keyspace: self._counts[keyspace] + writes for keyspace in self.keyspaces}
+        await until(
+            f"{writes} more acknowledged writes in each of {', '.join(self.keyspaces)}",
+            lambda: all(self._counts[k] >= count for k, count in target.items()),
+            timeout_s,
+        )
+
+    async def _write(self, keyspace: str) -> None:
+        for n in itertools.count():
+            if self._stop.is_set():
+                return
+            key = f"w{n}"
+            row = {"id": key, "seq": self.seq, "payload": f"written {n}"}
+            try:
+                await self.client.write(keyspace, "events", row, consistency=Consistency.QUORUM)
+            except EpochalError:
+                await asyncio.sleep(0.01)  # paces a writer while writes are refused
+                continue
+            self.acknowledged.append((keyspace, key))
+            self._counts[keyspace] += 1
+
+
+async def assert_every_quorum_reads_every_write(
+    cluster: LocalCluster,
+    client: Client,
+    metadata: ClusterMetadata,
+    final: Sequence[str],
+    acked: Mapping[tuple[str, str], int],
+) -> None:
+    """Every acknowledged write (``acked``: (keyspace, key) -> the seq of its last row) is read
+    through every quorum (two of three) of its read group in ``metadata``, whose nodes are among
+    the replicas ``final``: for each pair of them, the other ones are stopped while every write
+    whose group holds the pair is read at QUORUM through it; then they are started again."""
+    names = {cluster.nodes[name].node_id: name for name in final}
+    for pair in itertools.combinations(sorted(names), 2):
+        others = [names[n] for n in names if n not in pair]
+        for name in others:
+            cluster.stop_replica(name)
+        coordinator = cluster.nodes[names[pair[0]]].address
+        checked = 0
+        for (keyspace, key), seq in sorted(acked.items()):
+            if not set(pair) <= read_group(metadata, client, keyspace, key):
+                continue
+            seqs = await read_seqs(client, keyspace, key, Consistency.QUORUM, coordinator)
+            assert seq in seqs, (keyspace, key, pair, seqs)
+            checked += 1
+        assert checked > 0, pair
+        for name in others:
+            cluster.start_replica(name)
+        await cluster.wait_ready(others)
