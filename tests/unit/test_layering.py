@@ -25,9 +25,10 @@ FORBIDDEN_IN_CORES = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", 
 PROTOBUF_EDGES = {
     "libs/devcluster/cluster.py",  # a harness: joins nodes and probes them over the wire
     "libs/devcluster/cms.py",
-    "libs/epochal/cli.py",
-    "libs/epochal/client.py",
-    "libs/epochal/cms_client.py",
+    "libs/epochal/cli.py",  # its commands are ReplicaAdmin requests (tests/unit/test_cli.py)
+    "libs/epochal/cms_client.py",  # the SDK's transport: to the CMS,
+    "libs/epochal/encoding.py",  # the SDK's requests and replies,
+    "libs/epochal/sessions.py",  # and its streams to replicas
     "services/cms/codec.py",
     "services/cms/peers.py",
     "services/cms/server.py",
