@@ -5,7 +5,11 @@ table ``epochal.status.RETRIES``), on the next member in turn (the same one afte
 RESOURCE_EXHAUSTED, after a backoff). A commit's retries reuse its entry id, so a commit whose
 answer was lost (the member died, the deadline passed) is either committed once or not at all;
 a retry of a committed one answers the first epoch with ``duplicate=True``. Reads
-(``describe``, ``fetch_log``) try each member once.
+(``describe``, ``view``, ``fetch_log``) try each member once.
+
+``describe`` and ``fetch_log`` answer with the protobuf messages, as the tests and harnesses that
+inspect a member read them; ``view`` is ``describe`` as a domain value (what
+``epochal.cms_admin`` reads).
 """
 
 from __future__ import annotations
@@ -54,6 +58,30 @@ class Committed:
     attempts: int
     # The status of each attempt that failed before the one that committed, in order.
     failed_attempts: tuple[grpc.StatusCode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    address: str
+    role: str  # "voter", "joining" (being added) or "learner" (a candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class CMSView:
+    """What a CMS member says of the CMS: its own id and applied epoch, the leader it knows
+    ("": none), the members and their roles."""
+
+    member_id: str
+    epoch: int
+    leader_id: str
+    members: tuple[MemberView, ...]
+    ready: bool
+    log_complete: bool
+
+    def role_of(self, member_id: str) -> str:
+        """The member's role ("": not a member)."""
+        return next((m.role for m in self.members if m.member_id == member_id), "")
 
 
 class CMSClient:
@@ -137,6 +165,18 @@ class CMSClient:
         return await self._read(
             member,
             lambda stub, timeout_s: stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s),
+        )
+
+    async def view(self, member: int | None = None) -> CMSView:
+        """``describe`` as a domain value."""
+        described = await self.describe(member)
+        return CMSView(
+            member_id=described.member_id,
+            epoch=described.epoch,
+            leader_id=described.leader_id,
+            members=tuple(MemberView(m.member_id, m.address, m.role) for m in described.members),
+            ready=described.ready,
+            log_complete=described.log_complete,
         )
 
     async def fetch_log(
