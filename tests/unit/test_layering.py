@@ -121,6 +121,18 @@ def test_generated_protobuf_code_is_imported_only_at_the_edges() -> None:
     assert importers - PROTOBUF_EDGES == NOT_YET_AT_THE_EDGE
 
 
+def test_the_sdk_handles_protobuf_only_in_its_transport() -> None:
+    """The SDK's edges are exactly those listed: one that no longer needs generated code leaves
+    the list, so the list says where the SDK meets the wire."""
+    sdk = ROOT / "libs/epochal"
+    importers = {
+        path.relative_to(ROOT).as_posix()
+        for path in sdk.glob("*.py")
+        if imports_generated_code(path)
+    }
+    assert importers == {edge for edge in PROTOBUF_EDGES if edge.startswith("libs/epochal/")}
+
+
 def test_every_exception_class_has_one_definition() -> None:
     defined: dict[str, list[str]] = {}
     for module_name in epochal_modules():
