@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from epochal.cms_client import CMSClient
+from epochal.cms_client import CMSClient, CMSView
 from epochal.errors import EpochalError, Rejected, Unavailable
 from epochal.tcm import FinishAddToCMS, RemoveFromCMS, StartAddToCMS
-from epochal.wire.v1 import cms_pb2
 
 
 async def add_voter(
@@ -35,7 +34,7 @@ async def add_voter(
     """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH
     (or of a view at ``since_epoch`` or later that shows it already votes)."""
     described = await _described_since(client, since_epoch)
-    role = _role(described, member_id)
+    role = described.role_of(member_id)
     if role == "voter":
         return described.epoch
     if role == "joining":  # interrupted after its START, which this view has applied: resume
@@ -49,7 +48,7 @@ async def add_voter(
     finished = await client.commit(
         FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
     )
-    role = _role(await _described_since(client, finished.epoch), member_id)
+    role = (await _described_since(client, finished.epoch)).role_of(member_id)
     if role != "voter":  # never expected: say so rather than report a success
         raise Rejected(
             "cms_wrong_role", f"{member_id} is a {role or 'stranger'} after FinishAddToCMS"
@@ -63,7 +62,7 @@ async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: flo
     async with CMSClient([address], attempt_timeout_s=2.0) as member:
         while True:
             try:
-                if (await member.describe()).epoch >= epoch:
+                if (await member.view()).epoch >= epoch:
                     return
             except EpochalError:
                 pass  # not answering yet: keep waiting until the deadline
@@ -86,18 +85,14 @@ async def remove_voter(client: CMSClient, member_id: str, *, since_epoch: int = 
     return removed.epoch
 
 
-async def _described_since(client: CMSClient, epoch: int) -> cms_pb2.DescribeResponse:
-    """Describe from a member that has applied ``epoch`` (members apply it within moments)."""
+async def _described_since(client: CMSClient, epoch: int) -> CMSView:
+    """The view of a member that has applied ``epoch`` (members apply it within moments)."""
     for _ in range(100):
-        described = await client.describe()
+        described = await client.view()
         if described.epoch >= epoch:
             return described
         await asyncio.sleep(0.05)
     raise Unavailable(f"no CMS member answered with epoch {epoch} applied")
-
-
-def _role(described: cms_pb2.DescribeResponse, member_id: str) -> str:
-    return next((m.role for m in described.members if m.member_id == member_id), "")
 
 
 def _entry(member_id: str, step: str, epoch: int) -> str:

@@ -1,15 +1,19 @@
 """An asyncio client for the CMS: commit with at-most-once retries, describe, fetch and watch.
 
-Failed attempts are retried as the retry table says (``epochal.status.RETRIES``), on the next
-member in turn (the same one after RESOURCE_EXHAUSTED, after a backoff). A commit's retries
-reuse its entry id, so a commit whose answer was lost (the member died, the deadline passed) is
-either committed once or not at all; a retry of a committed one answers the first epoch with
-``duplicate=True``. Reads (``describe``, ``fetch_log``) try each member once.
+Failed attempts are retried by the one retry policy (``epochal.retry``, which follows the retry
+table ``epochal.status.RETRIES``), on the next member in turn (the same one after
+RESOURCE_EXHAUSTED, after a backoff). A commit's retries reuse its entry id, so a commit whose
+answer was lost (the member died, the deadline passed) is either committed once or not at all;
+a retry of a committed one answers the first epoch with ``duplicate=True``. Reads
+(``describe``, ``view``, ``fetch_log``) try each member once.
+
+``describe`` and ``fetch_log`` answer with the protobuf messages, as the tests and harnesses that
+inspect a member read them; ``view`` is ``describe`` as a domain value (what
+``epochal.cms_admin`` reads).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -17,14 +21,34 @@ from typing import TypeVar
 
 import grpc
 
-from epochal.errors import Unavailable
-from epochal.status import Operation, Retry, from_rpc_error, retry_for
+from epochal import retry
+from epochal.errors import EpochalError, Unavailable
+from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
 from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 Reply = TypeVar("Reply")
+
+
+def commit_policy(*, attempt_timeout_s: float, total_timeout_s: float) -> retry.RetryPolicy:
+    """How a commit is retried (README "Errors and retries"): until ``total_timeout_s``,
+    backing off from 20 ms to 0.5 s."""
+    return retry.RetryPolicy(
+        Operation.COMMIT,
+        attempt_timeout_s=attempt_timeout_s,
+        total_timeout_s=total_timeout_s,
+        first_backoff_s=0.02,
+        max_backoff_s=0.5,
+    )
+
+
+def read_policy(*, attempt_timeout_s: float, members: int) -> retry.RetryPolicy:
+    """How a read (Describe, FetchLog) is retried: once on each of ``members``, at once."""
+    return retry.RetryPolicy(
+        Operation.READ, attempt_timeout_s=attempt_timeout_s, max_attempts=members
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +58,30 @@ class Committed:
     attempts: int
     # The status of each attempt that failed before the one that committed, in order.
     failed_attempts: tuple[grpc.StatusCode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    address: str
+    role: str  # "voter", "joining" (being added) or "learner" (a candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class CMSView:
+    """What a CMS member says of the CMS: its own id and applied epoch, the leader it knows
+    ("": none), the members and their roles."""
+
+    member_id: str
+    epoch: int
+    leader_id: str
+    members: tuple[MemberView, ...]
+    ready: bool
+    log_complete: bool
+
+    def role_of(self, member_id: str) -> str:
+        """The member's role ("": not a member)."""
+        return next((m.role for m in self.members if m.member_id == member_id), "")
 
 
 class CMSClient:
@@ -78,40 +126,57 @@ class CMSClient:
 
     async def commit_request(self, request: cms_pb2.CommitRequest) -> Committed:
         """Send a prepared request, retrying on other members with the same entry id."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.total_timeout_s
+        policy = commit_policy(
+            attempt_timeout_s=self.attempt_timeout_s, total_timeout_s=self.total_timeout_s
+        )
         failed: list[grpc.StatusCode] = []
-        backoff_s = 0.02
-        while True:
-            stub = self._stubs[self._next]
-            timeout = min(self.attempt_timeout_s, max(deadline - loop.time(), 0.01))
+
+        async def attempt(current: retry.Attempt) -> Committed:
+            assert current.carry_id == request.entry_id, current  # a commit keeps its entry id
             try:
-                response = await stub.Commit(request, timeout=timeout)
-                return Committed(response.epoch, response.duplicate, len(failed) + 1, tuple(failed))
+                response = await self._stubs[self._next].Commit(request, timeout=current.timeout_s)
             except grpc.aio.AioRpcError as error:
-                code = error.code()
-                failed.append(code)
-                retry = retry_for(Operation.COMMIT, code)
-                if retry is Retry.NO:
-                    raise from_rpc_error(error) from None
-                assert retry is Retry.SAME, retry  # a commit keeps its entry id
-                if loop.time() + backoff_s >= deadline:
-                    raise Unavailable(
-                        f"no CMS member committed entry {request.entry_id!r} within "
-                        f"{self.total_timeout_s} s ({len(failed)} attempts; last: "
-                        f"{code.name} {error.details()}); retry with the same entry_id",
-                        code=grpc.StatusCode.UNAVAILABLE,
-                    ) from None
-                if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    self._rotate()
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 0.5)
+                failed.append(error.code())
+                raise from_rpc_error(error) from None
+            return Committed(response.epoch, response.duplicate, current.number, tuple(failed))
+
+        def next_member(error: EpochalError) -> None:
+            if code_of(error) is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+                self._rotate()
+
+        def out_of_time(last: retry.Attempt, error: EpochalError) -> EpochalError:
+            return Unavailable(
+                f"no CMS member committed entry {request.entry_id!r} within "
+                f"{self.total_timeout_s} s ({last.number} attempts; last: "
+                f"{error.status} {error.message}); retry with the same entry_id",
+                status=grpc.StatusCode.UNAVAILABLE.name,
+            )
+
+        return await retry.run(
+            policy,
+            attempt,
+            carry_id=request.entry_id,
+            before_retry=next_member,
+            exhausted=out_of_time,
+        )
 
     async def describe(self, member: int | None = None) -> cms_pb2.DescribeResponse:
         """Describe ``member``, or (None) the first member that answers, in rotation."""
         return await self._read(
             member,
-            lambda stub: stub.Describe(cms_pb2.DescribeRequest(), timeout=self.attempt_timeout_s),
+            lambda stub, timeout_s: stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s),
+        )
+
+    async def view(self, member: int | None = None) -> CMSView:
+        """``describe`` as a domain value."""
+        described = await self.describe(member)
+        return CMSView(
+            member_id=described.member_id,
+            epoch=described.epoch,
+            leader_id=described.leader_id,
+            members=tuple(MemberView(m.member_id, m.address, m.role) for m in described.members),
+            ready=described.ready,
+            log_complete=described.log_complete,
         )
 
     async def fetch_log(
@@ -133,31 +198,34 @@ class CMSClient:
             since_epoch=since_epoch, max_entries=max_entries, entries_only=entries_only
         )
         return await self._read(
-            member, lambda stub: stub.FetchLog(request, timeout=self.attempt_timeout_s)
+            member, lambda stub, timeout_s: stub.FetchLog(request, timeout=timeout_s)
         )
 
     async def _read(
         self,
         member: int | None,
-        call: Callable[[cms_pb2_grpc.CMSStub], Awaitable[Reply]],
+        call: Callable[[cms_pb2_grpc.CMSStub, float], Awaitable[Reply]],
     ) -> Reply:
         """``call`` on ``member``, or (None) on each member in turn until one answers or a
-        failure is not worth retrying (the retry table)."""
+        failure is not worth retrying (the retry policy)."""
         candidates = (
             [member]
             if member is not None
             else [(self._next + k) % len(self._stubs) for k in range(len(self._stubs))]
         )
-        for attempt, index in enumerate(candidates, start=1):
+        policy = read_policy(attempt_timeout_s=self.attempt_timeout_s, members=len(candidates))
+
+        async def attempt(current: retry.Attempt) -> Reply:
             try:
-                return await call(self._stubs[index])
+                return await call(self._stubs[candidates[current.number - 1]], current.timeout_s)
             except grpc.aio.AioRpcError as error:
-                retry = retry_for(Operation.READ, error.code())
-                if retry is Retry.NO or attempt == len(candidates):
-                    raise from_rpc_error(error) from None
-                if member is None:
-                    self._rotate()
-        raise AssertionError("unreachable: candidates is never empty")
+                raise from_rpc_error(error) from None
+
+        def next_member(_: EpochalError) -> None:
+            if member is None:
+                self._rotate()
+
+        return await retry.run(policy, attempt, before_retry=next_member)
 
     async def watch(
         self, since_epoch: int = 0, member: int | None = None
