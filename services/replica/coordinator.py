@@ -67,11 +67,9 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata, Table
 from epochal.tcm.consistency import Consistency, counted, required, satisfied
-from epochal.telemetry import enabled as tracing_enabled
-from epochal.telemetry import tracer
+from epochal.telemetry import span
 from epochal.wire.channels import Channels
 
-_tracer = tracer("epochal.replica")
 Label = TypeVar("Label")
 
 
@@ -681,14 +679,6 @@ class Coordinator:
         if asyncio.get_running_loop().time() >= deadline:
             return TimedOut(f"read timed out: {detail}")
         return Unavailable(f"too few replicas for the read: {detail}")
-
-
-def span(name: str) -> contextlib.AbstractContextManager[trace.Span]:
-    """A span (for a coordinated request, a barrier, a stream), or nothing to build when
-    tracing is off."""
-    if tracing_enabled():
-        return _tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
-    return contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class _Arrivals(Generic[Label]):
