@@ -50,7 +50,6 @@ from epochal.replica.local_replica import (
     Outcome,
     PartitionRead,
     PeerReply,
-    replica_group,
 )
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import ResolvedRow, resolve
@@ -256,7 +255,7 @@ class Coordinator:
             return self.is_satisfied(
                 level,
                 progress.view,
-                replica_group(progress.view, keyspace, token, write=write),
+                progress.view.replica_group(keyspace, token, write=write),
                 progress.answered,
             )
         remaining = deadline - asyncio.get_running_loop().time()
@@ -269,14 +268,14 @@ class Coordinator:
         newer = self.follower.metadata
         self._count_behind(progress.view, newer, keyspace, token, write=write)
         progress.view = newer
-        group = replica_group(newer, keyspace, token, write=write)
+        group = newer.replica_group(keyspace, token, write=write)
         return self.is_satisfied(level, newer, group, progress.answered)
 
     def _count_behind(
         self, old: ClusterMetadata, new: ClusterMetadata, keyspace: str, token: int, *, write: bool
     ) -> None:
-        if replica_group(old, keyspace, token, write=write) != replica_group(
-            new, keyspace, token, write=write
+        if old.replica_group(keyspace, token, write=write) != new.replica_group(
+            keyspace, token, write=write
         ):
             self.metrics.coordinator_behind_placements.inc()
         if old.keyspaces.get(keyspace) != new.keyspaces.get(keyspace):
@@ -337,7 +336,7 @@ class Coordinator:
         except BadRequest as error:
             raise InvalidRequest(str(error)) from None
         keyspace = prepared.keyspace.name
-        group = replica_group(metadata, keyspace, prepared.token, write=True)
+        group = metadata.replica_group(keyspace, prepared.token, write=True)
         if not group:
             raise Unavailable(
                 f"no replica owns token {prepared.token} of {keyspace} at epoch {metadata.epoch} "
@@ -420,7 +419,7 @@ class Coordinator:
     async def _write_done(
         self, progress: _Progress, level: Consistency, keyspace: str, token: int, deadline: float
     ) -> bool:
-        plan_group = replica_group(progress.view, keyspace, token, write=True)
+        plan_group = progress.view.replica_group(keyspace, token, write=True)
         if not self.is_satisfied(level, progress.view, plan_group, progress.answered):
             return False
         if self.hooks.skip_plan_recheck:
@@ -446,7 +445,7 @@ class Coordinator:
                 "first sent with, or none",
                 rule="malformed",
             )
-        view_group = replica_group(progress.view, keyspace, token, write=True)
+        view_group = progress.view.replica_group(keyspace, token, write=True)
         failures = "; ".join(f"{n}: {why}" for n, why in sorted(progress.failures.items()))
         detail = (
             f"{level.value} write of token {token} ({mutation_id}): acknowledged by "
@@ -541,7 +540,7 @@ class Coordinator:
         assert self.ids is not None
         self.ids.observe(session_hlc)  # raises ClockSkew (FAILED_PRECONDITION)
         keyspace = prepared.keyspace.name
-        group = replica_group(metadata, keyspace, prepared.token, write=False)
+        group = metadata.replica_group(keyspace, prepared.token, write=False)
         if not group:
             raise Unavailable(
                 f"no replica owns token {prepared.token} of {keyspace} at epoch {metadata.epoch}"
@@ -560,7 +559,7 @@ class Coordinator:
         if not self.hooks.skip_plan_recheck and not await self._recheck(
             progress, level, keyspace, prepared.token, write=False, deadline=deadline
         ):
-            newer = replica_group(progress.view, keyspace, prepared.token, write=False)
+            newer = progress.view.replica_group(keyspace, prepared.token, write=False)
             raise StalePlan(
                 f"the read group of token {prepared.token} changed after the plan (epoch "
                 f"{metadata.epoch}, group {sorted(group)}): {sorted(progress.answered)} do not "
