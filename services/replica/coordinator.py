@@ -42,7 +42,7 @@ from epochal.errors import (
     Unavailable,
 )
 from epochal.mtrack import MutationId
-from epochal.replica.codec import mutation_to_proto
+from epochal.replica.codec import mutation_to_body
 from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, ReplicaHandle
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import (
@@ -346,7 +346,7 @@ class Coordinator:
         mutation_id = self._mutation_id(metadata, prepared, session_hlc, retry_of)
         mutation = prepared.with_id(mutation_id)
         # Encoded once, for every replica (the local one stores these bytes as the log entry).
-        stored = mutation_to_proto(mutation)
+        body = mutation_to_body(mutation)
         if span.is_recording():
             span.set_attribute("epoch", metadata.epoch)
             span.set_attribute("mutation_id", str(mutation_id))
@@ -356,7 +356,7 @@ class Coordinator:
 
         def send(node: str) -> asyncio.Future[PeerReply]:
             return self.handle(metadata, node).apply(
-                metadata.epoch, mutation, stored, timeout_s=timeout_s
+                metadata.epoch, mutation, body, timeout_s=timeout_s
             )
 
         try:

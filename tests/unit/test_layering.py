@@ -33,6 +33,7 @@ PROTOBUF_EDGES = {
     "services/cms/server.py",
     "services/cms/servicer.py",
     "services/replica/codec.py",
+    "services/replica/exchange_codec.py",
     "services/replica/server.py",
     "services/replica/servicer.py",
 }
@@ -43,7 +44,6 @@ NOT_YET_AT_THE_EDGE = {
     "services/cms/log_server.py",
     "services/cms/member.py",
     "services/replica/barriers.py",
-    "services/replica/handles.py",
     "services/replica/operations.py",
     "services/replica/streaming.py",
 }
