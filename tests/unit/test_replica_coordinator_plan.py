@@ -12,9 +12,16 @@ A, B and X are in dc1, C and D in dc2 (SimpleStrategy places them regardless).""
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from epochal.errors import Unavailable
+from epochal.replica import coordinator_plan
 from epochal.replica.coordinator_plan import Behind, Plan, Planner, Recheck, behind
 from epochal.tcm import (
     AdvanceSequence,
@@ -39,6 +46,7 @@ ONE, QUORUM, LOCAL_QUORUM, ALL = (
     Consistency.LOCAL_QUORUM,
     Consistency.ALL,
 )
+FORBIDDEN = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", "random")
 TOKEN = 120  # in (100, 150]
 DATACENTERS = {"A": "dc1", "B": "dc1", "C": "dc2", "D": "dc2", "X": "dc1"}
 
@@ -205,3 +213,29 @@ def test_behind_says_whether_the_tokens_group_or_the_keyspace_changed() -> None:
     )
     with_table = apply_transformation(start, table)
     assert behind(start, with_table, read) == Behind(placements=False, schema=True)
+
+
+# ---------------------------------------------------------------------- purity
+
+
+def test_the_plan_loads_no_io_clock_or_randomness() -> None:
+    """Nor does it import them itself (``time`` is loaded at start, so the source is read too)."""
+    probe = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "import epochal.replica.coordinator_plan\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = json.loads(run.stdout)
+    assert "epochal.tcm.consistency" in loaded
+    assert [m for m in loaded if m.split(".")[0] in FORBIDDEN] == []
+    tree = ast.parse(Path(str(coordinator_plan.__file__)).read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert [m for m in imported if m.split(".")[0] in FORBIDDEN] == []
