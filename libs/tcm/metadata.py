@@ -74,3 +74,16 @@ class ClusterMetadata:
 
     def locations(self) -> dict[str, Location]:
         return {n.node_id: (n.datacenter, n.rack) for n in self.nodes.values()}
+
+    def replica_group(self, keyspace: str, token: int, *, write: bool) -> frozenset[str]:
+        """The write (or read) group of the range owning ``token`` in ``keyspace``'s placement
+        at this epoch; empty for an unknown keyspace or a ring without tokens. A write's
+        consistency level counts over the write group, a read's over the read group."""
+        found = self.keyspaces.get(keyspace)
+        if found is None:
+            return frozenset()
+        placement = self.placements.get(found.replication)
+        if placement is None or not placement.points:
+            return frozenset()
+        index = placement.index_of(token)
+        return placement.writes[index] if write else placement.reads[index]

@@ -207,6 +207,11 @@ def mutation_from_proto(message: pb.StoredMutation) -> Mutation:
     )
 
 
+def mutation_to_body(mutation: Mutation) -> bytes:
+    """The bytes a mutation is stored and sent as (its log entry)."""
+    return mutation_to_proto(mutation).SerializeToString()
+
+
 def mutation_from_body(body: bytes) -> Mutation:
     return mutation_from_proto(pb.StoredMutation.FromString(body))
 

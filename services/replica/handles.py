@@ -8,38 +8,25 @@ gives up.
 
 Each remote replica is reached over one long-lived ``Exchange`` stream
 (``epochal.wire.multiplex.Multiplexer``): requests batched, answered by id, bounded in flight.
+Handles work on domain values; ``epochal.replica.exchange_codec`` turns them into the stream's
+messages and back. A mutation is passed as the bytes it is stored as (``body``), encoded once
+by the coordinator for every replica.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
-from epochal.replica.codec import bounds_to_proto, cell_to_proto, cells_from_proto, id_to_proto
-from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
+from epochal.mtrack import MutationId
+from epochal.replica import exchange_codec as codec
+from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
 from epochal.replica.storage import CellRepair
 from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
-from epochal.wire.v1 import replica_pb2 as pb
 
-log = logging.getLogger(__name__)
-
-OUTCOMES = {
-    pb.OK: Outcome.OK,
-    pb.NOT_A_REPLICA: Outcome.NOT_A_REPLICA,
-    pb.UNKNOWN_TABLE: Outcome.UNKNOWN_TABLE,
-    pb.BEHIND: Outcome.BEHIND,
-    pb.OVERLOADED: Outcome.OVERLOADED,
-    pb.CLOCK_SKEW: Outcome.CLOCK_SKEW,
-    pb.TOO_LARGE: Outcome.TOO_LARGE,
-    pb.MALFORMED: Outcome.MALFORMED,
-}
-OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 MAX_IN_FLIGHT = 16_384
 
 
@@ -50,12 +37,6 @@ class PeerFailed(Exception):
         self.reason = reason
 
 
-def _settled(reply: PeerReply) -> asyncio.Future[PeerReply]:
-    future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
-    future.set_result(reply)
-    return future
-
-
 class LocalHandle:
     """This node, called in-process."""
 
@@ -64,9 +45,8 @@ class LocalHandle:
         self.replica = replica
 
     def apply(
-        self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float
+        self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        body = stored.SerializeToString()
         return self.replica.apply_soon(epoch, mutation, body, repair=False, prepared=True)
 
     def repair(
@@ -110,7 +90,7 @@ class LocalHandle:
 
 
 class RemoteHandle:
-    """Another replica, over its Exchange stream."""
+    """Another replica, over its Exchange stream (encoded by ``epochal.replica.exchange_codec``)."""
 
     def __init__(self, node_id: str, address: str, channels: Channels) -> None:
         self.node_id = node_id
@@ -118,58 +98,43 @@ class RemoteHandle:
         stub = channels.peer(address)
         self.stream = Multiplexer(
             stub.Exchange,
-            lambda requests: pb.PeerRequests(requests=requests),
+            codec.batch,
             max_in_flight=MAX_IN_FLIGHT,
             name=node_id,
             failure=lambda reason, _: PeerFailed(node_id, reason),
         )
 
     def _call(
-        self, timeout_s: float, convert: Callable[[pb.PeerReply], PeerReply], **body: Any
+        self,
+        request: codec.Request,
+        timeout_s: float,
+        decode: Callable[[codec.Reply], PeerReply],
     ) -> asyncio.Future[PeerReply]:
-        return self.stream.call(
-            pb.PeerRequest(**body), timeout_s, functools.partial(self._checked, convert)
-        )
+        return self.stream.call(request, timeout_s, functools.partial(self._decoded, decode))
 
-    def _checked(
-        self, convert: Callable[[pb.PeerReply], PeerReply], reply: pb.PeerReply
-    ) -> PeerReply:
-        if reply.WhichOneof("body") == "malformed":
-            raise PeerFailed(self.node_id, f"refused: {reply.malformed}")
+    def _decoded(self, decode: Callable[[codec.Reply], PeerReply], reply: codec.Reply) -> PeerReply:
         try:
-            return convert(reply)
-        except MalformedSummary as malformed:
-            raise PeerFailed(self.node_id, f"sent a malformed summary: {malformed}") from None
+            return decode(reply)
+        except codec.UnusableReply as unusable:
+            raise PeerFailed(self.node_id, str(unusable)) from None
 
     def apply(
-        self, epoch: int, mutation: Mutation, stored: pb.StoredMutation, *, timeout_s: float
+        self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        request = pb.ApplyRequest(epoch=epoch, mutation=stored)
-        return self._call(timeout_s, _applied, apply=request)
+        request = codec.apply_request(epoch, body, repair=False)
+        return self._call(request, timeout_s, codec.applied)
 
     def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        request = pb.ApplyRequest(
-            epoch=epoch, mutation=pb.StoredMutation.FromString(body), repair=True
-        )
-        return self._call(timeout_s, _applied, apply=request)
+        request = codec.apply_request(epoch, body, repair=True)
+        return self._call(request, timeout_s, codec.applied)
 
     def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        request = pb.ApplyRequest(
-            epoch=epoch,
-            repair=True,
-            cell_repair=pb.CellRepair(
-                keyspace=keyspace,
-                table_id=repair.table_id,
-                token=repair.token,
-                partition_key=repair.partition_key,
-                cells=[cell_to_proto(c) for c in repair.cells],
-            ),
-        )
-        return self._call(timeout_s, _applied, apply=request)
+        request = codec.cell_repair_request(epoch, keyspace, repair)
+        return self._call(request, timeout_s, codec.applied)
 
     def read(
         self,
@@ -183,57 +148,24 @@ class RemoteHandle:
         sketch_logs: Sequence[tuple[int, int]] = (),
         sketch_cells: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        request = pb.LocalReadRequest(
-            epoch=epoch,
-            keyspace=read.keyspace,
-            table_id=read.table_id,
-            token=read.token,
-            partition_key=read.partition_key,
-            bounds=bounds_to_proto(read.bounds),
+        request = codec.read_request(
+            epoch,
+            read,
             data=data,
             summary=summary,
             digest=digest,
-            sketch_logs=[pb.LogKey(node=n, log=g) for n, g in sketch_logs],
+            sketch_logs=sketch_logs,
             sketch_cells=sketch_cells,
         )
-        return self._call(timeout_s, _read, read=request)
+        return self._call(request, timeout_s, codec.read_reply)
 
     def fetch(
         self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        request = pb.FetchMutationsRequest(epoch=epoch, ids=[id_to_proto(i) for i in ids])
-        return self._call(timeout_s, _fetched, fetch=request)
+        return self._call(codec.fetch_request(epoch, ids), timeout_s, codec.fetched)
 
     def close(self) -> None:
         self.stream.close()
-
-
-def _outcome(response: Any) -> tuple[int, Outcome, str]:
-    return response.epoch, OUTCOMES.get(response.outcome, Outcome.BEHIND), response.message
-
-
-def _applied(reply: pb.PeerReply) -> PeerReply:
-    return PeerReply(*_outcome(reply.apply))
-
-
-def _read(reply: pb.PeerReply) -> PeerReply:
-    response = reply.read
-    return PeerReply(
-        *_outcome(response),
-        cells=tuple(cells_from_proto(response.cells)),
-        summary=LogDigests.decode(response.summary) if response.summary else None,
-        digest=response.digest,
-        sketch=Sketch.decode(response.sketch) if response.sketch else None,
-    )
-
-
-def _fetched(reply: pb.PeerReply) -> PeerReply:
-    response = reply.fetch
-    return PeerReply(
-        *_outcome(response),
-        bodies=tuple(m.SerializeToString() for m in response.mutations),
-        examined=response.examined,
-    )
 
 
 ReplicaHandle = LocalHandle | RemoteHandle

@@ -55,7 +55,8 @@ REPAIRS_IN_FLIGHT = 256
 LogKey = tuple[int, int]
 
 if TYPE_CHECKING:
-    from epochal.replica.coordinator import Coordinator, ReadStats
+    from epochal.replica.coordinator import Coordinator
+    from epochal.replica.read_path import ReadStats
 
 
 class ReadRepair:

@@ -30,7 +30,7 @@ from epochal.replica.codec import (
     write_draft,
 )
 from epochal.replica.coordinator import Coordinator, Hooks
-from epochal.replica.handles import OUTCOME_NUMBERS
+from epochal.replica.exchange_codec import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import Operations

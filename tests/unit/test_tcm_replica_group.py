@@ -1,0 +1,125 @@
+"""``ClusterMetadata.replica_group``: a token's write (or read) group is the group of the one
+range of the keyspace's placement that contains it — checked against ``Placement.ranges()``
+searched naively, at every step of a join (where read and write groups differ), for tokens at,
+beside and between the split points, and for any token."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from epochal.tcm import (
+    MAX_TOKEN,
+    MIN_TOKEN,
+    AdvanceSequence,
+    ClusterMetadata,
+    CMSMember,
+    CreateKeyspace,
+    InitializeCMS,
+    PrepareJoin,
+    Register,
+    ReplicationParams,
+    Step,
+    apply_transformation,
+)
+
+RF1 = ReplicationParams.simple(1)
+RF2 = ReplicationParams.simple(2)
+KEYSPACES = {"one": RF1, "two": RF2}
+
+
+def apply(metadata: ClusterMetadata, *transformations: object) -> ClusterMetadata:
+    for transformation in transformations:
+        metadata = apply_transformation(metadata, transformation)  # type: ignore[arg-type]
+    return metadata
+
+
+def register(metadata: ClusterMetadata, name: str) -> tuple[ClusterMetadata, str]:
+    metadata = apply(
+        metadata, Register(address=f"{name}:7000", datacenter="dc1", rack="r1", version="1.0.0")
+    )
+    return metadata, f"node-{metadata.next_node_number - 1}"
+
+
+def steps_of_a_join() -> list[ClusterMetadata]:
+    """A ring of nodes at 0, 100, 200 and 300, then a fifth node joining at 150: the state
+    after each of PREPARE, START, MID and FINISH."""
+    metadata = apply(
+        ClusterMetadata.empty(),
+        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
+        *(CreateKeyspace(name=name, replication=params) for name, params in KEYSPACES.items()),
+    )
+    for name, token in (("A", 100), ("B", 200), ("C", 300), ("D", 0)):
+        metadata, node = register(metadata, name)
+        metadata = apply(
+            metadata,
+            PrepareJoin(node_id=node, tokens=(token,)),
+            *(AdvanceSequence(node_id=node, step=s) for s in (Step.START, Step.MID, Step.FINISH)),
+        )
+    metadata, x = register(metadata, "X")
+    states = [metadata := apply(metadata, PrepareJoin(node_id=x, tokens=(150,)))]
+    for step in (Step.START, Step.MID, Step.FINISH):
+        states.append(metadata := apply(metadata, AdvanceSequence(node_id=x, step=step)))
+    return states
+
+
+STATES = steps_of_a_join()
+
+
+def naive_group(
+    metadata: ClusterMetadata, keyspace: str, token: int, *, write: bool
+) -> frozenset[str]:
+    placement = metadata.placements[KEYSPACES[keyspace]]
+    [group] = [
+        writes if write else reads
+        for token_range, reads, writes in placement.ranges()
+        if token_range.contains(token)
+    ]
+    return group
+
+
+def interesting_tokens(metadata: ClusterMetadata) -> set[int]:
+    tokens = {MIN_TOKEN + 1, MAX_TOKEN, -1, 1}
+    for placement in metadata.placements.values():
+        for point in placement.points:
+            tokens |= {point - 1, point, point + 1}
+    return tokens
+
+
+def test_the_join_makes_read_and_write_groups_differ_so_both_are_exercised() -> None:
+    start = STATES[1].placements[RF2]
+    assert any(r != w for r, w in zip(start.reads, start.writes, strict=True))
+
+
+def test_the_group_is_the_one_of_the_range_containing_the_token_at_every_step() -> None:
+    for metadata in STATES:
+        for keyspace in KEYSPACES:
+            for token in interesting_tokens(metadata):
+                for write in (True, False):
+                    assert metadata.replica_group(keyspace, token, write=write) == naive_group(
+                        metadata, keyspace, token, write=write
+                    ), (metadata.epoch, keyspace, token, write)
+
+
+@given(st.integers(MIN_TOKEN + 1, MAX_TOKEN), st.sampled_from(STATES), st.booleans())
+def test_any_token_at_any_step(token: int, metadata: ClusterMetadata, write: bool) -> None:
+    for keyspace in KEYSPACES:
+        expected = naive_group(metadata, keyspace, token, write=write)
+        assert metadata.replica_group(keyspace, token, write=write) == expected
+
+
+def test_the_range_owned_by_150_during_the_join() -> None:
+    """(100, 150] at START: read {B,C} (node-2, node-3), write {B,C,X} (X is node-5)."""
+    start = STATES[1]
+    assert start.replica_group("two", 120, write=False) == {"node-2", "node-3"}
+    assert start.replica_group("two", 120, write=True) == {"node-2", "node-3", "node-5"}
+
+
+def test_no_group_for_an_unknown_keyspace_or_a_ring_without_tokens() -> None:
+    assert STATES[0].replica_group("missing", 0, write=True) == frozenset()
+    empty_ring = apply(
+        ClusterMetadata.empty(),
+        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
+        CreateKeyspace(name="two", replication=RF2),
+    )
+    assert empty_ring.replica_group("two", 0, write=False) == frozenset()
