@@ -27,19 +27,16 @@ import os
 import grpc
 from grpc_health.v1 import health_pb2
 
+from epochal.replica.admin_servicer import AdminServicer, TestingServicer
 from epochal.replica.barriers import BarrierDriver
+from epochal.replica.client_servicer import ReplicaServicer
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.identity import RegistrationFailed, node_number, register
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import Operations
-from epochal.replica.servicer import (
-    AdminServicer,
-    PeerServicer,
-    ReplicaServicer,
-    TestingServicer,
-)
+from epochal.replica.peer_servicer import PeerServicer
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage, StorageFormatError
 from epochal.replica.streaming import StreamReceiver, StreamSource

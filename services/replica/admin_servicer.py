@@ -1,0 +1,142 @@
+"""epochal.v1.ReplicaAdmin (the topology operations this node drives for itself) and
+epochal.v1.ReplicaTesting (switches for tests, served only with --enable-test-hooks). Errors go
+through the one status table (``status``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import grpc
+
+from epochal.errors import Aborted, EpochalError, OperationRefused
+from epochal.replica.coordinator import Coordinator, Hooks
+from epochal.replica.operations import Operations
+from epochal.replica.status import abort_with
+from epochal.replica.streaming import StreamReceiver
+from epochal.runtime.follower import MetadataFollower
+from epochal.tcm import SequenceKind
+from epochal.wire.v1 import replica_pb2 as pb
+
+
+class AdminServicer:
+    """epochal.v1.ReplicaAdmin: the topology operations this node drives for itself."""
+
+    def __init__(self, operations: Operations) -> None:
+        self.operations = operations
+
+    def _epoch(self) -> int:
+        return self.operations.follower.epoch
+
+    async def Bootstrap(
+        self, request: pb.BootstrapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(
+            context, self.operations.bootstrap(tuple(request.tokens), request.num_tokens)
+        )
+
+    async def BootstrapResume(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.resume(kind=SequenceKind.JOIN))
+
+    async def BootstrapAbort(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort(kind=SequenceKind.JOIN))
+
+    async def Decommission(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.decommission())
+
+    async def DecommissionAbort(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort(kind=SequenceKind.LEAVE))
+
+    async def Remove(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.remove(request.node_id))
+
+    async def Replace(
+        self, request: pb.ReplaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.replace(request.replaced))
+
+    async def Move(
+        self, request: pb.MoveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.move(tuple(request.tokens)))
+
+    async def Resume(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.resume(request.node_id))
+
+    async def Cancel(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return await self._run(context, self.operations.abort(request.node_id))
+
+    async def Cleanup(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CleanupResponse:
+        try:
+            epoch, removed = await self.operations.cleanup(request.epoch)
+        except OperationRefused as error:
+            await abort_with(context, error, self._epoch())
+        return pb.CleanupResponse(epoch=epoch, removed=removed)
+
+    async def Status(
+        self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OperationStatus:
+        return self.operations.status()
+
+    async def _run(
+        self, context: grpc.aio.ServicerContext, operation: Awaitable[None]
+    ) -> pb.OperationStatus:
+        """Run ``operation``; refusals and failures become statuses that say what happened."""
+        try:
+            await operation
+        except EpochalError as error:  # refused here or by the CMS, or the CMS was unreachable
+            await abort_with(context, error, self._epoch())
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this call itself was cancelled (the caller went away)
+            # The operation this call waited for was stopped by an abort.
+            await abort_with(context, Aborted("the operation was aborted"), self._epoch())
+        except Exception as error:
+            await abort_with(context, Aborted(f"the operation failed: {error}"), self._epoch())
+        return self.operations.status()
+
+
+class TestingServicer:
+    """epochal.v1.ReplicaTesting: switches for tests, served only with --enable-test-hooks."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(
+        self, follower: MetadataFollower, coordinator: Coordinator, receiver: StreamReceiver
+    ) -> None:
+        self.follower = follower
+        self.coordinator = coordinator
+        self.receiver = receiver
+
+    async def SetHooks(
+        self, request: pb.TestHooks, context: grpc.aio.ServicerContext
+    ) -> pb.TestHooks:
+        released = self.follower.hold_pushes and not request.hold_metadata_pushes
+        self.follower.hold_pushes = request.hold_metadata_pushes
+        if released:
+            self.follower.fetch_now()  # follow again at once, not at the next pull
+        self.coordinator.hooks = Hooks(skip_plan_recheck=request.skip_plan_recheck)
+        self.receiver.delay_ms = request.stream_delay_ms
+        return pb.TestHooks(
+            hold_metadata_pushes=self.follower.hold_pushes,
+            skip_plan_recheck=self.coordinator.hooks.skip_plan_recheck,
+            stream_delay_ms=self.receiver.delay_ms,
+        )

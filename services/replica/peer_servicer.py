@@ -1,0 +1,184 @@
+"""epochal.v1.ReplicaPeer, replica to replica: a coordinator's requests over the ``Exchange``
+stream, a progress barrier's ``AwaitEpoch``, and range streaming (``StreamRange`` served from
+here, ``PullRanges`` asked of the receiver). Translates protobuf <-> domain values; errors go
+through the one status table (``status``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from epochal.errors import Aborted, EpochalError
+from epochal.mtrack import EXPLICIT_CELLS
+from epochal.replica.client_servicer import shutting_down
+from epochal.replica.codec import (
+    bounds_from_proto,
+    cell_to_proto,
+    cells_from_proto,
+    id_from_proto,
+    mutation_from_proto,
+)
+from epochal.replica.exchange_codec import OUTCOME_NUMBERS
+from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
+from epochal.replica.settings import ReplicaSettings
+from epochal.replica.status import abort_with
+from epochal.replica.storage import CellRepair
+from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.runtime.follower import MetadataFollower
+from epochal.wire.fields import MalformedInput
+from epochal.wire.multiplex import answer_with, serve
+from epochal.wire.v1 import replica_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class PeerServicer:
+    """epochal.v1.ReplicaPeer: what other replicas' coordinators ask of this one, over one
+    Exchange stream each. Every request is served as soon as it arrives (a write joins the next
+    group commit without a task of its own); answers go back in batches, each by its id."""
+
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        local: LocalReplica,
+        follower: MetadataFollower,
+        source: StreamSource,
+        receiver: StreamReceiver,
+        *,
+        closing: asyncio.Event,
+    ) -> None:
+        self.settings = settings
+        self.local = local
+        self.follower = follower
+        self.source = source
+        self.receiver = receiver
+        self.closing = closing  # the server is stopping: Exchange streams end
+
+    async def AwaitEpoch(
+        self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AwaitEpochResponse:
+        timeout_ms = min(request.timeout_ms or self.settings.catch_up_timeout_ms, 60_000)
+        await self.follower.catch_up(request.epoch, timeout_ms / 1000)
+        return pb.AwaitEpochResponse(epoch=self.follower.epoch, node_id=self.follower.node_id)
+
+    async def StreamRange(
+        self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StreamChunk]:
+        try:
+            async for chunk in self.source.serve(request):
+                yield chunk
+        except EpochalError as error:
+            await abort_with(context, error, self.follower.epoch)
+
+    async def PullRanges(
+        self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PullRangesResponse:
+        try:
+            return await self.receiver.pull(request)
+        except EpochalError as error:  # the guard closed, or no source would serve a range
+            await abort_with(context, error, self.follower.epoch)
+        except Exception as error:
+            await abort_with(context, Aborted(f"streaming failed: {error}"), self.follower.epoch)
+        raise AssertionError("unreachable: context.abort raises")
+
+    async def Exchange(
+        self, requests: AsyncIterator[pb.PeerRequests], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PeerReplies]:
+        async for replies in serve(
+            requests,
+            context,
+            self._request,
+            lambda r: pb.PeerReplies(replies=r),
+            self.closing,
+            shutting_down(self.settings),
+        ):
+            yield replies
+
+    def _request(self, request: pb.PeerRequest) -> Any:
+        request_id = request.id
+        kind = request.WhichOneof("body")
+        try:
+            future = self._serve(kind, getattr(request, kind) if kind else None)
+        except MalformedInput as error:
+            return pb.PeerReply(id=request_id, malformed=str(error))
+        return answer_with(
+            future,
+            lambda reply: pb.PeerReply(id=request_id, **{kind: _reply_to_proto(kind, reply)}),
+            lambda error: pb.PeerReply(id=request_id, malformed=f"failed: {error!r}"),
+        )
+
+    def _serve(self, kind: str | None, request: Any) -> asyncio.Future[PeerReply]:
+        """Start serving one request; raises MalformedInput for one that makes no sense."""
+        local = self.local
+        if kind == "apply":
+            if request.HasField("cell_repair"):
+                repair = request.cell_repair
+                cells = CellRepair(
+                    repair.table_id,
+                    repair.token,
+                    repair.partition_key,
+                    tuple(cells_from_proto(repair.cells)),
+                )
+                return asyncio.ensure_future(
+                    local.apply_cells(request.epoch, cells, repair.keyspace)
+                )
+            mutation = mutation_from_proto(request.mutation)
+            body = request.mutation.SerializeToString()
+            return local.apply_soon(request.epoch, mutation, body, repair=request.repair)
+        if kind == "read":
+            cells = request.sketch_cells
+            if cells and (cells > EXPLICIT_CELLS or cells % 3):
+                raise MalformedInput(f"sketch_cells must be a multiple of 3 up to {EXPLICIT_CELLS}")
+            return asyncio.ensure_future(
+                local.read(
+                    request.epoch,
+                    _partition(request),
+                    data=request.data,
+                    summary=request.summary,
+                    want_digest=request.digest,
+                    sketch_logs=[(log.node, log.log) for log in request.sketch_logs],
+                    sketch_cells=cells,
+                )
+            )
+        if kind == "fetch":
+            ids = [id_from_proto(i, "ids") for i in request.ids]
+            return asyncio.ensure_future(local.fetch(request.epoch, ids))
+        raise MalformedInput("a peer request needs a body: apply, read or fetch")
+
+
+def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
+    common = {
+        "epoch": reply.epoch,
+        "outcome": OUTCOME_NUMBERS[reply.outcome],
+        "message": reply.message,
+    }
+    if kind == "apply":
+        return pb.ApplyResponse(**common)
+    if kind == "read":
+        return pb.LocalReadResponse(
+            **common,
+            cells=[cell_to_proto(c) for c in reply.cells],
+            summary=reply.summary.encode() if reply.summary is not None else b"",
+            digest=reply.digest,
+            sketch=reply.sketch.encode() if reply.sketch is not None else b"",
+        )
+    return pb.FetchMutationsResponse(
+        **common,
+        mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies],
+        examined=reply.examined,
+    )
+
+
+def _partition(request: pb.LocalReadRequest) -> PartitionRead:
+    return PartitionRead(
+        request.keyspace,
+        request.table_id,
+        request.token,
+        request.partition_key,
+        bounds_from_proto(request.bounds),
+    )
