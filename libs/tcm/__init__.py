@@ -13,6 +13,7 @@ from epochal.tcm.cms import (
 from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, CMSRole, Epoch
 from epochal.tcm.placement import Placement, RangeDelta
+from epochal.tcm.registration import Register, Unregister
 from epochal.tcm.replication import TokenMap, natural_groups
 from epochal.tcm.schema import (
     Column,
@@ -22,6 +23,14 @@ from epochal.tcm.schema import (
     ReplicationType,
     Strategy,
     Table,
+)
+from epochal.tcm.schema_changes import (
+    AlterKeyspace,
+    AlterTable,
+    CreateKeyspace,
+    CreateTable,
+    DropKeyspace,
+    DropTable,
 )
 from epochal.tcm.sequences import InProgressSequence, RangeLocked, SequenceKind, Step
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange, token_of
@@ -35,21 +44,24 @@ from epochal.tcm.topology import (
     PrepareReplace,
 )
 from epochal.tcm.transformations import (
-    BASE_KINDS,
-    AlterKeyspace,
-    AlterTable,
-    CreateKeyspace,
-    CreateTable,
-    DropKeyspace,
-    DropTable,
     InitializeCMS,
-    Register,
     Transformation,
     TriggerSnapshot,
-    Unregister,
     apply_transformation,
 )
 
+BASE_KINDS: tuple[type[Transformation], ...] = (
+    InitializeCMS,
+    CreateKeyspace,
+    AlterKeyspace,
+    DropKeyspace,
+    CreateTable,
+    AlterTable,
+    DropTable,
+    Register,
+    Unregister,
+    TriggerSnapshot,
+)
 ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS + CMS_KINDS
 
 __all__ = [

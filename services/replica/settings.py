@@ -13,7 +13,7 @@ from epochal.runtime.flags import check_numbers, values_from
 from epochal.runtime.follower import FollowerSettings
 from epochal.tcm import Rejected
 from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
-from epochal.tcm.transformations import check_version
+from epochal.tcm.registration import check_version
 
 ENV_PREFIX = "EPOCHAL_REPLICA_"
 SOFTWARE_VERSION = "1.0.0"
