@@ -18,7 +18,8 @@ from epochal.paxos import (
     Role,
     StateTransfer,
 )
-from tests.unit.paxos_net import SETTINGS, Net, take
+
+from .paxos_net import SETTINGS, Net, take
 
 
 def test_a_leader_commits_and_every_member_learns() -> None:

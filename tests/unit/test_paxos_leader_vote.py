@@ -9,7 +9,8 @@ from epochal.paxos import (
     Accept,
 )
 from epochal.paxos.messages import CatchUpReply, CatchUpRequest, ChosenSlot
-from tests.unit.paxos_net import SETTINGS, Net, take
+
+from .paxos_net import SETTINGS, Net, take
 
 LAZY = dataclasses.replace(SETTINGS, leader_vote_delay_ms=5)
 

@@ -22,7 +22,8 @@ from epochal.paxos.ballot import MAX_ROUND
 from epochal.paxos.messages import MAX_SLOT, CatchUpReply, CatchUpRequest, ChosenSlot
 from epochal.wire.paxos import ballot_from_proto, message_from_proto
 from epochal.wire.v1 import paxos_pb2
-from tests.unit.paxos_net import SETTINGS, Net, take
+
+from .paxos_net import SETTINGS, Net, take
 
 
 def test_a_non_voting_learner_follows_the_log_but_never_runs_for_leader_or_votes() -> None:
