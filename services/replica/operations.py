@@ -9,10 +9,10 @@ Where an operation stands lives in the metadata, not here: the node's ``InProgre
 with an entry id derived from (node, PREPARE epoch, step), so a commit whose answer was lost is
 retried without being applied twice. Before each step the driver waits for the progress barrier
 over the step before it (``epochal.replica.barriers``); between START and MID every node the
-sequence moves ranges to streams them (``epochal.replica.streaming``): this node itself when it
-is a receiver (a join, a replace, the ranges a move gains), the others when this node asks them
-with ``PullRanges`` (a decommission, a removal, the ranges a move gives up). Stream progress is
-on each receiver's disk.
+sequence moves ranges to streams them (``epochal.replica.stream_receiver``): this node itself
+when it is a receiver (a join, a replace, the ranges a move gains), the others when this node
+asks them with ``PullRanges`` (a decommission, a removal, the ranges a move gives up). Stream
+progress is on each receiver's disk.
 
 The node under operation drives its own sequence; a removal is driven by the node the operator
 asks, for a dead one. Resume and cancel work from any node: the plan is in the metadata.
@@ -38,7 +38,7 @@ from epochal.replica.barriers import BarrierDriver
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import OwnedRanges, ReplicaStorage
-from epochal.replica.streaming import StreamProgressView, StreamReceiver
+from epochal.replica.stream_receiver import StreamProgressView, StreamReceiver
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     AdvanceSequence,

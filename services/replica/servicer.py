@@ -20,10 +20,14 @@ from epochal.replica.codec import (
     bounds_from_proto,
     cell_to_proto,
     cells_from_proto,
+    chunk_to_proto,
     consistency_from_proto,
     id_from_proto,
     id_to_proto,
     mutation_from_proto,
+    pull_report_to_proto,
+    pull_request_from_proto,
+    range_request_from_proto,
     read_draft,
     rows_to_proto,
     session_hlc_from,
@@ -37,7 +41,8 @@ from epochal.replica.operations import Operations
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with, code_of, expected
 from epochal.replica.storage import CellRepair, ReplicaStorage
-from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.replica.stream_receiver import StreamReceiver
+from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput
@@ -278,16 +283,16 @@ class PeerServicer:
         self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamChunk]:
         try:
-            async for chunk in self.source.serve(request):
-                yield chunk
-        except EpochalError as error:
+            async for chunk in self.source.serve(range_request_from_proto(request)):
+                yield chunk_to_proto(chunk)
+        except (EpochalError, MalformedInput) as error:
             await abort_with(context, error, self.follower.epoch)
 
     async def PullRanges(
         self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
     ) -> pb.PullRangesResponse:
         try:
-            return await self.receiver.pull(request)
+            return pull_report_to_proto(await self.receiver.pull(pull_request_from_proto(request)))
         except EpochalError as error:  # the guard closed, or no source would serve a range
             await abort_with(context, error, self.follower.epoch)
         except Exception as error:

@@ -33,6 +33,7 @@ PROTOBUF_EDGES = {
     "services/cms/server.py",
     "services/cms/servicer.py",
     "services/replica/codec.py",
+    "services/replica/peer_client.py",
     "services/replica/server.py",
     "services/replica/servicer.py",
 }
@@ -45,7 +46,6 @@ NOT_YET_AT_THE_EDGE = {
     "services/replica/barriers.py",
     "services/replica/handles.py",
     "services/replica/operations.py",
-    "services/replica/streaming.py",
 }
 
 

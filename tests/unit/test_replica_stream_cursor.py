@@ -1,7 +1,9 @@
-"""The stream cursor: a domain value that fits its phase, and its own encoding on disk (and the
-protobuf one replicas stored before it, still read)."""
+"""The stream cursor: a domain value that fits its phase, its own encoding on disk (and the
+protobuf one replicas stored before it, still read), and its conversion at the wire's edge."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import pytest
 from hypothesis import given
@@ -10,16 +12,36 @@ from hypothesis import strategies as st
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.ids import MAX_SEQUENCE, MAX_U32
+from epochal.replica.codec import (
+    chunk_from_proto,
+    chunk_to_proto,
+    cursor_from_proto,
+    cursor_to_proto,
+    pull_report_from_proto,
+    pull_report_to_proto,
+    pull_request_from_proto,
+    pull_request_to_proto,
+    range_request_from_proto,
+    range_request_to_proto,
+)
+from epochal.replica.model import Cell
+from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_encoding import decode_cursor, encode_cursor
 from epochal.replica.stream_values import (
     DONE,
     CellPosition,
     LogPosition,
     Phase,
+    PullReport,
+    PullRequest,
+    RangeChunk,
+    RangeRequest,
     StreamCursor,
+    StreamedCell,
     StreamProgress,
 )
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN
+from epochal.wire.fields import MalformedInput
 from epochal.wire.v1 import replica_pb2 as pb
 
 tokens = st.integers(MIN_TOKEN, MAX_TOKEN)
@@ -111,3 +133,95 @@ def test_a_cursor_stored_as_protobuf_by_an_older_replica_is_still_read() -> None
     assert decode_cursor(done.SerializeToString()) == DONE
     with pytest.raises(ValueError, match="runs past the end"):
         decode_cursor(OLD_CELL.SerializeToString()[:-1])
+
+
+@given(cursors)
+def test_every_cursor_an_older_replica_stored_reads_as_the_same_cursor(
+    cursor: StreamCursor,
+) -> None:
+    assert decode_cursor(cursor_to_proto(cursor).SerializeToString()) == cursor
+
+
+def test_a_stream_progress_row_an_older_replica_wrote_resumes_after_its_cursor(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path}/replica.db"
+    ReplicaStorage(url).close()
+    with sqlite3.connect(tmp_path / "replica.db") as db:
+        db.execute(
+            "INSERT INTO stream_progress (operation, table_id, range_left, range_right, cursor, "
+            "done, cells, mutations, bytes) VALUES ('node-5@7', 't1', -1, 1, ?, 0, 4, 0, 400)",
+            (OLD_CELL.SerializeToString(),),
+        )
+    storage = ReplicaStorage(url)
+    try:
+        progress = storage.stream_progress("node-5@7")
+        expected = StreamCursor(Phase.CELLS, CellPosition(-7, b"\x0aa", b"", "v"))
+        assert progress == {("t1", -1, 1): StreamProgress(expected, cells=4, bytes=400)}
+        # The next message stored rewrites the row in the current encoding.
+        storage.ingest([], [], "node-5@7", ("t1", -1, 1), StreamProgress(DONE, 4, 0, 450))
+        assert storage.stream_progress("node-5@7")[("t1", -1, 1)].done
+    finally:
+        storage.close()
+    with sqlite3.connect(tmp_path / "replica.db") as db:
+        (raw,) = db.execute("SELECT cursor FROM stream_progress").fetchone()
+    assert raw == encode_cursor(DONE)
+
+
+# --------------------------------------------------------------------------- on the wire
+
+
+@given(cursors)
+def test_a_cursor_crosses_the_wire_unchanged(cursor: StreamCursor) -> None:
+    message = pb.StreamCursor.FromString(cursor_to_proto(cursor).SerializeToString())
+    assert cursor_from_proto(message) == cursor
+
+
+def test_a_cursor_a_peer_cannot_have_meant_is_malformed_input() -> None:
+    with pytest.raises(MalformedInput, match=r"after\.phase"):
+        cursor_from_proto(pb.StreamCursor(phase=7))
+    no_id = pb.StreamCursor(phase=pb.StreamCursor.MUTATIONS, started=True, token=1)
+    with pytest.raises(MalformedInput, match=r"after\.mutation_id"):
+        cursor_from_proto(no_id)
+
+
+def test_a_range_request_and_a_chunk_cross_the_wire_unchanged() -> None:
+    request = RangeRequest(
+        epoch=12,
+        receiver="node-4",
+        sequence_node="node-3",
+        prepared_epoch=9,
+        keyspace="ks",
+        table_id="t1",
+        left=MIN_TOKEN,
+        right=0,
+        after=StreamCursor(Phase.CELLS, CellPosition(-5, b"k", b"\x01c", "v")),
+        max_message_bytes=4096,
+    )
+    assert range_request_from_proto(range_request_to_proto(request)) == request
+    old_style = range_request_to_proto(request)
+    old_style.sequence_node = ""  # before sequence_node, the receiver's own sequence
+    assert range_request_from_proto(old_style).sequence_node == "node-4"
+
+    cells = (
+        StreamedCell(-5, b"k", Cell(b"\x01c", "v", b"\x08\x01", 10, b"w" * 16, False)),
+        StreamedCell(-5, b"k", Cell(b"\x01d", "v", None, 11, b"w" * 16, True)),
+    )
+    chunk = RangeChunk(epoch=12, cells=cells, cursor=StreamCursor(Phase.MUTATIONS))
+    message = chunk_to_proto(chunk)
+    received = chunk_from_proto(pb.StreamChunk.FromString(message.SerializeToString()))
+    assert (received.epoch, received.cells, received.cursor) == (12, cells, chunk.cursor)
+    assert received.mutations == () and received.size_bytes == message.ByteSize()
+
+
+def test_pull_requests_and_reports_keep_every_field_on_the_wire() -> None:
+    request = PullRequest(epoch=8, sequence_node="node-3", prepared_epoch=5)
+    assert pull_request_from_proto(pull_request_to_proto(request)) == request
+    report = PullReport(
+        node_id="node-2",
+        streamed_bytes=1 << 40,
+        streamed_cells=7,
+        streamed_mutations=6,
+        ranges_done=5,
+        ranges_total=9,
+        reconciled_mutations=4,
+    )
+    assert pull_report_from_proto(pull_report_to_proto(report)) == report
