@@ -15,6 +15,7 @@ from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
+from epochal.replica.operation_status import OperationStatus
 from epochal.replica.stream_values import (
     CellPosition,
     LogPosition,
@@ -265,8 +266,8 @@ def bounds_from_proto(message: pb.KeyBounds) -> KeyBounds:
 
 # --------------------------------------------------------------------------- range streams
 
-# Range and pull requests and pull reports name their fields as their domain values do, so they
-# are copied by name (a field the message lacks fails its construction).
+# Range and pull requests, pull reports and operation statuses name their fields as their domain
+# values do, so they are copied by name (a field the message lacks fails its construction).
 
 
 def _names(value_class: type) -> tuple[str, ...]:
@@ -376,3 +377,10 @@ def pull_report_to_proto(report: PullReport) -> pb.PullRangesResponse:
 
 def pull_report_from_proto(message: pb.PullRangesResponse) -> PullReport:
     return PullReport(**_fields_of(message, _names(PullReport)))
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def operation_status_to_proto(status: OperationStatus) -> pb.OperationStatus:
+    return pb.OperationStatus(**_fields_of(status))

@@ -128,9 +128,9 @@ class ReplicaServer:
             settings,
             self.follower,
             self.storage,
-            BarrierDriver(settings, self.follower, self.channels, self.metrics),
+            BarrierDriver(settings, self.follower, peers, self.metrics),
             self.receiver,
-            self.channels,
+            peers,
             self.metrics,
         )
         add_servicer(

@@ -25,6 +25,7 @@ from epochal.replica.codec import (
     id_from_proto,
     id_to_proto,
     mutation_from_proto,
+    operation_status_to_proto,
     pull_report_to_proto,
     pull_request_from_proto,
     range_request_from_proto,
@@ -474,7 +475,7 @@ class AdminServicer:
     async def Status(
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        return self.operations.status()
+        return operation_status_to_proto(self.operations.status())
 
     async def _run(
         self, context: grpc.aio.ServicerContext, operation: Awaitable[None]
@@ -492,7 +493,7 @@ class AdminServicer:
             await abort_with(context, Aborted("the operation was aborted"), self._epoch())
         except Exception as error:
             await abort_with(context, Aborted(f"the operation failed: {error}"), self._epoch())
-        return self.operations.status()
+        return operation_status_to_proto(self.operations.status())
 
 
 class TestingServicer:

@@ -43,9 +43,7 @@ NOT_YET_AT_THE_EDGE = {
     "libs/epochal/cms_admin.py",
     "services/cms/log_server.py",
     "services/cms/member.py",
-    "services/replica/barriers.py",
     "services/replica/handles.py",
-    "services/replica/operations.py",
 }
 
 

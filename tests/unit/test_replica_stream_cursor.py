@@ -3,6 +3,7 @@ protobuf one replicas stored before it, still read), and its conversion at the w
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 
 import pytest
@@ -17,6 +18,7 @@ from epochal.replica.codec import (
     chunk_to_proto,
     cursor_from_proto,
     cursor_to_proto,
+    operation_status_to_proto,
     pull_report_from_proto,
     pull_report_to_proto,
     pull_request_from_proto,
@@ -25,6 +27,7 @@ from epochal.replica.codec import (
     range_request_to_proto,
 )
 from epochal.replica.model import Cell
+from epochal.replica.operation_status import OperationStatus
 from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_encoding import decode_cursor, encode_cursor
 from epochal.replica.stream_values import (
@@ -212,7 +215,7 @@ def test_a_range_request_and_a_chunk_cross_the_wire_unchanged() -> None:
     assert received.mutations == () and received.size_bytes == message.ByteSize()
 
 
-def test_pull_requests_and_reports_keep_every_field_on_the_wire() -> None:
+def test_pull_requests_reports_and_statuses_keep_every_field_on_the_wire() -> None:
     request = PullRequest(epoch=8, sequence_node="node-3", prepared_epoch=5)
     assert pull_request_from_proto(pull_request_to_proto(request)) == request
     report = PullReport(
@@ -225,3 +228,24 @@ def test_pull_requests_and_reports_keep_every_field_on_the_wire() -> None:
         reconciled_mutations=4,
     )
     assert pull_report_from_proto(pull_report_to_proto(report)) == report
+    status = OperationStatus(
+        node_id="node-4",
+        epoch=30,
+        kind="join",
+        step="start",
+        state="streaming",
+        message="",
+        prepared_epoch=21,
+        streamed_bytes=2_500_000,
+        streamed_cells=100,
+        streamed_mutations=50,
+        ranges_done=3,
+        ranges_total=8,
+        eta_s=12.5,
+        barrier_level="EACH_QUORUM",
+        reconciled_mutations=2,
+    )
+    message = operation_status_to_proto(status)
+    assert {f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields} == (
+        dataclasses.asdict(status)
+    )
