@@ -6,7 +6,8 @@ Theory of operation
 A sequence's movement map (``epochal.tcm.movements``) says which ranges each receiver takes
 and which nodes may send them. A receiver streams, for each movement to it, each table of each
 keyspace with the movement's replication params, each non-wrapping piece of the range — one
-``Piece`` per (table, piece), in movement order, then keyspace name, table id and token order.
+``Piece`` per (table, piece), in movement order, then keyspace name, table id and piece (a
+wrapping range's piece up to the largest token first).
 Its sources are the movement's ``sources`` (``--stream-sources strict``), then its ``fallback``
 (``nearest``), each with its address at the plan's epoch; a node the directory no longer names
 is no source.

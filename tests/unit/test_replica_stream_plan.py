@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -204,6 +210,30 @@ def test_the_guard_is_open_only_while_the_sequence_is_at_start_and_not_cancellin
     cluster.apply(CancelSequence(node_id=e))  # back at START, but cancelling
     assert cluster.md.sequences[e].done is Step.START
     assert "is not at its START step" in (at_start(cluster.md, e, prepared) or "")
+
+
+PURE_MODULES = ("stream_plan", "stream_values", "stream_encoding", "operation_status")
+NOT_PURE = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", "random", "google")
+
+
+def test_the_plan_and_the_values_it_works_on_import_no_io_clock_or_randomness() -> None:
+    """However indirectly: a fresh interpreter imports them and lists what else came with them
+    (``time`` is loaded at start, so each module's own imports are read too)."""
+    names = [f"epochal.replica.{module}" for module in PURE_MODULES]
+    probe = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        f"import {', '.join(names)}\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = json.loads(run.stdout)
+    assert set(names) <= set(loaded)
+    assert [m for m in loaded if m.split(".")[0] in NOT_PURE] == []
+    for name in names:
+        source = Path(importlib.import_module(name).__file__ or "").read_text()
+        imported = re.findall(r"^(?:from|import) ([\w.]+)", source, re.MULTILINE)
+        assert [m for m in imported if m.split(".")[0] in NOT_PURE] == [], name
 
 
 # --------------------------------------------------------------------------- the retry loop
