@@ -57,7 +57,7 @@ from epochal.replica.codec import write_draft
 from epochal.replica.model import Mutation
 from epochal.replica.mutations import prepare_write
 from epochal.replica.storage import _UPSERT_CELL, ReplicaStorage
-from epochal.replica.streaming import CELL_OVERHEAD_BYTES
+from epochal.replica.stream_source import CELL_OVERHEAD_BYTES
 from epochal.replica.tables import cells as cells_table
 from epochal.tcm import ClusterMetadata
 from epochal.wire.v1 import replica_pb2 as pb

@@ -50,12 +50,9 @@ class Router:
     def _replicas(
         self, metadata: ClusterMetadata, keyspace: str, token: int, *, write: bool
     ) -> list[str]:
-        found = metadata.keyspaces.get(keyspace)
-        placement = metadata.placements.get(found.replication) if found is not None else None
-        if placement is None or not placement.points:
+        group = metadata.replica_group(keyspace, token, write=write)
+        if not group:
             return []
-        index = placement.index_of(token)
-        group = placement.writes[index] if write else placement.reads[index]
         cached = self._addresses_of.get(group)
         if cached is None or cached[0] is not metadata.nodes:
             addresses = sorted(metadata.nodes[n].address for n in group if n in metadata.nodes)

@@ -11,10 +11,11 @@ from collections.abc import Awaitable
 import grpc
 
 from epochal.errors import Aborted, EpochalError, OperationRefused
+from epochal.replica.codec import operation_status_to_proto
 from epochal.replica.coordinator import Coordinator, Hooks
 from epochal.replica.operations import Operations
 from epochal.replica.status import abort_with
-from epochal.replica.streaming import StreamReceiver
+from epochal.replica.stream_receiver import StreamReceiver
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
 from epochal.wire.v1 import replica_pb2 as pb
@@ -93,7 +94,7 @@ class AdminServicer:
     async def Status(
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.OperationStatus:
-        return self.operations.status()
+        return operation_status_to_proto(self.operations.status())
 
     async def _run(
         self, context: grpc.aio.ServicerContext, operation: Awaitable[None]
@@ -111,7 +112,7 @@ class AdminServicer:
             await abort_with(context, Aborted("the operation was aborted"), self._epoch())
         except Exception as error:
             await abort_with(context, Aborted(f"the operation failed: {error}"), self._epoch())
-        return self.operations.status()
+        return operation_status_to_proto(self.operations.status())
 
 
 class TestingServicer:

@@ -20,15 +20,13 @@ import logging
 import time
 from collections.abc import Callable
 
-import grpc
-
-from epochal.replica.coordinator import span
+from epochal.errors import EpochalError
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.barrier import BarrierLevel, BarrierOutcome, ProgressBarrier, chain_down_to
-from epochal.wire.channels import Channels
-from epochal.wire.v1 import replica_pb2 as pb
+from epochal.telemetry import span
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +38,12 @@ class BarrierDriver:
         self,
         settings: ReplicaSettings,
         follower: MetadataFollower,
-        channels: Channels,
+        peers: PeerClient,
         metrics: ReplicaMetrics,
     ) -> None:
         self.settings = settings
         self.follower = follower
-        self.channels = channels
+        self.peers = peers
         self.metrics = metrics
 
     async def wait(
@@ -162,11 +160,7 @@ class BarrierDriver:
         if info is None:
             return 0
         try:
-            reply = await self.channels.peer(info.address).AwaitEpoch(
-                pb.AwaitEpochRequest(epoch=epoch, timeout_ms=int(ASK_TIMEOUT_S * 1000)),
-                timeout=ASK_TIMEOUT_S + 1,
-            )
-        except grpc.aio.AioRpcError as error:
-            log.debug("barrier: %s did not answer: %s", node, error.code().name)
+            return await self.peers.await_epoch(info.address, epoch, wait_s=ASK_TIMEOUT_S)
+        except EpochalError as error:
+            log.debug("barrier: %s did not answer: %s", node, error.status)
             return 0
-        return reply.epoch

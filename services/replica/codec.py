@@ -1,4 +1,4 @@
-"""The replica's data-path messages <-> domain values (epochal.v1 Replica and ReplicaPeer).
+"""The replica's messages <-> domain values (epochal.v1 Replica, ReplicaPeer, ReplicaAdmin).
 
 Client requests decode into drafts (``epochal.replica.mutations``): key values become Python
 values, cell values stay encoded. A malformed message raises ``MalformedInput`` naming the
@@ -7,12 +7,27 @@ field; whether a value fits the schema is decided later, at the coordinator's ep
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
+from epochal.replica.operation_status import OperationStatus
+from epochal.replica.stream_values import (
+    CellPosition,
+    LogPosition,
+    Phase,
+    PullReport,
+    PullRequest,
+    RangeChunk,
+    RangeRequest,
+    ReceivedChunk,
+    StreamCursor,
+    StreamedCell,
+)
 from epochal.tcm import Table
 from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import KeyBounds, KeyValue, clustering_columns, decode_key
@@ -252,3 +267,125 @@ def bounds_to_proto(bounds: KeyBounds) -> pb.KeyBounds:
 
 def bounds_from_proto(message: pb.KeyBounds) -> KeyBounds:
     return KeyBounds(message.lower, message.upper if message.has_upper else None)
+
+
+# --------------------------------------------------------------------------- range streams
+
+# Range and pull requests, pull reports and operation statuses name their fields as their domain
+# values do, so they are copied by name (a field the message lacks fails its construction).
+
+
+def _names(value_class: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(value_class))
+
+
+_RANGE_SCALARS = tuple(name for name in _names(RangeRequest) if name != "after")
+
+
+def _fields_of(source: object, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """``source``'s fields ``names`` (a domain value's: all of them) by name."""
+    return {name: getattr(source, name) for name in names or _names(type(source))}
+
+
+_PHASES = {
+    pb.StreamCursor.CELLS: Phase.CELLS,
+    pb.StreamCursor.MUTATIONS: Phase.MUTATIONS,
+    pb.StreamCursor.DONE: Phase.DONE,
+}
+_PHASE_NUMBERS = {phase: number for number, phase in _PHASES.items()}
+
+
+def cursor_to_proto(cursor: StreamCursor) -> pb.StreamCursor:
+    message = pb.StreamCursor(phase=_PHASE_NUMBERS[cursor.phase])
+    after = cursor.after
+    if after is not None:
+        message.started = True
+        message.token, message.partition_key = after.token, after.partition_key
+    if isinstance(after, CellPosition):
+        message.clustering, message.column = after.clustering, after.column
+    elif isinstance(after, LogPosition):
+        message.hlc = after.mutation_id.hlc
+        message.mutation_id.CopyFrom(id_to_proto(after.mutation_id))
+    return message
+
+
+def cursor_from_proto(message: pb.StreamCursor, field: str = "after") -> StreamCursor:
+    phase = _PHASES.get(message.phase)
+    if phase is None:
+        raise MalformedInput(f"{field}.phase: unknown phase {message.phase}")
+    if not message.started or phase is Phase.DONE:
+        return StreamCursor(phase)
+    if phase is Phase.CELLS:
+        return StreamCursor(
+            phase,
+            CellPosition(message.token, message.partition_key, message.clustering, message.column),
+        )
+    mid = message.mutation_id  # its hlc is the cursor's own
+    try:
+        mutation_id = MutationId(node=mid.node, log=mid.log, sequence=mid.sequence, hlc=message.hlc)
+    except ValueError as error:
+        raise MalformedInput(f"{field}.mutation_id: {error}") from None
+    return StreamCursor(phase, LogPosition(message.token, message.partition_key, mutation_id))
+
+
+def range_request_to_proto(request: RangeRequest) -> pb.StreamRangeRequest:
+    return pb.StreamRangeRequest(
+        **_fields_of(request, _RANGE_SCALARS), after=cursor_to_proto(request.after)
+    )
+
+
+def range_request_from_proto(message: pb.StreamRangeRequest) -> RangeRequest:
+    scalars = _fields_of(message, _RANGE_SCALARS)
+    scalars["sequence_node"] = message.sequence_node or message.receiver  # empty: its own
+    return RangeRequest(**scalars, after=cursor_from_proto(message.after))
+
+
+def chunk_to_proto(chunk: RangeChunk) -> pb.StreamChunk:
+    return pb.StreamChunk(
+        epoch=chunk.epoch,
+        cells=[
+            pb.StreamedCell(
+                token=c.token, partition_key=c.partition_key, cell=cell_to_proto(c.cell)
+            )
+            for c in chunk.cells
+        ],
+        mutations=chunk.mutations,
+        cursor=cursor_to_proto(chunk.cursor),
+    )
+
+
+def chunk_from_proto(message: pb.StreamChunk) -> ReceivedChunk:
+    cells = cells_from_proto(c.cell for c in message.cells)
+    return ReceivedChunk(
+        epoch=message.epoch,
+        cells=tuple(
+            StreamedCell(c.token, c.partition_key, cell)
+            for c, cell in zip(message.cells, cells, strict=True)
+        ),
+        mutations=tuple((mutation_from_body(body), body) for body in message.mutations),
+        cursor=cursor_from_proto(message.cursor, "cursor"),
+        size_bytes=message.ByteSize(),
+    )
+
+
+def pull_request_to_proto(request: PullRequest) -> pb.PullRangesRequest:
+    return pb.PullRangesRequest(**_fields_of(request))
+
+
+def pull_request_from_proto(message: pb.PullRangesRequest) -> PullRequest:
+    return PullRequest(**_fields_of(message, _names(PullRequest)))
+
+
+def pull_report_to_proto(report: PullReport) -> pb.PullRangesResponse:
+    return pb.PullRangesResponse(**_fields_of(report))
+
+
+def pull_report_from_proto(message: pb.PullRangesResponse) -> PullReport:
+    return PullReport(**_fields_of(message, _names(PullReport)))
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def operation_status_to_proto(status: OperationStatus) -> pb.OperationStatus:
+    return pb.OperationStatus(**_fields_of(status))

@@ -48,10 +48,10 @@ from epochal.replica.write_path import WritePath, WriteResult
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.consistency import Consistency
-from epochal.telemetry import span  # barriers.py and streaming.py import it from here, still
+from epochal.telemetry import span
 from epochal.wire.channels import Channels
 
-__all__ = ["Coordinator", "Hooks", "ReadResult", "ReadStats", "WriteResult", "span"]
+__all__ = ["Coordinator", "Hooks", "ReadResult", "ReadStats", "WriteResult"]
 
 
 @dataclass(frozen=True, slots=True)

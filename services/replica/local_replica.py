@@ -32,7 +32,6 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import CellRepair, ReplicaStorage, Stored
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import fatal
-from epochal.tcm import ClusterMetadata
 from epochal.tcm.keys import EVERYTHING, KeyBounds
 from epochal.wire.multiplex import MAX_REQUEST_BYTES
 
@@ -372,11 +371,3 @@ class LocalReplica:
                 bodies.append(body)
                 size += len(body)
         return self._ok(bodies=tuple(bodies), examined=examined)
-
-
-def replica_group(
-    metadata: ClusterMetadata, keyspace: str, token: int, *, write: bool
-) -> frozenset[str]:
-    """``metadata.replica_group``: kept only for streaming.py, which imports it from here until
-    it calls the method itself."""
-    return metadata.replica_group(keyspace, token, write=write)

@@ -9,10 +9,11 @@ Where an operation stands lives in the metadata, not here: the node's ``InProgre
 with an entry id derived from (node, PREPARE epoch, step), so a commit whose answer was lost is
 retried without being applied twice. Before each step the driver waits for the progress barrier
 over the step before it (``epochal.replica.barriers``); between START and MID every node the
-sequence moves ranges to streams them (``epochal.replica.streaming``): this node itself when it
-is a receiver (a join, a replace, the ranges a move gains), the others when this node asks them
-with ``PullRanges`` (a decommission, a removal, the ranges a move gives up). Stream progress is
-on each receiver's disk.
+sequence moves ranges to streams them (``epochal.replica.stream_receiver``): this node itself
+when it is a receiver (a join, a replace, the ranges a move gains), the others when this node
+asks them with ``PullRanges`` (a decommission, a removal, the ranges a move gives up). Stream
+progress is on each receiver's disk. Every call to another replica goes through
+``epochal.replica.peer_client``; this module sees domain values only.
 
 The node under operation drives its own sequence; a removal is driven by the node the operator
 asks, for a dead one. Resume and cancel work from any node: the plan is in the metadata.
@@ -29,16 +30,17 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-import grpc
-
 from epochal.cms_client import CMSClient
-from epochal.errors import OperationRefused
+from epochal.errors import EpochalError, OperationRefused, Unavailable
 from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.operation_status import OperationStatus
+from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import OwnedRanges, ReplicaStorage
-from epochal.replica.streaming import StreamProgressView, StreamReceiver
+from epochal.replica.stream_receiver import StreamProgressView, StreamReceiver
+from epochal.replica.stream_values import PullRequest
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     AdvanceSequence,
@@ -58,8 +60,6 @@ from epochal.tcm.barrier import BarrierLevel, barrier_for_step
 from epochal.tcm.movements import movements
 from epochal.tcm.tokens import TokenRange
 from epochal.tcm.topology import placements_before_last_change
-from epochal.wire.channels import Channels
-from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
 MAX_UNDO_PASSES = 64
@@ -67,7 +67,7 @@ MAX_UNDO_PASSES = 64
 COMMIT_TIMEOUT_S = 60.0
 APPLY_TIMEOUT_S = 30.0
 PULL_ATTEMPTS = 5
-RETRIED_PULL_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRIED_PULL_ERRORS = Unavailable  # DEADLINE_EXCEEDED's TimedOut too: it may answer if asked again
 LIVENESS_TIMEOUT_S = 2.0  # a node named dead that answers its Describe within this is alive
 
 
@@ -79,7 +79,7 @@ class Operations:
         storage: ReplicaStorage,
         barriers: BarrierDriver,
         receiver: StreamReceiver,
-        channels: Channels,
+        peers: PeerClient,
         metrics: ReplicaMetrics,
     ) -> None:
         self.settings = settings
@@ -87,7 +87,7 @@ class Operations:
         self.storage = storage
         self.barriers = barriers
         self.receiver = receiver
-        self.channels = channels
+        self.peers = peers
         self.metrics = metrics
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one start / resume / cancel at a time
@@ -101,7 +101,7 @@ class Operations:
 
     # ------------------------------------------------------------------ status
 
-    def status(self) -> pb.OperationStatus:
+    def status(self) -> OperationStatus:
         metadata = self.follower.metadata
         target = self.target or self.follower.node_id
         sequence = metadata.sequences.get(target)
@@ -110,7 +110,7 @@ class Operations:
             state = "interrupted" if state in ("idle", "failed") else state
             message = message or f"{sequence.describe()}: resume or cancel it"
         view = self.view
-        return pb.OperationStatus(
+        return OperationStatus(
             node_id=target,
             epoch=metadata.epoch,
             kind=sequence.kind.value if sequence else self.kind,
@@ -178,10 +178,8 @@ class Operations:
         if info is None:
             return
         try:
-            answer = await self.channels.replica(info.address).Describe(
-                pb.ReplicaDescribeRequest(), timeout=LIVENESS_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError:
+            answer = await self.peers.describe(info.address, timeout_s=LIVENESS_TIMEOUT_S)
+        except EpochalError:
             return
         if answer.node_id == node_id:
             raise OperationRefused(
@@ -339,29 +337,24 @@ class Operations:
         info = metadata.nodes.get(receiver)
         if info is None:
             raise OperationRefused(f"{receiver} is not in the directory at epoch {metadata.epoch}")
-        request = pb.PullRangesRequest(
+        request = PullRequest(
             epoch=self.follower.epoch,
             sequence_node=sequence.node_id,
             prepared_epoch=sequence.prepared_epoch,
         )
-        peer = self.channels.peer(info.address)
         for attempt in range(PULL_ATTEMPTS):
             try:
-                reply = await peer.PullRanges(request, timeout=self.settings.stream_timeout_s)
+                reply = await self.peers.pull_ranges(
+                    info.address, request, timeout_s=self.settings.stream_timeout_s
+                )
                 break
-            except grpc.aio.AioRpcError as error:
-                problem = f"{error.code().name} {error.details()}"
-                if error.code() not in RETRIED_PULL_CODES or attempt == PULL_ATTEMPTS - 1:
+            except EpochalError as error:
+                problem = f"{error.status} {error.message}"
+                if not isinstance(error, RETRIED_PULL_ERRORS) or attempt == PULL_ATTEMPTS - 1:
                     raise OperationRefused(problem) from None
                 log.warning("%s could not pull its ranges (%s); asking again", receiver, problem)
                 await asyncio.sleep(self.settings.barrier_backoff_ms / 1000)
-        view = self.view
-        view.bytes += reply.streamed_bytes
-        view.cells += reply.streamed_cells
-        view.mutations += reply.streamed_mutations
-        view.reconciled += reply.reconciled_mutations
-        view.pieces_done += reply.ranges_done
-        view.pieces_total += reply.ranges_total
+        self.view.add(reply)
         log.info(
             "%s pulled %d ranges (%d bytes) for %s",
             receiver,
@@ -415,16 +408,16 @@ class Operations:
         if info is None:
             return
         try:
-            reply = await self.channels.admin(info.address).Cleanup(
-                pb.OperationRequest(epoch=self.follower.epoch), timeout=COMMIT_TIMEOUT_S
+            removed = await self.peers.cleanup(
+                info.address, self.follower.epoch, timeout_s=COMMIT_TIMEOUT_S
             )
-            log.info("%s deleted %d streamed cells and log entries", node_id, reply.removed)
-        except grpc.aio.AioRpcError as error:
+            log.info("%s deleted %d streamed cells and log entries", node_id, removed)
+        except EpochalError as error:
             log.warning(
                 "%s could not delete what it streamed (%s %s): run cleanup on it",
                 node_id,
-                error.code().name,
-                error.details(),
+                error.status,
+                error.message,
             )
 
     async def _barrier(

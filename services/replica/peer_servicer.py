@@ -20,15 +20,20 @@ from epochal.replica.codec import (
     bounds_from_proto,
     cell_to_proto,
     cells_from_proto,
+    chunk_to_proto,
     id_from_proto,
     mutation_from_proto,
+    pull_report_to_proto,
+    pull_request_from_proto,
+    range_request_from_proto,
 )
 from epochal.replica.exchange_codec import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with
 from epochal.replica.storage import CellRepair
-from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.replica.stream_receiver import StreamReceiver
+from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.wire.fields import MalformedInput
 from epochal.wire.multiplex import answer_with, serve
@@ -70,16 +75,16 @@ class PeerServicer:
         self, request: pb.StreamRangeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamChunk]:
         try:
-            async for chunk in self.source.serve(request):
-                yield chunk
-        except EpochalError as error:
+            async for chunk in self.source.serve(range_request_from_proto(request)):
+                yield chunk_to_proto(chunk)
+        except (EpochalError, MalformedInput) as error:
             await abort_with(context, error, self.follower.epoch)
 
     async def PullRanges(
         self, request: pb.PullRangesRequest, context: grpc.aio.ServicerContext
     ) -> pb.PullRangesResponse:
         try:
-            return await self.receiver.pull(request)
+            return pull_report_to_proto(await self.receiver.pull(pull_request_from_proto(request)))
         except EpochalError as error:  # the guard closed, or no source would serve a range
             await abort_with(context, error, self.follower.epoch)
         except Exception as error:

@@ -36,10 +36,12 @@ from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import Operations
+from epochal.replica.peer_client import PeerClient
 from epochal.replica.peer_servicer import PeerServicer
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage, StorageFormatError
-from epochal.replica.streaming import StreamReceiver, StreamSource
+from epochal.replica.stream_receiver import StreamReceiver
+from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import RPC_SHARE
 from epochal.telemetry import setup_tracing, shutdown_tracing
@@ -116,17 +118,16 @@ class ReplicaServer:
             ),
             self._refusal,
         )
+        peers = PeerClient(self.channels)
         source = StreamSource(settings, self.follower, self.storage, self.metrics)
-        self.receiver = StreamReceiver(
-            settings, self.follower, self.storage, self.channels, self.metrics
-        )
+        self.receiver = StreamReceiver(settings, self.follower, self.storage, peers, self.metrics)
         self.operations = Operations(
             settings,
             self.follower,
             self.storage,
-            BarrierDriver(settings, self.follower, self.channels, self.metrics),
+            BarrierDriver(settings, self.follower, peers, self.metrics),
             self.receiver,
-            self.channels,
+            peers,
             self.metrics,
         )
         add_servicer(

@@ -34,6 +34,8 @@ from typing import Any
 
 from epochal.mtrack import MutationId
 from epochal.replica.model import Cell, Mutation
+from epochal.replica.stream_encoding import decode_cursor, encode_cursor
+from epochal.replica.stream_values import StreamProgress
 from epochal.runtime.database import migrate, sqlite_engine, transaction
 from epochal.runtime.follower import MetadataEntry, StoredMetadata
 from epochal.tcm.keys import KeyBounds
@@ -118,15 +120,6 @@ class OwnedRanges:
     keyspace: str
     table_ids: tuple[str, ...]
     ranges: tuple[tuple[int, int], ...]  # non-wrapping (left, right]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamProgress:
-    cursor: bytes  # an epochal.v1.StreamCursor
-    done: bool
-    cells: int
-    mutations: int
-    bytes: int
 
 
 class ReplicaStorage:
@@ -325,14 +318,16 @@ class ReplicaStorage:
         return self._query(_SCAN_MUTATIONS.format(where=where), params)
 
     def stream_progress(self, operation: str) -> dict[tuple[str, int, int], StreamProgress]:
+        """Where each stream of ``operation`` stands, by (table id, left, right). The ``done``
+        column repeats the cursor's DONE phase, which is what is read."""
         rows = self._query(
-            "SELECT table_id, range_left, range_right, cursor, done, cells, mutations, bytes "
+            "SELECT table_id, range_left, range_right, cursor, cells, mutations, bytes "
             "FROM stream_progress WHERE operation = ?",
             (operation,),
         )
         return {
-            (t, left, right): StreamProgress(cursor, bool(done), cells, mutations, size)
-            for t, left, right, cursor, done, cells, mutations, size in rows
+            (t, left, right): StreamProgress(decode_cursor(cursor), cells, mutations, size)
+            for t, left, right, cursor, cells, mutations, size in rows
         }
 
     def ingest(
@@ -363,7 +358,7 @@ class ReplicaStorage:
                 (
                     operation,
                     *stream,
-                    progress.cursor,
+                    encode_cursor(progress.cursor),
                     progress.done,
                     progress.cells,
                     progress.mutations,

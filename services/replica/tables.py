@@ -108,7 +108,7 @@ stream_progress = Table(
     Column("table_id", String(64), primary_key=True),
     Column("range_left", BigInteger, primary_key=True, autoincrement=False),
     Column("range_right", BigInteger, primary_key=True, autoincrement=False),
-    Column("cursor", LargeBinary, nullable=False),  # an epochal.v1.StreamCursor
+    Column("cursor", LargeBinary, nullable=False),  # epochal.replica.stream_encoding
     Column("done", Boolean, nullable=False),
     Column("cells", BigInteger, nullable=False),
     Column("mutations", BigInteger, nullable=False),

@@ -99,9 +99,7 @@ def read_group(
     metadata: ClusterMetadata, client: Client, keyspace: str, key: str
 ) -> frozenset[str]:
     """The node ids that ``metadata`` reads partition ``key`` of ``keyspace``'s ``events`` from."""
-    token = key_token(client, keyspace, key)
-    placement = metadata.placements[metadata.keyspaces[keyspace].replication]
-    return placement.reads[placement.index_of(token)]
+    return metadata.replica_group(keyspace, key_token(client, keyspace, key), write=False)
 
 
 async def steps_since(cluster: LocalCluster, epoch: int) -> list[tuple[str, str]]:

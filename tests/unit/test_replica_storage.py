@@ -28,6 +28,12 @@ from epochal.replica.storage import (
     ReplicaStorage,
     Stored,
     StoredMetadata,
+)
+from epochal.replica.stream_values import (
+    DONE,
+    CellPosition,
+    Phase,
+    StreamCursor,
     StreamProgress,
 )
 from epochal.tcm.keys import EVERYTHING, KeyBounds
@@ -354,7 +360,8 @@ def test_an_ingested_stream_stores_each_mutation_once_with_its_cells_and_its_pro
     first = stored_mutation(1)
     later = stored_mutation(2, hlc=20, rows=(RowWrite(b"\x01a", (("a", b"new"),)),))
     storage.write([(later, body(later))])  # arrived by a write before the stream brought it
-    progress = StreamProgress(b"cursor-1", False, 0, 2, 100)
+    midway = StreamCursor(Phase.CELLS, CellPosition(0, b"p", b"\x01a", "a"))
+    progress = StreamProgress(midway, 0, 2, 100)
     fresh = storage.ingest(
         [], [(first, body(first)), (later, body(later))], "n@5", ("t1", -1, 1), progress
     )
@@ -363,7 +370,7 @@ def test_an_ingested_stream_stores_each_mutation_once_with_its_cells_and_its_pro
     cells = by_slot(storage.read_cells("t1", 0, b"p", EVERYTHING))
     assert cells[(b"\x01a", "a")].value == b"new"  # the newer write still wins
     streamed_cell = Cell(b"\x01b", "a", b"old", 5, b"w" * 16, False)
-    done = StreamProgress(b"cursor-2", True, 1, 2, 150)
+    done = StreamProgress(DONE, 1, 2, 150)
     storage.ingest([("t1", 0, b"p", streamed_cell)], [], "n@5", ("t1", -1, 1), done)
     assert by_slot(storage.read_cells("t1", 0, b"p", EVERYTHING))[(b"\x01b", "a")].value == b"old"
     assert reopen(storage).stream_progress("n@5") == {("t1", -1, 1): done}
