@@ -9,7 +9,7 @@ Workload (fixed; MB is 2**20 bytes):
 - Streaming: 3 CMS members and one replica on 127.0.0.1 that owns the whole ring (16 tokens);
   the keyspace has RF 2, so a second node, when it joins, takes a copy of every range. The rows
   are loaded straight into the stopped first replica's database through its storage layer
-  (``ReplicaStorage.write``, 1,000 mutations per transaction; not measured). The second replica
+  (``DataStore.write``, 1,000 mutations per transaction; not measured). The second replica
   then bootstraps (16 tokens): after the START barrier it pulls every range from the first
   (``--stream-sources strict``), each table range in messages of ~64 KiB (the default
   ``--stream-message-bytes``), each message stored in one durable transaction (SQLite WAL,
@@ -54,9 +54,10 @@ from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import MutationId
 from epochal.replica.codec import write_draft
+from epochal.replica.data_store import UPSERT_CELL
 from epochal.replica.model import Mutation
 from epochal.replica.mutations import prepare_write
-from epochal.replica.storage import _UPSERT_CELL, ReplicaStorage
+from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_source import CELL_OVERHEAD_BYTES
 from epochal.replica.tables import cells as cells_table
 from epochal.tcm import ClusterMetadata
@@ -104,10 +105,10 @@ def load(db: Path, metadata: ClusterMetadata, rows: int) -> None:
         for mutation in mutations(metadata, rows):
             batch.append((mutation, b""))  # untracked: no log entry, no body
             if len(batch) == LOAD_BATCH:
-                storage.write(batch)
+                storage.data.write(batch)
                 batch.clear()
         if batch:
-            storage.write(batch)
+            storage.data.write(batch)
     finally:
         storage.close()
 
@@ -149,7 +150,7 @@ def sqlite_ingest(db: Path, batches: Sequence[list[tuple[Any, ...]]]) -> float:
         connection.execute("PRAGMA synchronous=FULL")
         started = time.perf_counter()
         for batch in batches:
-            connection.executemany(_UPSERT_CELL, batch)
+            connection.executemany(UPSERT_CELL, batch)
             connection.commit()
         elapsed = time.perf_counter() - started
         (count,) = connection.execute("SELECT count(*) FROM cells").fetchone()

@@ -182,7 +182,7 @@ class ReplicaServicer:
             return fetch_response_to_proto(
                 snapshot_encoded=None, entries=[], latest_epoch=latest, has_more=False
             )
-        oldest = self.storage.oldest_metadata_epoch()
+        oldest = self.storage.metadata.oldest_metadata_epoch()
         if since == 0 or oldest == 0 or since + 1 < oldest:
             return fetch_response_to_proto(
                 snapshot_encoded=self._encoder.encode(metadata),
@@ -196,7 +196,7 @@ class ReplicaServicer:
         )
         rows = [
             (e.epoch, e.entry_id, e.transformation)
-            for e in self.storage.metadata_entries(since, page)
+            for e in self.storage.metadata.metadata_entries(since, page)
             if e.epoch <= latest
         ]
         reached = rows[-1][0] if rows else since

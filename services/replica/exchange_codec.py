@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
 from epochal.replica.codec import bounds_to_proto, cell_to_proto, cells_from_proto, id_to_proto
+from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
-from epochal.replica.storage import CellRepair
 from epochal.wire.v1 import replica_pb2 as pb
 
 OUTCOMES = {

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 
 from epochal.mtrack import MutationId
 from epochal.replica import exchange_codec as codec
+from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
-from epochal.replica.storage import CellRepair
 from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
 

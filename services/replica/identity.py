@@ -41,12 +41,12 @@ async def register(
     settings: ReplicaSettings, storage: ReplicaStorage, follower: MetadataFollower
 ) -> str:
     """This node's id: the stored one, or a new registration's."""
-    state = storage.node_state()
+    state = storage.identity.node_state()
     if state.node_id:
         return state.node_id
     entry_id = state.register_entry_id or f"register-{uuid.uuid4().hex}"
     if not state.register_entry_id:
-        storage.set_register_entry_id(entry_id)
+        storage.identity.set_register_entry_id(entry_id)
     transformation = Register(
         address=settings.address,
         datacenter=settings.datacenter,
@@ -66,7 +66,7 @@ async def register(
     if not await follower.catch_up(committed.epoch, timeout_s=60.0):
         raise RegistrationFailed(f"registered at epoch {committed.epoch} but cannot fetch it")
     node_id = registered_at(follower.metadata, settings.address, committed.epoch)
-    storage.set_node_id(node_id)
+    storage.identity.set_node_id(node_id)
     log.info("registered %s as %s at epoch %d", settings.address, node_id, committed.epoch)
     return node_id
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from epochal.mtrack import HybridClock, MutationId, SequenceBlock
-from epochal.replica.storage import LogRow, ReplicaStorage
+from epochal.replica.identity_store import LogRow
+from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.service import fatal
 from epochal.tcm import ClusterMetadata, Keyspace
 from epochal.tcm.tokens import TokenRange
@@ -53,11 +54,11 @@ class MutationIds:
         self.hlc = HybridClock(
             max_skew_ms=max_skew_ms,
             reserve_ms=hlc_reserve_ms,
-            ceiling=storage.node_state().hlc_ceiling,
+            ceiling=storage.identity.node_state().hlc_ceiling,
         )
         self._open: dict[LogKey, _OpenLog] = {}
         self._next_log = 1
-        for row in storage.coordinator_logs():
+        for row in storage.identity.coordinator_logs():
             self._next_log = max(self._next_log, row.log + 1)
             if not row.sealed:
                 key = (row.keyspace, row.keyspace_epoch, row.range_left, row.range_right)
@@ -79,9 +80,9 @@ class MutationIds:
         tick = self.hlc.tick(self.clock_ms())
         try:
             if ceiling is not None:
-                self.storage.set_sequence_ceiling(log.row.log, ceiling)
+                self.storage.identity.set_sequence_ceiling(log.row.log, ceiling)
             if tick.persist_ceiling is not None:
-                self.storage.set_hlc_ceiling(tick.persist_ceiling)
+                self.storage.identity.set_hlc_ceiling(tick.persist_ceiling)
         except Exception as error:
             # The clock and the log already count past what the disk holds: going on would
             # let a restart issue these ids again.
@@ -109,7 +110,7 @@ class MutationIds:
             if k[0] == name and (k[1] != created or TokenRange(k[2], k[3]).intersects(wanted))
         ]
         row = LogRow(self._next_log, name, created, left, right, epoch, False, 0)
-        self.storage.open_log(row, [self._open[k].row.log for k in replaced])
+        self.storage.identity.open_log(row, [self._open[k].row.log for k in replaced])
         for k in replaced:
             del self._open[k]
         self._next_log += 1

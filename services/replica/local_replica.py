@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, physical_ms_of
+from epochal.replica.data_store import CellRepair, Stored
 from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import CellRepair, ReplicaStorage, Stored
+from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import fatal
 from epochal.tcm.keys import EVERYTHING, KeyBounds
@@ -278,7 +279,7 @@ class LocalReplica:
         if not mutations and not repairs:
             return
         try:
-            fresh = self.storage.write(
+            fresh = self.storage.data.write(
                 [(m, body) for m, body, _, _ in mutations], [r for r, _ in repairs]
             )
         except Exception as error:
@@ -325,7 +326,7 @@ class LocalReplica:
         # No await from here on: the data, the summary and the sketch describe one state.
         cells: list[Cell] = []
         if data or want_digest:
-            cells = self.storage.read_cells(
+            cells = self.storage.data.read_cells(
                 read.table_id, read.token, read.partition_key, read.bounds
             )
         digests = sketch = None
@@ -351,7 +352,7 @@ class LocalReplica:
         )
 
     def _partition_ids(self, read: PartitionRead) -> list[MutationId]:
-        return self.storage.partition_ids(
+        return self.storage.data.partition_ids(
             read.keyspace, read.table_id, read.token, read.partition_key
         )
 
@@ -367,7 +368,7 @@ class LocalReplica:
             if bodies and size >= FETCH_REPLY_BYTES:
                 break
             examined += 1
-            for body in self.storage.mutation_bodies([mutation_id]):
+            for body in self.storage.data.mutation_bodies([mutation_id]):
                 bodies.append(body)
                 size += len(body)
         return self._ok(bodies=tuple(bodies), examined=examined)

@@ -34,11 +34,12 @@ from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, OperationRefused, Unavailable
 from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
+from epochal.replica.data_store import OwnedRanges
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operation_status import OperationStatus
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import OwnedRanges, ReplicaStorage
+from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_receiver import StreamProgressView, StreamReceiver
 from epochal.replica.stream_values import PullRequest
 from epochal.runtime.follower import MetadataFollower
@@ -244,7 +245,7 @@ class Operations:
         if epoch > self.follower.epoch and not await self.follower.catch_up(epoch, APPLY_TIMEOUT_S):
             raise OperationRefused(f"could not catch up to epoch {epoch} to clean up")
         metadata = self.follower.metadata
-        removed = self.storage.cleanup(owned_ranges(metadata, self._me()))
+        removed = self.storage.data.cleanup(owned_ranges(metadata, self._me()))
         self.metrics.cleanup_removed.inc(removed)
         log.info("cleanup at epoch %d removed %d cells and log entries", metadata.epoch, removed)
         return metadata.epoch, removed
@@ -393,7 +394,7 @@ class Operations:
                 f"{sequence.describe()} is still there after {MAX_UNDO_PASSES} undo passes"
             )
         me = self._me()
-        removed = self.storage.cleanup(owned_ranges(self.follower.metadata, me))
+        removed = self.storage.data.cleanup(owned_ranges(self.follower.metadata, me))
         log.info(
             "%s of %s cancelled; %d streamed cells and log entries deleted here",
             sequence.kind.value,

@@ -27,11 +27,11 @@ from epochal.replica.codec import (
     pull_request_from_proto,
     range_request_from_proto,
 )
+from epochal.replica.data_store import CellRepair
 from epochal.replica.exchange_codec import OUTCOME_NUMBERS
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with
-from epochal.replica.storage import CellRepair
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower

@@ -46,10 +46,10 @@ from epochal.mtrack import (
     more_cells,
 )
 from epochal.replica.codec import mutation_from_body
+from epochal.replica.data_store import CellRepair
 from epochal.replica.handles import PeerFailed, ReplicaHandle
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
-from epochal.replica.storage import CellRepair
 
 REPAIRS_IN_FLIGHT = 256
 LogKey = tuple[int, int]

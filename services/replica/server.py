@@ -31,6 +31,7 @@ from epochal.replica.admin_servicer import AdminServicer, TestingServicer
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.client_servicer import ReplicaServicer
 from epochal.replica.coordinator import Coordinator
+from epochal.replica.database import StorageFormatError
 from epochal.replica.identity import RegistrationFailed, node_number, register
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
@@ -39,7 +40,7 @@ from epochal.replica.operations import Operations
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.peer_servicer import PeerServicer
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.storage import ReplicaStorage, StorageFormatError
+from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
@@ -93,7 +94,7 @@ class ReplicaServer:
             os._exit(EXIT_STORAGE_FORMAT)
         self.follower = MetadataFollower(
             settings.follower,
-            self.storage,
+            self.storage.metadata,
             LogClient(self.channels),
             self.metrics.follower,
             service="replica",

@@ -223,7 +223,7 @@ class StreamReceiver:
             sequence,
             movements,
             self.follower.node_id,
-            self.storage.stream_progress(operation),
+            self.storage.streams.stream_progress(operation),
             nearest=self.settings.stream_sources == "nearest",
         )
         view.begin(plan)
@@ -284,7 +284,7 @@ class StreamReceiver:
         node is promoted at MID holding every acknowledged write of the range."""
         for source in reconcile_sources(self.follower.metadata, piece, streamed_from):
             stream = reconcile_key(operation, source.node_id)
-            progress = self.storage.stream_progress(stream).get(piece.key)
+            progress = self.storage.streams.stream_progress(stream).get(piece.key)
             if progress is not None and progress.done:
                 continue
             with span("replica.reconcile_range") as traced:
@@ -344,7 +344,7 @@ class StreamReceiver:
         """One StreamRange call, from where the stream stored under ``operation`` stopped;
         ``log_only`` asks for the log entries only and counts the new ones as reconciled."""
         follower = self.follower
-        progress = self.storage.stream_progress(operation).get(piece.key)
+        progress = self.storage.streams.stream_progress(operation).get(piece.key)
         request = RangeRequest(
             epoch=follower.epoch,
             receiver=follower.node_id,
@@ -376,7 +376,9 @@ class StreamReceiver:
                 guard = at_start(follower.metadata, sequence.node_id, sequence.prepared_epoch)
                 if guard:
                     raise GuardClosed(guard)
-                fresh = self.storage.ingest(cells, chunk.mutations, operation, piece.key, stored)
+                fresh = self.storage.streams.ingest(
+                    cells, chunk.mutations, operation, piece.key, stored
+                )
                 view.bytes += chunk.size_bytes
                 if log_only:
                     view.reconciled += sum(fresh)

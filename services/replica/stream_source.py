@@ -120,7 +120,7 @@ class StreamSource:
         size (the cursor moves to the mutations phase after the range's last cell)."""
         assert cursor.after is None or isinstance(cursor.after, CellPosition)
         rows, ended, size = _take(
-            lambda after: self.storage.scan_cells(
+            lambda after: self.storage.streams.scan_cells(
                 request.table_id, request.left, request.right, after, SCAN_ROWS
             ),
             cursor.after,
@@ -143,7 +143,7 @@ class StreamSource:
         after the range's last entry), and their size."""
         assert cursor.after is None or isinstance(cursor.after, LogPosition)
         rows, ended, size = _take(
-            lambda after: self.storage.scan_mutations(
+            lambda after: self.storage.streams.scan_mutations(
                 request.keyspace, request.table_id, request.left, request.right, after, SCAN_ROWS
             ),
             cursor.after,

@@ -43,7 +43,7 @@ class CellPosition:
 
     @property
     def key(self) -> tuple[int, bytes, bytes, str]:
-        """As ``ReplicaStorage.scan_cells`` continues after it."""
+        """As ``StreamStore.scan_cells`` continues after it."""
         return (self.token, self.partition_key, self.clustering, self.column)
 
 
@@ -57,7 +57,7 @@ class LogPosition:
 
     @property
     def key(self) -> tuple[int, bytes, int, int, int, int]:
-        """As ``ReplicaStorage.scan_mutations`` continues after it."""
+        """As ``StreamStore.scan_mutations`` continues after it."""
         mid = self.mutation_id
         return (self.token, self.partition_key, mid.hlc, mid.node, mid.log, mid.sequence)
 

@@ -105,7 +105,7 @@ def logs(storage: ReplicaStorage) -> dict[int, tuple[str, str, bool]]:
     """log -> (keyspace, range, sealed), as stored."""
     return {
         row.log: (row.keyspace, str(TokenRange(row.range_left, row.range_right)), row.sealed)
-        for row in storage.coordinator_logs()
+        for row in storage.identity.coordinator_logs()
     }
 
 
@@ -123,7 +123,7 @@ def test_one_log_per_keyspace_and_range_with_dense_sequences_and_rising_hlcs(sto
     for _, mid in issued:
         by_log[mid.log].append(mid.sequence)
     assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_log.values())
-    rows = {row.log: row for row in storage.coordinator_logs()}
+    rows = {row.log: row for row in storage.identity.coordinator_logs()}
     logs_by_place = {}
     for (token, mid), keyspace in zip(issued, ["ks"] * len(tokens) + ["other"] * 2, strict=True):
         row = rows[mid.log]
@@ -136,7 +136,7 @@ def test_one_log_per_keyspace_and_range_with_dense_sequences_and_rising_hlcs(sto
         assert rows[log].sequence_ceiling > max(seqs)  # reserved on disk before use
         assert rows[log].opened_epoch == md.epoch
         assert rows[log].keyspace_epoch == md.keyspaces[rows[log].keyspace].created_epoch
-    assert storage.node_state().hlc_ceiling > max(hlcs)
+    assert storage.identity.node_state().hlc_ceiling > max(hlcs)
 
 
 def test_a_split_opens_logs_for_the_new_ranges_and_seals_the_old_one_and_a_merge_seals_both(
@@ -228,9 +228,11 @@ def test_no_id_and_no_hlc_is_issued_twice_across_restarts_whatever_the_clock_doe
             if op == "issue":
                 mid = issue(ids, stages[stage], argument)
                 # Durable before use: what a crash right now would restart from covers it.
-                ceilings = {row.log: row.sequence_ceiling for row in storage.coordinator_logs()}
+                ceilings = {
+                    row.log: row.sequence_ceiling for row in storage.identity.coordinator_logs()
+                }
                 assert ceilings[mid.log] > mid.sequence
-                assert storage.node_state().hlc_ceiling > mid.hlc
+                assert storage.identity.node_state().hlc_ceiling > mid.hlc
                 issued.append(mid)
                 lifetime[mid.log].append(mid.sequence)
             elif op == "clock":

@@ -19,8 +19,9 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
+from epochal.replica.database import MIGRATIONS, StorageFormatError
 from epochal.replica.server import EXIT_STORAGE_FORMAT
-from epochal.replica.storage import MIGRATIONS, ReplicaStorage, StorageFormatError
+from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.processes import free_ports
 
 START_TIMEOUT_S = 30.0

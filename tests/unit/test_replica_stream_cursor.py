@@ -156,12 +156,12 @@ def test_a_stream_progress_row_an_older_replica_wrote_resumes_after_its_cursor(t
         )
     storage = ReplicaStorage(url)
     try:
-        progress = storage.stream_progress("node-5@7")
+        progress = storage.streams.stream_progress("node-5@7")
         expected = StreamCursor(Phase.CELLS, CellPosition(-7, b"\x0aa", b"", "v"))
         assert progress == {("t1", -1, 1): StreamProgress(expected, cells=4, bytes=400)}
         # The next message stored rewrites the row in the current encoding.
-        storage.ingest([], [], "node-5@7", ("t1", -1, 1), StreamProgress(DONE, 4, 0, 450))
-        assert storage.stream_progress("node-5@7")[("t1", -1, 1)].done
+        storage.streams.ingest([], [], "node-5@7", ("t1", -1, 1), StreamProgress(DONE, 4, 0, 450))
+        assert storage.streams.stream_progress("node-5@7")[("t1", -1, 1)].done
     finally:
         storage.close()
     with sqlite3.connect(tmp_path / "replica.db") as db:

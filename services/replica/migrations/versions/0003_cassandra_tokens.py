@@ -5,7 +5,7 @@ Cassandra's serialization of the key (epochal.tcm.keys.partition_token). The tab
 change, but the tokens in ``cells`` and ``mutations`` (and the ranges derived from them) do, and
 they cannot be recomputed here: a stored key's column types live in the cluster's schema, not
 in this database. So this revision is a marker: a database at an earlier revision is refused at
-start (``ReplicaStorage`` checks before migrating) instead of being upgraded through it.
+start (``ReplicaDatabase`` checks before migrating) instead of being upgraded through it.
 
 Revision ID: 0003
 Revises: 0002

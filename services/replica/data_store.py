@@ -1,0 +1,204 @@
+"""Cells and the addressable mutation log: writes (durable when the call returns; a mutation's
+cells, log entry and index rows are one transaction, and mutations that arrive together share
+one), partition reads, the ids a summary is built from, bodies by id, and cleanup of ranges no
+longer owned."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from epochal.mtrack import MutationId
+from epochal.replica.database import ReplicaDatabase
+from epochal.replica.model import Cell, Mutation
+from epochal.runtime.database import transaction
+from epochal.tcm.keys import KeyBounds
+
+
+@dataclass(frozen=True, slots=True)
+class CellRepair:
+    """Cells an untracked read repair writes, each with its own timestamp and writer."""
+
+    table_id: str
+    token: int
+    partition_key: bytes
+    cells: tuple[Cell, ...]
+
+
+UPSERT_CELL = (
+    "INSERT INTO cells (table_id, token, pkey, ckey, col, value, hlc, writer, tombstone) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (table_id, token, pkey, ckey, col) DO UPDATE SET value = excluded.value, "
+    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone "
+    "WHERE (excluded.hlc, excluded.writer, excluded.tombstone) > "
+    "(cells.hlc, cells.writer, cells.tombstone)"
+)
+_INSERT_MUTATION = (
+    "INSERT INTO mutations (node, log, seq, hlc, keyspace, table_id, token, pkey, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, log, seq) DO NOTHING"
+)
+_HELD_MUTATION = "SELECT hlc, body FROM mutations WHERE node = ? AND log = ? AND seq = ?"
+_READ_CELLS = (
+    "SELECT ckey, col, value, hlc, writer, tombstone FROM cells "
+    "WHERE table_id = ? AND token = ? AND pkey = ? AND "
+    "((ckey >= ? {upper}) OR (ckey = x'' AND col = '*'))"
+)
+_PARTITION_IDS = (
+    "SELECT node, log, seq, hlc FROM mutations "
+    "WHERE keyspace = ? AND token = ? AND table_id = ? AND pkey = ? AND hlc >= ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedRanges:
+    keyspace: str
+    table_ids: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]  # non-wrapping (left, right]
+
+
+class DataStore:
+    def __init__(self, db: ReplicaDatabase) -> None:
+        self._db = db
+
+    def write(
+        self, mutations: Sequence[tuple[Mutation, bytes]], repairs: Sequence[CellRepair] = ()
+    ) -> list[Stored]:
+        """One durable transaction: each mutation's cells, and for tracked ones its log entry
+        (keyed by id, so a mutation received twice is stored once, and one with an id held
+        here with other content is not stored). Returns, per mutation, what storing it did."""
+        with transaction(self._db.raw) as cursor:
+            fresh = store_mutations(cursor, mutations)
+            for repair in repairs:
+                cursor.executemany(
+                    UPSERT_CELL,
+                    cell_rows(repair.table_id, repair.token, repair.partition_key, repair.cells),
+                )
+        return fresh
+
+    def read_cells(self, table_id: str, token: int, pkey: bytes, bounds: KeyBounds) -> list[Cell]:
+        """The partition's cells in ``bounds``, with its partition deletion if any."""
+        if bounds.upper is None:
+            sql = _READ_CELLS.format(upper="")
+            params: tuple[Any, ...] = (table_id, token, pkey, bounds.lower)
+        else:
+            sql = _READ_CELLS.format(upper="AND ckey < ?")
+            params = (table_id, token, pkey, bounds.lower, bounds.upper)
+        return [
+            Cell(ckey, col, value, hlc, writer, bool(tombstone))
+            for ckey, col, value, hlc, writer, tombstone in self._db.query(sql, params)
+        ]
+
+    def partition_ids(
+        self, keyspace: str, table_id: str, token: int, pkey: bytes, low_bound: int = 0
+    ) -> list[MutationId]:
+        rows = self._db.query(_PARTITION_IDS, (keyspace, token, table_id, pkey, low_bound))
+        return _ids(rows)
+
+    def range_ids(
+        self, keyspace: str, left: int, right: int, low_bound: int = 0
+    ) -> list[MutationId]:
+        """Ids of the keyspace's mutations with tokens in ``(left, right]`` (wrapping when
+        ``left >= right``)."""
+        base = "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = ? AND hlc >= ? AND "
+        if left < right:
+            rows = self._db.query(
+                base + "token > ? AND token <= ?", (keyspace, low_bound, left, right)
+            )
+        else:
+            rows = self._db.query(
+                base + "(token > ? OR token <= ?)", (keyspace, low_bound, left, right)
+            )
+        return _ids(rows)
+
+    def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:
+        """The stored bodies of those of ``ids`` held here."""
+        bodies = []
+        for mid in ids:
+            row = self._db.query_one(
+                "SELECT body FROM mutations WHERE node = ? AND log = ? AND seq = ?",
+                (mid.node, mid.log, mid.sequence),
+            )
+            if row is not None:
+                bodies.append(row[0])
+        return bodies
+
+    def cleanup(self, owned: Sequence[OwnedRanges]) -> int:
+        """Delete every cell and log entry of these keyspaces' tables outside their owned
+        ranges, in one durable transaction; returns how many rows went."""
+        removed = 0
+        with transaction(self._db.raw) as cursor:
+            for keyspace in owned:
+                outside = (
+                    " AND ".join("NOT (token > ? AND token <= ?)" for _ in keyspace.ranges) or "1"
+                )
+                bounds = [b for r in keyspace.ranges for b in r]
+                for table_id in keyspace.table_ids:
+                    cursor.execute(
+                        f"DELETE FROM cells WHERE table_id = ? AND {outside}", (table_id, *bounds)
+                    )
+                    removed += cursor.rowcount
+                cursor.execute(
+                    f"DELETE FROM mutations WHERE keyspace = ? AND {outside}",
+                    (keyspace.keyspace, *bounds),
+                )
+                removed += cursor.rowcount
+        return removed
+
+
+class Stored(enum.Enum):
+    """What storing a mutation did."""
+
+    NEW = "new"  # stored
+    HELD = "held"  # this id was already stored here, with the same content: nothing to do
+    CONFLICT = "conflict"  # this id is stored here with other content: refused, nothing stored
+
+
+def store_mutations(cursor: Any, mutations: Sequence[tuple[Mutation, bytes]]) -> list[Stored]:
+    outcomes = []
+    for mutation, body in mutations:
+        if mutation.tracked:
+            mid = mutation.id
+            cursor.execute(
+                _INSERT_MUTATION,
+                (
+                    mid.node,
+                    mid.log,
+                    mid.sequence,
+                    mid.hlc,
+                    mutation.keyspace,
+                    mutation.table_id,
+                    mutation.token,
+                    mutation.partition_key,
+                    body,
+                ),
+            )
+            if cursor.rowcount == 0:
+                # One id, one mutation: a client resending an issued id with other cells, or
+                # another time, would otherwise leave replicas holding different mutations
+                # under one id, which no summary can tell apart.
+                cursor.execute(_HELD_MUTATION, (mid.node, mid.log, mid.sequence))
+                held = cursor.fetchone()
+                same = held is not None and (held[0], bytes(held[1])) == (mid.hlc, body)
+                outcomes.append(Stored.HELD if same else Stored.CONFLICT)
+                continue
+        outcomes.append(Stored.NEW)
+        cursor.executemany(
+            UPSERT_CELL,
+            cell_rows(mutation.table_id, mutation.token, mutation.partition_key, mutation.cells()),
+        )
+    return outcomes
+
+
+def _ids(rows: list[tuple[Any, ...]]) -> list[MutationId]:
+    return [MutationId(node=n, log=g, sequence=s, hlc=h) for n, g, s, h in rows]
+
+
+def cell_rows(
+    table_id: str, token: int, pkey: bytes, cells: Sequence[Cell]
+) -> list[tuple[Any, ...]]:
+    return [
+        (table_id, token, pkey, c.clustering, c.column, c.value, c.hlc, c.writer, c.tombstone)
+        for c in cells
+    ]

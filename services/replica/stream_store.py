@@ -1,0 +1,121 @@
+"""What range streaming reads and writes: scans of a table's cells and log entries in a token
+range after a cursor (the source), and a received message stored with its progress in one
+transaction (the receiver), so a restart resumes where it stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from epochal.replica.data_store import UPSERT_CELL, Stored, store_mutations
+from epochal.replica.database import ReplicaDatabase
+from epochal.replica.model import Cell, Mutation
+from epochal.replica.stream_encoding import decode_cursor, encode_cursor
+from epochal.replica.stream_values import StreamProgress
+from epochal.runtime.database import transaction
+
+_SCAN_CELLS = (
+    "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
+    "WHERE table_id = ? AND {where} AND token <= ? ORDER BY token, pkey, ckey, col LIMIT ?"
+)
+_SCAN_MUTATIONS = (
+    "SELECT token, pkey, hlc, node, log, seq, body FROM mutations "
+    "WHERE keyspace = ? AND {where} AND token <= ? AND table_id = ? "
+    "ORDER BY token, table_id, pkey, hlc, node, log, seq LIMIT ?"
+)
+CellKey = tuple[int, bytes, bytes, str]  # (token, pkey, ckey, col)
+LogKey = tuple[int, bytes, int, int, int, int]  # (token, pkey, hlc, node, log, seq)
+
+
+class StreamStore:
+    def __init__(self, db: ReplicaDatabase) -> None:
+        self._db = db
+
+    def scan_cells(
+        self, table_id: str, left: int, right: int, after: CellKey | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` cells of the table with tokens in ``(left, right]`` (``left <
+        right``) after ``after``, in key order: (token, pkey, ckey, col, value, hlc, writer,
+        tombstone)."""
+        if after is None:
+            where, params = "token > ?", (table_id, left, right, limit)
+        else:
+            where, params = (
+                "(token, pkey, ckey, col) > (?, ?, ?, ?)",
+                (
+                    table_id,
+                    *after,
+                    right,
+                    limit,
+                ),
+            )
+        return self._db.query(_SCAN_CELLS.format(where=where), params)
+
+    def scan_mutations(
+        self,
+        keyspace: str,
+        table_id: str,
+        left: int,
+        right: int,
+        after: LogKey | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` log entries of the table with tokens in ``(left, right]`` after
+        ``after``, in (token, pkey, hlc, id) order: (token, pkey, hlc, node, log, seq, body)."""
+        if after is None:
+            where, params = "token > ?", (keyspace, left, right, table_id, limit)
+        else:
+            token, pkey, hlc, node, log, seq = after
+            where = "(token, table_id, pkey, hlc, node, log, seq) > (?, ?, ?, ?, ?, ?, ?)"
+            params = (keyspace, token, table_id, pkey, hlc, node, log, seq, right, table_id, limit)
+        return self._db.query(_SCAN_MUTATIONS.format(where=where), params)
+
+    def stream_progress(self, operation: str) -> dict[tuple[str, int, int], StreamProgress]:
+        """Where each stream of ``operation`` stands, by (table id, left, right). The ``done``
+        column repeats the cursor's DONE phase, which is what is read."""
+        rows = self._db.query(
+            "SELECT table_id, range_left, range_right, cursor, cells, mutations, bytes "
+            "FROM stream_progress WHERE operation = ?",
+            (operation,),
+        )
+        return {
+            (t, left, right): StreamProgress(decode_cursor(cursor), cells, mutations, size)
+            for t, left, right, cursor, cells, mutations, size in rows
+        }
+
+    def ingest(
+        self,
+        cells: Sequence[tuple[str, int, bytes, Cell]],
+        mutations: Sequence[tuple[Mutation, bytes]],
+        operation: str,
+        stream: tuple[str, int, int],
+        progress: StreamProgress,
+    ) -> list[bool]:
+        """Store one streamed message — cells (table id, token, partition key, cell) and whole
+        mutations — and where its stream now stands, in one durable transaction. A mutation's
+        cells are stored with its log entry (only when the entry is new), so holding an entry
+        always means holding its cells."""
+        with transaction(self._db.raw) as cursor:
+            cursor.executemany(
+                UPSERT_CELL,
+                [
+                    (t, token, pkey, c.clustering, c.column, c.value, c.hlc, c.writer, c.tombstone)
+                    for t, token, pkey, c in cells
+                ],
+            )
+            fresh = [s is Stored.NEW for s in store_mutations(cursor, mutations)]
+            cursor.execute(
+                "INSERT OR REPLACE INTO stream_progress (operation, table_id, range_left, "
+                "range_right, cursor, done, cells, mutations, bytes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    operation,
+                    *stream,
+                    encode_cursor(progress.cursor),
+                    progress.done,
+                    progress.cells,
+                    progress.mutations,
+                    progress.bytes,
+                ),
+            )
+        return fresh
