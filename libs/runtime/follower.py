@@ -32,7 +32,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from epochal.tcm import ClusterMetadata, NodeState, Table
@@ -115,23 +115,16 @@ class FollowerMetrics:
         )
 
 
+@dataclass(eq=False, repr=False)
 class MetadataFollower:
-    def __init__(
-        self,
-        settings: FollowerSettings,
-        store: MetadataStore,
-        source: LogClient,
-        metrics: FollowerMetrics,
-        *,
-        service: str,
-    ) -> None:
-        """``service`` names the spans (``<service>.catch_up``, ``<service>.apply_epoch``)."""
-        self.settings = settings
-        self.store = store
-        self.source = source
-        self.metrics = metrics
-        self._tracer = tracer(f"epochal.{service}")
-        self._span_prefix = service
+    settings: FollowerSettings
+    store: MetadataStore
+    source: LogClient
+    metrics: FollowerMetrics
+    service: str = field(kw_only=True)  # names the spans: <service>.catch_up, .apply_epoch
+
+    def __post_init__(self) -> None:
+        self._tracer = tracer(f"epochal.{self.service}")
         self.metadata = ClusterMetadata.empty()
         self.tables_by_id: dict[str, Table] = {}
         self.node_id = ""
@@ -146,7 +139,7 @@ class MetadataFollower:
         self._unreachable: set[str] = set()
         self._snapshot_epoch = 0
         self._encoder = MetadataEncoder()
-        self._cms_turn = zlib.crc32(settings.address.encode())
+        self._cms_turn = zlib.crc32(self.settings.address.encode())
 
     @property
     def epoch(self) -> int:
@@ -203,7 +196,7 @@ class MetadataFollower:
         deadline = loop.time() + timeout_s
         span = (
             self._tracer.start_span(
-                f"{self._span_prefix}.catch_up",
+                f"{self.service}.catch_up",
                 attributes={"node": self.node_id, "from_epoch": self.epoch, "to_epoch": epoch},
             )
             if tracing_enabled()
@@ -440,7 +433,7 @@ class MetadataFollower:
             if tracing_enabled():
                 for entry in applied:
                     self._tracer.start_span(
-                        f"{self._span_prefix}.apply_epoch",
+                        f"{self.service}.apply_epoch",
                         attributes={"epoch": entry.epoch, "node": self.node_id},
                     ).end()
         self.metrics.current_epoch.set(metadata.epoch)

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from epochal.errors import EpochalError
 from epochal.replica.metrics import ReplicaMetrics
@@ -33,18 +34,12 @@ log = logging.getLogger(__name__)
 ASK_TIMEOUT_S = 5.0
 
 
+@dataclass(eq=False, repr=False)
 class BarrierDriver:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        peers: PeerClient,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.peers = peers
-        self.metrics = metrics
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    peers: PeerClient
+    metrics: ReplicaMetrics
 
     async def wait(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -41,25 +42,18 @@ from epochal.wire.v1 import replica_pb2 as pb
 REPAIRED_IDS_SHOWN = 1000  # ReadStats.repaired lists at most this many
 
 
+@dataclass(eq=False, repr=False)
 class ReplicaServicer:
     """epochal.v1.Replica: the client API."""
 
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        coordinator: Coordinator,
-        storage: ReplicaStorage,
-        metrics: ReplicaMetrics,
-        *,
-        closing: asyncio.Event,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.coordinator = coordinator
-        self.storage = storage
-        self.metrics = metrics
-        self.closing = closing  # the server is stopping: Session streams end
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    coordinator: Coordinator
+    storage: ReplicaStorage
+    metrics: ReplicaMetrics
+    closing: asyncio.Event = field(kw_only=True)  # the server is stopping: Session streams end
+
+    def __post_init__(self) -> None:
         self._encoder = MetadataEncoder()
 
     async def Write(

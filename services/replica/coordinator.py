@@ -61,24 +61,19 @@ class Hooks:
     skip_plan_recheck: bool = False
 
 
+@dataclass(eq=False, repr=False)
 class Coordinator:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        local: LocalReplica,
-        channels: Channels,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.local = local
-        self.channels = channels
-        self.metrics = metrics
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    local: LocalReplica
+    channels: Channels
+    metrics: ReplicaMetrics
+
+    def __post_init__(self) -> None:
         self.node_id = ""
         self.ids: MutationIds | None = None
         self.hooks = Hooks()
-        self.planner = Planner(self.node_id, settings.datacenter)
+        self.planner = Planner(self.node_id, self.settings.datacenter)
         self._handles: dict[str, RemoteHandle] = {}
         self._in_flight = 0
         # The entry points: each path admits, traces and times its requests (coordinating).

@@ -82,18 +82,14 @@ class PartitionRead:
     bounds: KeyBounds = EVERYTHING
 
 
+@dataclass(eq=False, repr=False)
 class LocalReplica:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        storage: ReplicaStorage,
-        follower: MetadataFollower,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.storage = storage
-        self.follower = follower
-        self.metrics = metrics
+    settings: ReplicaSettings
+    storage: ReplicaStorage
+    follower: MetadataFollower
+    metrics: ReplicaMetrics
+
+    def __post_init__(self) -> None:
         self.node_id = ""
         self._mutations: list[tuple[Mutation, bytes, bool, asyncio.Future[PeerReply]]] = []
         self._repairs: list[tuple[CellRepair, asyncio.Future[PeerReply]]] = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, OperationRefused, Unavailable
@@ -72,24 +73,17 @@ RETRIED_PULL_ERRORS = Unavailable  # DEADLINE_EXCEEDED's TimedOut too: it may an
 LIVENESS_TIMEOUT_S = 2.0  # a node named dead that answers its Describe within this is alive
 
 
+@dataclass(eq=False, repr=False)
 class Operations:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        storage: ReplicaStorage,
-        barriers: BarrierDriver,
-        receiver: StreamReceiver,
-        peers: PeerClient,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.storage = storage
-        self.barriers = barriers
-        self.receiver = receiver
-        self.peers = peers
-        self.metrics = metrics
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    storage: ReplicaStorage
+    barriers: BarrierDriver
+    receiver: StreamReceiver
+    peers: PeerClient
+    metrics: ReplicaMetrics
+
+    def __post_init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one start / resume / cancel at a time
         self.target = ""  # the node whose sequence this node drives (itself unless a removal)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -42,27 +43,18 @@ from epochal.wire.v1 import replica_pb2 as pb
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False, repr=False)
 class PeerServicer:
     """epochal.v1.ReplicaPeer: what other replicas' coordinators ask of this one, over one
     Exchange stream each. Every request is served as soon as it arrives (a write joins the next
     group commit without a task of its own); answers go back in batches, each by its id."""
 
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        local: LocalReplica,
-        follower: MetadataFollower,
-        source: StreamSource,
-        receiver: StreamReceiver,
-        *,
-        closing: asyncio.Event,
-    ) -> None:
-        self.settings = settings
-        self.local = local
-        self.follower = follower
-        self.source = source
-        self.receiver = receiver
-        self.closing = closing  # the server is stopping: Exchange streams end
+    settings: ReplicaSettings
+    local: LocalReplica
+    follower: MetadataFollower
+    source: StreamSource
+    receiver: StreamReceiver
+    closing: asyncio.Event = field(kw_only=True)  # the server is stopping: Exchange streams end
 
     async def AwaitEpoch(
         self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext

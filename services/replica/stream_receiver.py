@@ -156,20 +156,15 @@ async def first_that_serves(
     raise StreamRefused(f"could not stream {what} from {names} in {rounds} rounds; last: {last}")
 
 
+@dataclass(eq=False, repr=False)
 class StreamReceiver:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        storage: ReplicaStorage,
-        peers: PeerClient,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.storage = storage
-        self.peers = peers
-        self.metrics = metrics
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    storage: ReplicaStorage
+    peers: PeerClient
+    metrics: ReplicaMetrics
+
+    def __post_init__(self) -> None:
         self.delay_ms = 0  # the stream_delay_ms test hook: sleep after each message stored
         self._pulls: dict[tuple[str, int], asyncio.Task[StreamProgressView]] = {}
 

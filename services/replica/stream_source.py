@@ -16,6 +16,7 @@ at a time, so gRPC's flow control holds the source back while the receiver is bu
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from epochal.errors import GuardClosed, Unavailable
@@ -43,18 +44,12 @@ CELL_OVERHEAD_BYTES = 40  # token, hlc, writer and framing, roughly
 MIN_MESSAGE_BYTES = 1024
 
 
+@dataclass(eq=False, repr=False)
 class StreamSource:
-    def __init__(
-        self,
-        settings: ReplicaSettings,
-        follower: MetadataFollower,
-        storage: ReplicaStorage,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.settings = settings
-        self.follower = follower
-        self.storage = storage
-        self.metrics = metrics
+    settings: ReplicaSettings
+    follower: MetadataFollower
+    storage: ReplicaStorage
+    metrics: ReplicaMetrics
 
     async def serve(self, request: RangeRequest) -> AsyncIterator[RangeChunk]:
         """The range's chunks; raises Unavailable (behind the request's epoch) or GuardClosed
