@@ -11,19 +11,16 @@ from dataclasses import replace
 from epochal.sim.placement import run_placement_seed
 from epochal.sim.quorums import Gate, check_history, disjoint_quorums, majority
 from epochal.tcm import (
-    AdvanceSequence,
     CancelSequence,
     ClusterMetadata,
-    CMSMember,
-    CreateKeyspace,
-    InitializeCMS,
     PrepareJoin,
-    Register,
     ReplicationParams,
     Step,
     apply_transformation,
 )
 from epochal.tcm.barrier import BarrierLevel, barrier_for_step
+
+from ..unit.seed_ring import Cluster, ring
 
 RF3 = ReplicationParams.simple(3)
 
@@ -46,23 +43,14 @@ def test_the_counting_rule_agrees_with_enumerating_every_pair_of_quorums() -> No
                 assert (len(q_read), len(q_write)) == (majority(read), majority(write))
 
 
-class SeedJoin:
+class SeedJoin(Cluster):
     """Seed 000's example: A, B, C replicate (100, 150] at RF 3; X joins at 150 and takes it over
     from A (read A,B,C -> B,C,X). Tokens: D=100, B=200, C=300, A=0, so the replicas of 150 are
     B, C, A before and X, B, C after. One metadata per epoch."""
 
     def __init__(self) -> None:
-        md = apply_transformation(
-            ClusterMetadata.empty(), InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),))
-        )
-        self.history = [md]
-        self.apply(CreateKeyspace(name="ks", replication=RF3))
-        self.names: dict[str, str] = {}
-        for name, token in (("D", 100), ("B", 200), ("C", 300), ("A", 0)):
-            node = self.register(name)
-            self.apply(PrepareJoin(node_id=node, tokens=(token,)))
-            for step in (Step.START, Step.MID, Step.FINISH):
-                self.apply(AdvanceSequence(node_id=node, step=step))
+        super().__init__({"ks": RF3})
+        ring({"D": 100, "B": 200, "C": 300, "A": 0}, self)
         self.x = self.register("X")
         self.prepared = len(self.history)
 
@@ -70,24 +58,10 @@ class SeedJoin:
         """The history from the ring of four on (its own joins ran without barriers)."""
         return self.history[self.prepared - 1 :]
 
-    @property
-    def md(self) -> ClusterMetadata:
-        return self.history[-1]
-
-    def apply(self, transformation: object) -> None:
-        self.history.append(apply_transformation(self.md, transformation))  # type: ignore[arg-type]
-
-    def register(self, name: str) -> str:
-        self.apply(Register(address=f"{name}:7000", datacenter="dc1", rack="r1", version="1.0.0"))
-        node = f"node-{self.md.next_node_number - 1}"
-        self.names[node] = name
-        return node
-
     def join_steps(self) -> list[ClusterMetadata]:
         """PREPARE, START, MID, FINISH of X, one metadata each."""
         self.apply(PrepareJoin(node_id=self.x, tokens=(150,)))
-        for step in (Step.START, Step.MID, Step.FINISH):
-            self.apply(AdvanceSequence(node_id=self.x, step=step))
+        self.advance(self.x, Step.START, Step.MID, Step.FINISH)
         return self.history[-4:]
 
     def gate(self, before: ClusterMetadata, after: ClusterMetadata, acked: set[str]) -> Gate:
@@ -183,8 +157,7 @@ def test_a_barrier_met_only_at_one_is_waived_and_the_checker_shows_why() -> None
 def test_a_cancel_that_undoes_two_steps_in_one_epoch_is_caught() -> None:
     join = SeedJoin()
     join.apply(PrepareJoin(node_id=join.x, tokens=(150,)))
-    join.apply(AdvanceSequence(node_id=join.x, step=Step.START))
-    join.apply(AdvanceSequence(node_id=join.x, step=Step.MID))
+    join.advance(join.x, Step.START, Step.MID)
     mid = join.md
     # The rule: CancelSequence undoes MID, then START, then PREPARE, one epoch each, each behind
     # a barrier. That history passes.

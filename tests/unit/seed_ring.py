@@ -1,9 +1,11 @@
-"""The nodes of seed 000's tables, joined through the real transformations: keyspace ``ks`` at
-RF 2 on a one-member CMS, each node named (A, B, ...) and joined at one token, one epoch a
-transformation. Shared by the tests of the seed's tables, topology, barriers, movements and
-mutation ids."""
+"""Seed 000's ring, built through the real transformations: a one-member CMS, keyspace ``ks`` at
+RF 2 (or the keyspaces asked for), each node named (A, B, ...) and joined at one token, one epoch
+a transformation, every metadata kept. Shared by the tests of the seed's tables, topology,
+barriers, movements, replica groups, routing, the coordinator's plan and quorum intersection."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from epochal.tcm import (
     AdvanceSequence,
@@ -20,33 +22,68 @@ from epochal.tcm import (
 
 RF2 = ReplicationParams.simple(2)
 SHOWN = ("(0, 100]", "(100, 150]", "(150, 200]")
+SEED_TOKENS = {"A": 100, "B": 200, "C": 300, "D": 0}
+JOIN_STEPS = (Step.START, Step.MID, Step.FINISH)
 
 
 class Cluster:
-    """Names the seed's nodes; applies transformations one epoch each."""
+    """Names the seed's nodes; applies transformations one epoch each and keeps every metadata
+    in ``history``. A node's address is ``address`` with its name in it; its data centre is
+    ``datacenters[name]`` (dc1 when not named)."""
 
-    def __init__(self) -> None:
-        self.md = apply_transformation(
-            ClusterMetadata.empty(), InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),))
-        )
-        self.names: dict[str, str] = {}
-        self.apply(CreateKeyspace(name="ks", replication=RF2))
+    def __init__(
+        self,
+        keyspaces: Mapping[str, ReplicationParams] | None = None,
+        *,
+        datacenters: Mapping[str, str] | None = None,
+        address: str = "{name}:7000",
+    ) -> None:
+        self.history = [ClusterMetadata.empty()]
+        self.names: dict[str, str] = {}  # node id -> name
+        self.ids: dict[str, str] = {}  # name -> node id
+        self.datacenters = dict(datacenters or {})
+        self.address = address
+        self.apply(InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)))
+        for name, replication in (keyspaces or {"ks": RF2}).items():
+            self.apply(CreateKeyspace(name=name, replication=replication))
 
-    def apply(self, transformation: object) -> None:
-        self.md = apply_transformation(self.md, transformation)  # type: ignore[arg-type]
+    @property
+    def md(self) -> ClusterMetadata:
+        return self.history[-1]
+
+    def apply(self, *transformations: object) -> ClusterMetadata:
+        for transformation in transformations:
+            self.history.append(apply_transformation(self.md, transformation))  # type: ignore[arg-type]
+        return self.md
 
     def register(self, name: str) -> str:
-        self.apply(Register(address=f"{name}:7000", datacenter="dc1", rack="r1", version="1.0.0"))
+        self.apply(
+            Register(
+                address=self.address.format(name=name),
+                datacenter=self.datacenters.get(name, "dc1"),
+                rack="r1",
+                version="1.0.0",
+            )
+        )
         node_id = f"node-{self.md.next_node_number - 1}"
         self.names[node_id] = name
+        self.ids[name] = node_id
         return node_id
 
-    def join(self, name: str, token: int) -> str:
+    def join(self, name: str, token: int, steps: tuple[Step, ...] = JOIN_STEPS) -> str:
+        """Register ``name`` and join it at ``token``: PrepareJoin, then ``steps`` of the join
+        (every step unless fewer are asked for)."""
         node_id = self.register(name)
         self.apply(PrepareJoin(node_id=node_id, tokens=(token,)))
-        for step in (Step.START, Step.MID, Step.FINISH):
-            self.apply(AdvanceSequence(node_id=node_id, step=step))
+        self.advance(node_id, *steps)
         return node_id
+
+    def advance(self, node_id: str, *steps: Step) -> ClusterMetadata:
+        return self.apply(*(AdvanceSequence(node_id=node_id, step=step) for step in steps))
+
+    def of(self, *names: str) -> frozenset[str]:
+        """The node ids of the named nodes."""
+        return frozenset(self.ids[name] for name in names)
 
     def table(self) -> dict[str, tuple[str, str]]:
         """range -> (read group, write group), node names sorted, for the ranges the seed shows."""
@@ -62,9 +99,9 @@ class Cluster:
         return "{" + ",".join(sorted(self.names[n] for n in group)) + "}"
 
 
-def ring(tokens: dict[str, int]) -> Cluster:
-    """The named nodes joined in order, each at its token."""
-    cluster = Cluster()
+def ring(tokens: Mapping[str, int], cluster: Cluster | None = None) -> Cluster:
+    """The named nodes joined in order, each at its token (into ``cluster`` when given)."""
+    cluster = cluster or Cluster()
     for name, token in tokens.items():
         cluster.join(name, token)
     return cluster
@@ -72,4 +109,4 @@ def ring(tokens: dict[str, int]) -> Cluster:
 
 def ring_of_four() -> Cluster:
     """The seed's A=100, B=200, C=300, and D=0 closing the ring."""
-    return ring({"A": 100, "B": 200, "C": 300, "D": 0})
+    return ring(SEED_TOKENS)

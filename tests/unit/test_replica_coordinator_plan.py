@@ -23,22 +23,11 @@ import pytest
 from epochal.errors import Unavailable
 from epochal.replica import coordinator_plan
 from epochal.replica.coordinator_plan import Behind, Plan, Planner, Recheck, behind
-from epochal.tcm import (
-    AdvanceSequence,
-    ClusterMetadata,
-    CMSMember,
-    Column,
-    ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    InitializeCMS,
-    PrepareJoin,
-    Register,
-    ReplicationParams,
-    Step,
-    apply_transformation,
-)
+from epochal.tcm import ClusterMetadata, Column, ColumnType, CreateTable, apply_transformation
 from epochal.tcm.consistency import Consistency
+
+from .seed_ring import JOIN_STEPS, SEED_TOKENS, Cluster
+from .seed_ring import ring as seed_ring
 
 ONE, QUORUM, LOCAL_QUORUM, ALL = (
     Consistency.ONE,
@@ -51,41 +40,12 @@ TOKEN = 120  # in (100, 150]
 DATACENTERS = {"A": "dc1", "B": "dc1", "C": "dc2", "D": "dc2", "X": "dc1"}
 
 
-class Ring:
-    """Seed 000's ring; ``ids`` names node ids by the seed's letters."""
-
-    def __init__(self) -> None:
-        self.md = ClusterMetadata.empty()
-        self.ids: dict[str, str] = {}
-        self.apply(InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)))
-        self.apply(CreateKeyspace(name="ks", replication=ReplicationParams.simple(2)))
-        for name, token in (("A", 100), ("B", 200), ("C", 300), ("D", 0)):
-            self.register(name)
-            self.apply(PrepareJoin(node_id=self.ids[name], tokens=(token,)))
-            for step in (Step.START, Step.MID, Step.FINISH):
-                self.apply(AdvanceSequence(node_id=self.ids[name], step=step))
-        self.register("X")
-
-    def apply(self, transformation: object) -> ClusterMetadata:
-        self.md = apply_transformation(self.md, transformation)  # type: ignore[arg-type]
-        return self.md
-
-    def register(self, name: str) -> None:
-        dc = DATACENTERS[name]
-        self.apply(Register(address=f"{name}:7000", datacenter=dc, rack="r1", version="1.0.0"))
-        self.ids[name] = f"node-{self.md.next_node_number - 1}"
-
-    def of(self, *names: str) -> frozenset[str]:
-        return frozenset(self.ids[n] for n in names)
-
-
-def seed_steps() -> tuple[Ring, dict[str, ClusterMetadata]]:
-    ring = Ring()
-    x = ring.ids["X"]
-    steps = {"PREPARE": ring.apply(PrepareJoin(node_id=x, tokens=(150,)))}
-    for step in (Step.START, Step.MID, Step.FINISH):
-        steps[step.name] = ring.apply(AdvanceSequence(node_id=x, step=step))
-    return ring, steps
+def seed_steps() -> tuple[Cluster, dict[str, ClusterMetadata]]:
+    """Seed 000's ring, then X's join at 150: the metadata after each step, by step name."""
+    ring = seed_ring(SEED_TOKENS, Cluster(datacenters=DATACENTERS))
+    ring.join("X", 150)
+    names = ("PREPARE", *(step.name for step in JOIN_STEPS))
+    return ring, dict(zip(names, ring.history[-len(names) :], strict=True))
 
 
 RING, STEPS = seed_steps()

@@ -5,55 +5,25 @@ placement, to any known replica; a pinned request to its coordinator only."""
 from __future__ import annotations
 
 from epochal.routing import Router
-from epochal.tcm import (
-    AdvanceSequence,
-    ClusterMetadata,
-    CMSMember,
-    CreateKeyspace,
-    InitializeCMS,
-    PrepareJoin,
-    Register,
-    ReplicationParams,
-    Step,
-    apply_transformation,
-)
+from epochal.tcm import ClusterMetadata, Step
+
+from .seed_ring import SEED_TOKENS, Cluster
+from .seed_ring import ring as seed_ring
 
 FALLBACK = ["seed:9000"]
 
 
-def ring(*members: tuple[str, int]) -> ClusterMetadata:
-    """Nodes named by their address, each joined at one token; keyspace ks at RF 2."""
-    metadata = ClusterMetadata.empty()
-    for transformation in (
-        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
-        CreateKeyspace(name="ks", replication=ReplicationParams.simple(2)),
-    ):
-        metadata = apply_transformation(metadata, transformation)
-    for address, token in members:
-        metadata = register(metadata, address)
-        node_id = f"node-{metadata.next_node_number - 1}"
-        metadata = apply_transformation(metadata, PrepareJoin(node_id=node_id, tokens=(token,)))
-        for step in (Step.START, Step.MID, Step.FINISH):
-            metadata = apply_transformation(metadata, AdvanceSequence(node_id=node_id, step=step))
-    return metadata
-
-
-def register(metadata: ClusterMetadata, address: str) -> ClusterMetadata:
-    return apply_transformation(
-        metadata, Register(address=address, datacenter="dc1", rack="r1", version="1.0.0")
-    )
-
-
-SEED_RING = (("A", 100), ("B", 200), ("C", 300), ("D", 0))
+def ring(tokens: dict[str, int] | None = None) -> ClusterMetadata:
+    """Nodes addressed by their names, each joined at one token; keyspace ks at RF 2."""
+    return seed_ring(SEED_TOKENS if tokens is None else tokens, Cluster(address="{name}")).md
 
 
 def joining_x_at_150() -> ClusterMetadata:
     """The seed's bootstrap of X at 150 after its START: X is in the write group of (100, 150]
     but not yet in its read group."""
-    metadata = register(ring(*SEED_RING), "X")
-    x = f"node-{metadata.next_node_number - 1}"
-    metadata = apply_transformation(metadata, PrepareJoin(node_id=x, tokens=(150,)))
-    return apply_transformation(metadata, AdvanceSequence(node_id=x, step=Step.START))
+    cluster = seed_ring(SEED_TOKENS, Cluster(address="{name}"))
+    cluster.join("X", 150, steps=(Step.START,))
+    return cluster.md
 
 
 def test_a_write_goes_to_the_write_group_and_a_read_to_the_read_group() -> None:
@@ -66,7 +36,7 @@ def test_a_write_goes_to_the_write_group_and_a_read_to_the_read_group() -> None:
 
 
 def test_requests_take_turns_over_the_group() -> None:
-    metadata = ring(*SEED_RING)
+    metadata = ring()
     router = Router()
     firsts = [
         router.candidates(metadata, "ks", 250, write=False, fallback=FALLBACK) for _ in range(4)
@@ -75,7 +45,7 @@ def test_requests_take_turns_over_the_group() -> None:
 
 
 def test_the_token_picks_the_range() -> None:
-    metadata = ring(*SEED_RING)
+    metadata = ring()
     router = Router()
     owners = {
         token: sorted(router.candidates(metadata, "ks", token, write=True, fallback=FALLBACK))
@@ -94,7 +64,7 @@ def test_the_token_picks_the_range() -> None:
 
 def test_a_group_follows_the_metadata_it_is_asked_with() -> None:
     router = Router()
-    before = ring(*SEED_RING)
+    before = ring()
     assert sorted(router.candidates(before, "ks", 120, write=True, fallback=FALLBACK)) == [
         "B",
         "C",
@@ -109,19 +79,19 @@ def test_a_group_follows_the_metadata_it_is_asked_with() -> None:
 
 def test_with_no_placement_any_known_replica_will_do() -> None:
     router = Router()
-    no_tokens = ring()
+    no_tokens = ring({})
     fallback = ["r1:9000", "r2:9000"]
     assert sorted(router.candidates(no_tokens, "ks", 7, write=True, fallback=fallback)) == sorted(
         fallback
     )
-    unknown = ring(*SEED_RING)
+    unknown = ring()
     assert sorted(router.candidates(unknown, "nope", 7, write=False, fallback=fallback)) == sorted(
         fallback
     )
 
 
 def test_a_pinned_request_goes_to_its_coordinator_only() -> None:
-    metadata = ring(*SEED_RING)
+    metadata = ring()
     router = Router()
     for _ in range(3):
         assert router.candidates(

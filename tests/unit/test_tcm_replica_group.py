@@ -8,59 +8,21 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochal.tcm import (
-    MAX_TOKEN,
-    MIN_TOKEN,
-    AdvanceSequence,
-    ClusterMetadata,
-    CMSMember,
-    CreateKeyspace,
-    InitializeCMS,
-    PrepareJoin,
-    Register,
-    ReplicationParams,
-    Step,
-    apply_transformation,
-)
+from epochal.tcm import MAX_TOKEN, MIN_TOKEN, ClusterMetadata, ReplicationParams
+
+from .seed_ring import JOIN_STEPS, Cluster, ring
 
 RF1 = ReplicationParams.simple(1)
 RF2 = ReplicationParams.simple(2)
 KEYSPACES = {"one": RF1, "two": RF2}
 
 
-def apply(metadata: ClusterMetadata, *transformations: object) -> ClusterMetadata:
-    for transformation in transformations:
-        metadata = apply_transformation(metadata, transformation)  # type: ignore[arg-type]
-    return metadata
-
-
-def register(metadata: ClusterMetadata, name: str) -> tuple[ClusterMetadata, str]:
-    metadata = apply(
-        metadata, Register(address=f"{name}:7000", datacenter="dc1", rack="r1", version="1.0.0")
-    )
-    return metadata, f"node-{metadata.next_node_number - 1}"
-
-
 def steps_of_a_join() -> list[ClusterMetadata]:
     """A ring of nodes at 0, 100, 200 and 300, then a fifth node joining at 150: the state
     after each of PREPARE, START, MID and FINISH."""
-    metadata = apply(
-        ClusterMetadata.empty(),
-        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
-        *(CreateKeyspace(name=name, replication=params) for name, params in KEYSPACES.items()),
-    )
-    for name, token in (("A", 100), ("B", 200), ("C", 300), ("D", 0)):
-        metadata, node = register(metadata, name)
-        metadata = apply(
-            metadata,
-            PrepareJoin(node_id=node, tokens=(token,)),
-            *(AdvanceSequence(node_id=node, step=s) for s in (Step.START, Step.MID, Step.FINISH)),
-        )
-    metadata, x = register(metadata, "X")
-    states = [metadata := apply(metadata, PrepareJoin(node_id=x, tokens=(150,)))]
-    for step in (Step.START, Step.MID, Step.FINISH):
-        states.append(metadata := apply(metadata, AdvanceSequence(node_id=x, step=step)))
-    return states
+    cluster = ring({"A": 100, "B": 200, "C": 300, "D": 0}, Cluster(KEYSPACES))
+    cluster.join("X", 150)
+    return cluster.history[-1 - len(JOIN_STEPS) :]
 
 
 STATES = steps_of_a_join()
@@ -117,9 +79,5 @@ def test_the_range_owned_by_150_during_the_join() -> None:
 
 def test_no_group_for_an_unknown_keyspace_or_a_ring_without_tokens() -> None:
     assert STATES[0].replica_group("missing", 0, write=True) == frozenset()
-    empty_ring = apply(
-        ClusterMetadata.empty(),
-        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
-        CreateKeyspace(name="two", replication=RF2),
-    )
+    empty_ring = Cluster({"two": RF2}).md
     assert empty_ring.replica_group("two", 0, write=False) == frozenset()
