@@ -20,47 +20,16 @@ from epochal.errors import EpochalError, InvalidRequest, Overloaded, Rejected
 from epochal.mtrack import MutationId
 from epochal.status import Operation
 from epochal.tcm import (
-    ClusterMetadata,
-    CMSMember,
-    Column,
     ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    InitializeCMS,
-    ReplicationParams,
-    Table,
-    apply_transformation,
 )
 from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import partition_columns, partition_token
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.values import from_proto
 
-REGULAR = {f"v_{t.value}": t for t in ColumnType}
+from .typed_tables import METADATA, REGULAR
 
-
-def build_table() -> Table:
-    """A table with a regular column of every type, two partition-key and two clustering
-    columns."""
-    columns = {"p": ColumnType.TEXT, "q": ColumnType.INT, "c": ColumnType.BIGINT}
-    columns |= {"d": ColumnType.BLOB} | REGULAR
-    metadata = ClusterMetadata.empty()
-    for transformation in (
-        InitializeCMS(members=(CMSMember("cms-1", "127.0.0.1:1"),)),
-        CreateKeyspace(name="ks", replication=ReplicationParams.simple(1)),
-        CreateTable(
-            keyspace="ks",
-            name="t",
-            columns=tuple(Column(name, t) for name, t in columns.items()),
-            partition_key=("p", "q"),
-            clustering_key=("c", "d"),
-        ),
-    ):
-        metadata = apply_transformation(metadata, transformation)
-    return metadata.keyspaces["ks"].tables["t"]
-
-
-TABLE = build_table()
+TABLE = METADATA.keyspaces["ks"].tables["t"]
 TYPES = ColumnTypes().of(TABLE)
 KEY = {"p": "ann", "q": 7}
 
