@@ -23,8 +23,6 @@ SOURCES = [ROOT / "libs", ROOT / "services"]
 FORBIDDEN_IN_CORES = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", "random")
 
 PROTOBUF_EDGES = {
-    "libs/devcluster/cluster.py",  # a harness: joins nodes and probes them over the wire
-    "libs/devcluster/cms.py",
     "libs/epochal/admin_encoding.py",  # the SDK's transport: a replica's admin calls,
     "libs/epochal/cms_client.py",  # to the CMS,
     "libs/epochal/encoding.py",  # the SDK's requests and replies,
