@@ -20,25 +20,26 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperationStatus:
     """What ``ReplicaAdmin.Status`` (and every operation's answer) says about the topology
-    operation this node drives."""
+    operation this node drives. The replica names every field; a field left out is the wire's
+    default (nothing recorded)."""
 
-    node_id: str  # the node whose sequence it is
-    epoch: int  # this node's
-    kind: str  # join, leave, ... ("" when none is in progress or recorded)
-    step: str  # the last step taken
+    node_id: str = ""  # the node whose sequence it is
+    epoch: int = 0  # this node's
+    kind: str = ""  # join, leave, ... ("" when none is in progress or recorded)
+    step: str = ""  # the last step taken
     # idle, running, waiting_for_barrier, streaming, finished, aborting, aborted, cancelled,
     # failed, interrupted
-    state: str
-    message: str  # what it is doing or why it failed
-    prepared_epoch: int
-    streamed_bytes: int
-    streamed_cells: int
-    streamed_mutations: int
-    ranges_done: int
-    ranges_total: int
-    eta_s: float  # -1 when unknown
-    barrier_level: str  # the level the current (or last) barrier met or waits at
-    reconciled_mutations: int  # log entries the partial reconciliation brought
+    state: str = ""
+    message: str = ""  # what it is doing or why it failed
+    prepared_epoch: int = 0
+    streamed_bytes: int = 0
+    streamed_cells: int = 0
+    streamed_mutations: int = 0
+    ranges_done: int = 0
+    ranges_total: int = 0
+    eta_s: float = -1.0  # -1 when unknown
+    barrier_level: str = ""  # the level the current (or last) barrier met or waits at
+    reconciled_mutations: int = 0  # log entries the partial reconciliation brought
 
 
 # --------------------------------------------------------------------------- operations

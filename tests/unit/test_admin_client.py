@@ -7,6 +7,7 @@ is pure."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import subprocess
@@ -50,6 +51,8 @@ from epochal.runtime.processes import free_ports
 from epochal.status import code_of
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
+
+from .local_server import serving
 
 STATUS = OperationStatus(
     node_id="node-4",
@@ -189,35 +192,29 @@ async def answer(method: str, request: Any, context: grpc.aio.ServicerContext) -
     return operation_status_to_proto(dataclasses.replace(STATUS, kind=method))
 
 
-async def serving(replica: FakeReplica) -> tuple[grpc.aio.Server, str]:
-    server = grpc.aio.server()
-    replica_pb2_grpc.add_ReplicaAdminServicer_to_server(replica, server)
-    replica_pb2_grpc.add_ReplicaServicer_to_server(replica, server)
-    replica_pb2_grpc.add_ReplicaTestingServicer_to_server(replica, server)
-    address = f"127.0.0.1:{free_ports(1)[0]}"
-    server.add_insecure_port(address)
-    await server.start()
-    return server, address
+def serving_replica(replica: FakeReplica) -> contextlib.AbstractAsyncContextManager[str]:
+    return serving(
+        replica,
+        replica_pb2_grpc.add_ReplicaAdminServicer_to_server,
+        replica_pb2_grpc.add_ReplicaServicer_to_server,
+        replica_pb2_grpc.add_ReplicaTestingServicer_to_server,
+    )
 
 
 def test_the_client_calls_the_method_its_request_names_and_answers_domain_values() -> None:
     async def scenario() -> None:
         replica = FakeReplica(answer)
-        server, address = await serving(replica)
-        try:
-            async with AdminClient(address) as admin:
-                status = await admin.run(Bootstrap(tokens=(-5, 7)))
-                assert status == dataclasses.replace(STATUS, kind="Bootstrap")
-                assert (await admin.run(Cancel(node_id="node-3"))).kind == "Cancel"
-                assert (await admin.status()).kind == "Status"
-                assert await admin.cleanup() == CleanupResult(epoch=12, removed=3)
-                described = await admin.describe()
-                assert (described.node_id, described.epoch) == ("node-2", 17)
-                assert described.metrics == {"x": 1.0}
-                hooks = TestHooks(skip_plan_recheck=True)
-                assert await admin.set_hooks(hooks) == hooks
-        finally:
-            await server.stop(None)
+        async with serving_replica(replica) as address, AdminClient(address) as admin:
+            status = await admin.run(Bootstrap(tokens=(-5, 7)))
+            assert status == dataclasses.replace(STATUS, kind="Bootstrap")
+            assert (await admin.run(Cancel(node_id="node-3"))).kind == "Cancel"
+            assert (await admin.status()).kind == "Status"
+            assert await admin.cleanup() == CleanupResult(epoch=12, removed=3)
+            described = await admin.describe()
+            assert (described.node_id, described.epoch) == ("node-2", 17)
+            assert described.metrics == {"x": 1.0}
+            hooks = TestHooks(skip_plan_recheck=True)
+            assert await admin.set_hooks(hooks) == hooks
         assert [method for method, _ in replica.calls] == [
             "Bootstrap",
             "Cancel",
@@ -234,13 +231,9 @@ def test_the_client_calls_the_method_its_request_names_and_answers_domain_values
 
 def test_a_refusal_and_an_unreachable_replica_raise_the_error_family() -> None:
     async def scenario() -> None:
-        server, address = await serving(FakeReplica(answer))
-        try:
-            async with AdminClient(address) as admin:
-                with pytest.raises(Rejected) as refused:
-                    await admin.run(Replace(replaced="node-3"))
-        finally:
-            await server.stop(None)
+        async with serving_replica(FakeReplica(answer)) as address, AdminClient(address) as admin:
+            with pytest.raises(Rejected) as refused:
+                await admin.run(Replace(replaced="node-3"))
         assert code_of(refused.value) is grpc.StatusCode.FAILED_PRECONDITION
         assert refused.value.message == "node-3 is alive: decommission it instead"
         async with AdminClient(f"127.0.0.1:{free_ports(1)[0]}") as nobody:

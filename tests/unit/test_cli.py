@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from epochal.admin import (
@@ -60,28 +58,8 @@ def test_a_malformed_command_line_is_refused(argv: list[str]) -> None:
     assert refused.value.code == 2
 
 
-IDLE = OperationStatus(
-    node_id="",
-    epoch=0,
-    kind="",
-    step="",
-    state="",
-    message="",
-    prepared_epoch=0,
-    streamed_bytes=0,
-    streamed_cells=0,
-    streamed_mutations=0,
-    ranges_done=0,
-    ranges_total=0,
-    eta_s=0.0,
-    barrier_level="",
-    reconciled_mutations=0,
-)
-
-
 def test_the_status_shows_progress_and_the_failure() -> None:
-    status = dataclasses.replace(
-        IDLE,
+    status = OperationStatus(
         node_id="node-4",
         kind="join",
         step="start",
@@ -98,5 +76,5 @@ def test_the_status_shows_progress_and_the_failure() -> None:
     assert line == "join of node-4: start done, streaming, 3/8 ranges, 2.5 MB, ETA 12 s"
     shown = describe(status)
     assert "3/8 ranges, 2.5 MB" in shown and "reconciled  5 log entries" in shown
-    failed = describe(dataclasses.replace(IDLE, node_id="node-4", state="failed", message="why"))
+    failed = describe(OperationStatus(node_id="node-4", state="failed", message="why"))
     assert "message     why" in failed and "operation   - (step -, failed)" in failed

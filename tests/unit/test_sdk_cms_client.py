@@ -17,7 +17,6 @@ from epochal.cms.member import MemberDescription
 from epochal.cms_client import CMSClient, CMSView, MemberView
 from epochal.errors import Rejected
 from epochal.paxos import Ballot
-from epochal.runtime.processes import free_ports
 from epochal.status import code_of
 from epochal.tcm import (
     ClusterMetadata,
@@ -31,6 +30,8 @@ from epochal.tcm import (
 )
 from epochal.wire.metadata import metadata_to_proto, transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
+
+from .local_server import serving
 
 MEMBERS = (
     CMSMember("cms1", "127.0.0.1:1"),
@@ -108,56 +109,44 @@ class FakeMember:
         raise AssertionError("unreachable")
 
 
-async def serving() -> tuple[grpc.aio.Server, str]:
-    server = grpc.aio.server()
-    cms_pb2_grpc.add_CMSServicer_to_server(FakeMember(), server)
-    address = f"127.0.0.1:{free_ports(1)[0]}"
-    server.add_insecure_port(address)
-    await server.start()
-    return server, address
-
-
 def test_describe_fetch_log_and_watch_answer_domain_values() -> None:
     async def scenario() -> None:
-        server, address = await serving()
-        try:
-            async with CMSClient([address]) as cms:
-                assert await cms.describe() == CMSView(
-                    member_id="cms1",
-                    epoch=4,
-                    leader_id="cms1",
-                    members=(
-                        MemberView("cms1", "127.0.0.1:1", "voter"),
-                        MemberView("cms2", "127.0.0.1:2", "joining"),
-                    ),
-                    ready=True,
-                    log_complete=False,
-                    snapshot_epochs=(2,),
-                    ballot=Ballot(7, "cms1"),
-                    applied_slot=14,
-                    snapshots_installed=1,
-                )
-                far = await cms.fetch_log(0)
-                assert far.snapshot == at(2)
-                assert [(r.epoch, r.entry_id, r.slot) for r in far.records] == [
-                    (3, "entry-3", 13),
-                    (4, "entry-4", 14),
-                ]
-                assert [r.transformation for r in far.records] == LOG[2:]
-                near = await cms.fetch_log(1, entries_only=True)
-                assert near.snapshot is None and near.has_more and near.latest_epoch == 4
-                assert [r.epoch for r in near.records] == [2, 3, 4]
-                events = [page async for page in cms.watch(0)]
-                assert [[r.transformation for r in e.records] for e in events] == [
-                    LOG[:2],
-                    LOG[2:3],
-                ]
-                assert [e.latest_epoch for e in events] == [2, 3]
-                with pytest.raises(Rejected) as refused:
-                    await cms.commit(LOG[1])
-            assert code_of(refused.value) is grpc.StatusCode.FAILED_PRECONDITION
-            assert refused.value.message == "keyspace ks0 exists"
-        finally:
-            await server.stop(None)
+        member = serving(FakeMember(), cms_pb2_grpc.add_CMSServicer_to_server)
+        async with member as address, CMSClient([address]) as cms:
+            assert await cms.describe() == CMSView(
+                member_id="cms1",
+                epoch=4,
+                leader_id="cms1",
+                members=(
+                    MemberView("cms1", "127.0.0.1:1", "voter"),
+                    MemberView("cms2", "127.0.0.1:2", "joining"),
+                ),
+                ready=True,
+                log_complete=False,
+                snapshot_epochs=(2,),
+                ballot=Ballot(7, "cms1"),
+                applied_slot=14,
+                snapshots_installed=1,
+            )
+            far = await cms.fetch_log(0)
+            assert far.snapshot == at(2)
+            assert [(r.epoch, r.entry_id, r.slot) for r in far.records] == [
+                (3, "entry-3", 13),
+                (4, "entry-4", 14),
+            ]
+            assert [r.transformation for r in far.records] == LOG[2:]
+            near = await cms.fetch_log(1, entries_only=True)
+            assert near.snapshot is None and near.has_more and near.latest_epoch == 4
+            assert [r.epoch for r in near.records] == [2, 3, 4]
+            events = [page async for page in cms.watch(0)]
+            assert [[r.transformation for r in e.records] for e in events] == [
+                LOG[:2],
+                LOG[2:3],
+            ]
+            assert [e.latest_epoch for e in events] == [2, 3]
+            with pytest.raises(Rejected) as refused:
+                await cms.commit(LOG[1])
+        assert code_of(refused.value) is grpc.StatusCode.FAILED_PRECONDITION
+        assert refused.value.message == "keyspace ks0 exists"
 
     asyncio.run(scenario())
