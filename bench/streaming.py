@@ -202,7 +202,7 @@ async def bootstrap(cluster: LocalCluster, rows: int) -> tuple[float, float | No
     first: float | None = None  # when streamed bytes were first seen
     last = (0.0, 0)  # when the streamed bytes last changed, and to what
     while not join.done():
-        status = await cluster.operation("replica2", "Status")
+        status = await cluster.status("replica2")
         now = time.perf_counter()
         if status.streamed_bytes and first is None:
             first = now

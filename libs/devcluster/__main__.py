@@ -21,7 +21,6 @@ from pathlib import Path
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
-from epochal.wire.metadata import transformation_from_proto
 
 
 async def run(data_dir: Path, exit_after: bool) -> int:
@@ -102,9 +101,9 @@ async def report(cluster: LocalCluster) -> None:
         )
     async with CMSClient(cluster.cms.addresses) as cms:
         log = await cms.fetch_log(0)
-    print(f"\nthe metadata log ({len(log.entries)} entries):")
-    for entry in log.entries:
-        print(f"  epoch {entry.epoch:<4} {transformation_from_proto(entry.transformation)!s}")
+    print(f"\nthe metadata log ({len(log.records)} entries):")
+    for record in log.records:
+        print(f"  epoch {record.epoch:<4} {record.transformation or record.problem!s}")
 
 
 def main(argv: list[str] | None = None) -> int:

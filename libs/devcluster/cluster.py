@@ -17,13 +17,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
+from epochal.admin import (
+    Bootstrap,
+    CleanupResult,
+    OperationRequest,
+    OperationStatus,
+    ReplicaDescription,
+    TestHooks,
+)
+from epochal.admin_client import OPERATION_TIMEOUT_S, AdminClient
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cms import LocalCMS
 from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
 from epochal.tcm import AdvanceSequence, PrepareJoin, Step
-from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 
 JOIN_STEPS = (Step.START, Step.MID, Step.FINISH)
 
@@ -173,38 +179,45 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ RPCs
 
-    async def describe(
-        self, name: str, timeout_s: float = 5.0
-    ) -> replica_pb2.ReplicaDescribeResponse:
-        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
-            stub = replica_pb2_grpc.ReplicaStub(channel)
-            return await stub.Describe(replica_pb2.ReplicaDescribeRequest(), timeout=timeout_s)
+    def admin(self, name: str) -> AdminClient:
+        """A client of the replica's admin calls (``async with``: closed after)."""
+        return AdminClient(self.nodes[name].address)
+
+    async def describe(self, name: str, timeout_s: float = 5.0) -> ReplicaDescription:
+        async with self.admin(name) as admin:
+            return await admin.describe(timeout_s=timeout_s)
 
     async def metric(self, name: str, metric: str) -> float:
         return (await self.describe(name)).metrics.get(metric, 0.0)
 
     async def operation(
-        self, name: str, method: str, request: object | None = None, timeout_s: float = 120.0
-    ) -> replica_pb2.OperationStatus:
-        """Call ``method`` (Bootstrap, BootstrapResume, BootstrapAbort, Status) of the
-        replica's ReplicaAdmin service."""
-        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
-            stub = replica_pb2_grpc.ReplicaAdminStub(channel)
-            call = getattr(stub, method)
-            return await call(request or replica_pb2.OperationRequest(), timeout=timeout_s)
+        self, name: str, request: OperationRequest, timeout_s: float = OPERATION_TIMEOUT_S
+    ) -> OperationStatus:
+        """Run the topology operation ``request`` on the replica (Bootstrap, Decommission,
+        Replace, ...); its status once it has finished, failed or been aborted."""
+        async with self.admin(name) as admin:
+            return await admin.run(request, timeout_s=timeout_s)
+
+    async def status(self, name: str, timeout_s: float = 5.0) -> OperationStatus:
+        """What the replica's topology operation is doing."""
+        async with self.admin(name) as admin:
+            return await admin.status(timeout_s=timeout_s)
+
+    async def cleanup(self, name: str, timeout_s: float = OPERATION_TIMEOUT_S) -> CleanupResult:
+        async with self.admin(name) as admin:
+            return await admin.cleanup(timeout_s=timeout_s)
 
     async def bootstrap(
         self,
         name: str,
         tokens: Sequence[int] = (),
         num_tokens: int = 16,
-        timeout_s: float = 120.0,
-    ) -> replica_pb2.OperationStatus:
+        timeout_s: float = OPERATION_TIMEOUT_S,
+    ) -> OperationStatus:
         """Have the replica join the ring, streaming and waiting for barriers (it drives it)."""
-        request = replica_pb2.BootstrapRequest(tokens=list(tokens), num_tokens=num_tokens)
-        return await self.operation(name, "Bootstrap", request, timeout_s)
+        request = Bootstrap(tokens=tuple(tokens), num_tokens=num_tokens)
+        return await self.operation(name, request, timeout_s)
 
     async def set_hooks(self, name: str, **hooks: bool | int) -> None:
-        async with grpc.aio.insecure_channel(self.nodes[name].address) as channel:
-            stub = replica_pb2_grpc.ReplicaTestingStub(channel)
-            await stub.SetHooks(replica_pb2.TestHooks(**hooks), timeout=5.0)
+        async with self.admin(name) as admin:
+            await admin.set_hooks(TestHooks(**hooks))  # type: ignore[arg-type]

@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
+from epochal.cms_client import CMSClient, CMSView
+from epochal.errors import EpochalError
 from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
-from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 
 @dataclass
@@ -106,10 +105,11 @@ class LocalCMS:
         for member in self._select(member_id):
             await member.wait_serving(deadline)
 
-    async def describe(self, member_id: str, timeout_s: float = 2.0) -> cms_pb2.DescribeResponse:
-        async with grpc.aio.insecure_channel(self.members[member_id].address) as channel:
-            stub = cms_pb2_grpc.CMSStub(channel)
-            return await stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s)
+    async def describe(self, member_id: str, timeout_s: float = 2.0) -> CMSView:
+        """What the member says of the CMS (raises ``EpochalError`` when it does not answer)."""
+        address = self.members[member_id].address
+        async with CMSClient([address], attempt_timeout_s=timeout_s) as member:
+            return await member.describe()
 
     async def leader(self, timeout_s: float = 30.0) -> str:
         """The member every running member agrees leads."""
@@ -118,7 +118,7 @@ class LocalCMS:
             leaders = set()
             for member in self.members.values():
                 if member.running:
-                    with contextlib.suppress(grpc.aio.AioRpcError):
+                    with contextlib.suppress(EpochalError):
                         leaders.add((await self.describe(member.member_id)).leader_id)
             if len(leaders) == 1 and "" not in leaders:
                 return leaders.pop()

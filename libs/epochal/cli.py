@@ -22,17 +22,31 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import grpc
 
+from epochal.admin import (
+    AdminRequest,
+    Bootstrap,
+    BootstrapAbort,
+    BootstrapResume,
+    Cancel,
+    Cleanup,
+    CleanupResult,
+    Decommission,
+    DecommissionAbort,
+    Move,
+    OperationStatus,
+    Remove,
+    Replace,
+    Resume,
+    Status,
+)
+from epochal.admin_client import AdminClient
 from epochal.client import Client
 from epochal.errors import EpochalError
 from epochal.status import code_of
 from epochal.tcm import Unregister
-from epochal.wire.channels import insecure_channel
-from epochal.wire.v1 import replica_pb2 as pb
-from epochal.wire.v1 import replica_pb2_grpc
 
 PROGRESS_INTERVAL_S = 1.0
 REFUSED = {
@@ -87,38 +101,37 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def call_for(args: argparse.Namespace) -> tuple[str, Any]:
-    """The ReplicaAdmin method and request a parsed command line asks for."""
-    none = pb.OperationRequest()
+def call_for(args: argparse.Namespace) -> AdminRequest:
+    """What a parsed command line asks of the replica's ReplicaAdmin service."""
     match args.command:
         case "status":
-            return "Status", none
+            return Status()
         case "bootstrap" if args.action == "resume":
-            return "BootstrapResume", none
+            return BootstrapResume()
         case "bootstrap" if args.action == "abort":
-            return "BootstrapAbort", none
+            return BootstrapAbort()
         case "bootstrap":
-            return "Bootstrap", pb.BootstrapRequest(tokens=args.tokens, num_tokens=args.num_tokens)
+            return Bootstrap(tokens=tuple(args.tokens), num_tokens=args.num_tokens)
         case "decommission" if args.action == "abort":
-            return "DecommissionAbort", none
+            return DecommissionAbort()
         case "decommission":
-            return "Decommission", none
+            return Decommission()
         case "removenode":
-            return "Remove", pb.OperationRequest(node_id=args.node_id)
+            return Remove(node_id=args.node_id)
         case "replace":
-            return "Replace", pb.ReplaceRequest(replaced=args.node_id)
+            return Replace(replaced=args.node_id)
         case "move":
-            return "Move", pb.MoveRequest(tokens=args.tokens)
+            return Move(tokens=tuple(args.tokens))
         case "resume":
-            return "Resume", pb.OperationRequest(node_id=args.node_id)
+            return Resume(node_id=args.node_id)
         case "cancel":
-            return "Cancel", pb.OperationRequest(node_id=args.node_id)
+            return Cancel(node_id=args.node_id)
         case "cleanup":
-            return "Cleanup", none
+            return Cleanup()
     raise ValueError(f"unknown command {args.command!r}")
 
 
-def describe(status: pb.OperationStatus) -> str:
+def describe(status: OperationStatus) -> str:
     """The final status, one field per line."""
     lines = [
         f"node        {status.node_id}",
@@ -140,7 +153,7 @@ def describe(status: pb.OperationStatus) -> str:
     return "\n".join(lines)
 
 
-def progress_line(status: pb.OperationStatus) -> str:
+def progress_line(status: OperationStatus) -> str:
     eta = f", ETA {status.eta_s:.0f} s" if status.eta_s >= 0 else ""
     ranges = f", {status.ranges_done}/{status.ranges_total} ranges" if status.ranges_total else ""
     return (
@@ -172,35 +185,38 @@ async def run(
 ) -> int:
     if args.command == "unregister":
         return await unregister(args, out, err)
-    method, request = call_for(args)
-    async with insecure_channel(args.replica) as channel:
-        admin = replica_pb2_grpc.ReplicaAdminStub(channel)
-        call: Callable[..., Awaitable[Any]] = getattr(admin, method)
+    request = call_for(args)
+    async with AdminClient(args.replica) as admin:
         try:
-            if method in ("Status", "Cleanup"):
-                reply = await call(request, timeout=min(args.timeout_s, 120.0))
-            else:
-                reply = await _with_progress(
-                    admin, call(request, timeout=args.timeout_s), args, err
-                )
-        except grpc.aio.AioRpcError as error:
-            err(f"epochal {args.command}: {error.code().name}: {error.details()}")
-            return 2 if error.code() in REFUSED else 1
-    if isinstance(reply, pb.CleanupResponse):
+            match request:
+                case Cleanup():
+                    reply: OperationStatus | CleanupResult = await admin.cleanup(
+                        request, timeout_s=min(args.timeout_s, 120.0)
+                    )
+                case Status():
+                    reply = await admin.status(timeout_s=min(args.timeout_s, 120.0))
+                case _:
+                    reply = await _with_progress(
+                        admin, admin.run(request, timeout_s=args.timeout_s), args, err
+                    )
+        except EpochalError as error:
+            err(f"epochal {args.command}: {error.status}: {error.message}")
+            return 2 if code_of(error) in REFUSED else 1
+    if isinstance(reply, CleanupResult):
         out(f"removed {reply.removed} cells and log entries (owners as of epoch {reply.epoch})")
         return 0
     out(describe(reply))
-    if method == "Status":
+    if isinstance(request, Status):
         return 0
     return 0 if reply.state in ("finished", "aborted") else 1
 
 
 async def _with_progress(
-    admin: replica_pb2_grpc.ReplicaAdminStub,
-    operation: Awaitable[Any],
+    admin: AdminClient,
+    operation: Awaitable[OperationStatus],
     args: argparse.Namespace,
     err: Callable[[str], None],
-) -> Any:
+) -> OperationStatus:
     """Await ``operation``, writing the replica's Status to stderr every second meanwhile."""
     task = asyncio.ensure_future(operation)
     last = ""
@@ -210,8 +226,8 @@ async def _with_progress(
         if task.done() or args.quiet:
             continue
         try:
-            status = await admin.Status(pb.OperationRequest(), timeout=5.0)
-        except grpc.aio.AioRpcError:
+            status = await admin.status(timeout_s=5.0)
+        except EpochalError:
             continue  # the operation's own call reports what went wrong
         line = progress_line(status)
         if line != last:  # a line when something changed, not one a second

@@ -62,7 +62,7 @@ async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: flo
     async with CMSClient([address], attempt_timeout_s=2.0) as member:
         while True:
             try:
-                if (await member.view()).epoch >= epoch:
+                if (await member.describe()).epoch >= epoch:
                     return
             except EpochalError:
                 pass  # not answering yet: keep waiting until the deadline
@@ -88,7 +88,7 @@ async def remove_voter(client: CMSClient, member_id: str, *, since_epoch: int = 
 async def _described_since(client: CMSClient, epoch: int) -> CMSView:
     """The view of a member that has applied ``epoch`` (members apply it within moments)."""
     for _ in range(100):
-        described = await client.view()
+        described = await client.describe()
         if described.epoch >= epoch:
             return described
         await asyncio.sleep(0.05)

@@ -5,11 +5,11 @@ table ``epochal.status.RETRIES``), on the next member in turn (the same one afte
 RESOURCE_EXHAUSTED, after a backoff). A commit's retries reuse its entry id, so a commit whose
 answer was lost (the member died, the deadline passed) is either committed once or not at all;
 a retry of a committed one answers the first epoch with ``duplicate=True``. Reads
-(``describe``, ``view``, ``fetch_log``) try each member once.
+(``describe``, ``fetch_log``) try each member once.
 
-``describe`` and ``fetch_log`` answer with the protobuf messages, as the tests and harnesses that
-inspect a member read them; ``view`` is ``describe`` as a domain value (what
-``epochal.cms_admin`` reads).
+Every answer is a domain value: ``describe`` a ``CMSView``, ``fetch_log`` and each event of
+``watch`` an ``epochal.wire.log.LogPage`` (a snapshot as ``ClusterMetadata``, entries with their
+transformations decoded).
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import grpc
 
 from epochal import retry
 from epochal.errors import EpochalError, Unavailable
+from epochal.paxos import Ballot
 from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
 from epochal.wire.channels import insecure_channel
+from epochal.wire.log import LogPage, fetch_response, watch_event
 from epochal.wire.metadata import transformation_to_proto
+from epochal.wire.paxos import ballot_from_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 Reply = TypeVar("Reply")
@@ -67,17 +70,23 @@ class MemberView:
     role: str  # "voter", "joining" (being added) or "learner" (a candidate)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CMSView:
     """What a CMS member says of the CMS: its own id and applied epoch, the leader it knows
-    ("": none), the members and their roles."""
+    ("": none), the members and their roles, and its own progress."""
 
     member_id: str
     epoch: int
     leader_id: str
     members: tuple[MemberView, ...]
     ready: bool
+    # It holds every log entry from epoch 1 to ``epoch`` (after installing a snapshot it fills
+    # the gap below it in the background).
     log_complete: bool
+    snapshot_epochs: tuple[int, ...]  # the epochs of the snapshots it keeps
+    ballot: Ballot  # the highest it promised
+    applied_slot: int
+    snapshots_installed: int  # snapshots it installed from a peer to catch up since it started
 
     def role_of(self, member_id: str) -> str:
         """The member's role ("": not a member)."""
@@ -160,16 +169,12 @@ class CMSClient:
             exhausted=out_of_time,
         )
 
-    async def describe(self, member: int | None = None) -> cms_pb2.DescribeResponse:
+    async def describe(self, member: int | None = None) -> CMSView:
         """Describe ``member``, or (None) the first member that answers, in rotation."""
-        return await self._read(
+        described = await self._read(
             member,
             lambda stub, timeout_s: stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s),
         )
-
-    async def view(self, member: int | None = None) -> CMSView:
-        """``describe`` as a domain value."""
-        described = await self.describe(member)
         return CMSView(
             member_id=described.member_id,
             epoch=described.epoch,
@@ -177,6 +182,10 @@ class CMSClient:
             members=tuple(MemberView(m.member_id, m.address, m.role) for m in described.members),
             ready=described.ready,
             log_complete=described.log_complete,
+            snapshot_epochs=tuple(described.snapshot_epochs),
+            ballot=ballot_from_proto(described.ballot),
+            applied_slot=described.applied_slot,
+            snapshots_installed=described.snapshots_installed,
         )
 
     async def fetch_log(
@@ -186,7 +195,7 @@ class CMSClient:
         max_entries: int = 0,
         *,
         entries_only: bool = False,
-    ) -> cms_pb2.FetchLogResponse:
+    ) -> LogPage:
         """The log after ``since_epoch`` from ``member``, or (None) the first member that
         answers, in rotation: a page of entries (``has_more``: more follow), or, for a caller
         more than the snapshot frequency behind, the newest snapshot plus the entries after
@@ -197,9 +206,10 @@ class CMSClient:
         request = cms_pb2.FetchLogRequest(
             since_epoch=since_epoch, max_entries=max_entries, entries_only=entries_only
         )
-        return await self._read(
+        response = await self._read(
             member, lambda stub, timeout_s: stub.FetchLog(request, timeout=timeout_s)
         )
+        return fetch_response(response)
 
     async def _read(
         self,
@@ -229,12 +239,14 @@ class CMSClient:
 
     async def watch(
         self, since_epoch: int = 0, member: int | None = None
-    ) -> AsyncIterator[cms_pb2.WatchEvent]:
+    ) -> AsyncIterator[LogPage]:
+        """The pages ``member`` (None: the next in rotation) pushes from ``since_epoch`` on:
+        the backlog, then each new entry, until the caller stops or the stream fails."""
         stub = self._stubs[self._next if member is None else member]
         call = stub.Watch(cms_pb2.WatchRequest(since_epoch=since_epoch))
         try:
             async for event in call:
-                yield event
+                yield watch_event(event)
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from None
         finally:

@@ -24,6 +24,7 @@ class LogRecord:
     # None when this software cannot decode it (a kind it does not know): ``problem`` says why.
     transformation: Transformation | None
     problem: str = ""
+    slot: int = 0  # the Paxos slot a CMS member chose it in (a replica's copy does not say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +59,13 @@ def page_from_proto(
                     entry.entry_id,
                     raw,
                     transformation_from_proto(entry.transformation),
+                    slot=entry.slot,
                 )
             )
         except MalformedInput as error:
-            records.append(LogRecord(entry.epoch, entry.entry_id, raw, None, str(error)))
+            records.append(
+                LogRecord(entry.epoch, entry.entry_id, raw, None, str(error), slot=entry.slot)
+            )
     return LogPage(metadata, encoded, records, latest_epoch, has_more)
 
 

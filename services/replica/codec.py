@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from epochal.admin import OperationStatus
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
-from epochal.replica.operation_status import OperationStatus
 from epochal.replica.stream_values import (
     CellPosition,
     LogPosition,

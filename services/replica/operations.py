@@ -31,13 +31,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from epochal.admin import OperationStatus
 from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, OperationRefused, Unavailable
 from epochal.errors import Rejected as CommitRefused
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.data_store import OwnedRanges
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.operation_status import OperationStatus
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage

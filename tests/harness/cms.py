@@ -19,7 +19,7 @@ from epochal.cms_client import CMSClient, Committed
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
 from epochal.tcm import CreateKeyspace, ReplicationParams, ReplicationType
-from epochal.wire.v1 import cms_pb2
+from epochal.wire.log import LogRecord
 
 from .waiting import until
 
@@ -68,16 +68,16 @@ def read_log(cms: LocalCMS, member_id: str) -> list[LogEntryRow]:
 
 async def log_entries(
     cms: LocalCMS, since_epoch: int = 0, member: int | None = None
-) -> list[cms_pb2.LogEntry]:
+) -> list[LogRecord]:
     """Every entry of the metadata log after ``since_epoch``, through FetchLog page by page
     (entries, never a snapshot in their place), from ``member`` (an index) or from whichever
     member answers."""
-    entries: list[cms_pb2.LogEntry] = []
+    entries: list[LogRecord] = []
     async with CMSClient(cms.addresses) as client:
         while True:
             since = entries[-1].epoch if entries else since_epoch
             page = await client.fetch_log(since, member=member, entries_only=True)
-            entries.extend(page.entries)
+            entries.extend(page.records)
             if not page.has_more:
                 return entries
 

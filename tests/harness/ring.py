@@ -28,7 +28,6 @@ from epochal.tcm import (
     PrepareReplace,
 )
 from epochal.tcm.keys import partition_columns, partition_token
-from epochal.wire.metadata import transformation_from_proto
 
 from .cms import log_entries
 from .waiting import until
@@ -107,7 +106,7 @@ async def steps_since(cluster: LocalCluster, epoch: int) -> list[tuple[str, str]
     ``prepare_join`` (or leave, replace, move), ``start``, ``mid``, ``finish``, ``cancel``."""
     steps = []
     for entry in await log_entries(cluster.cms, epoch):
-        transformation = transformation_from_proto(entry.transformation)
+        transformation = entry.transformation
         if isinstance(transformation, AdvanceSequence):
             steps.append((transformation.node_id, transformation.step.value))
         elif type(transformation) in PREPARED:

@@ -362,10 +362,10 @@ async def _check_unchanged(cluster: LocalCluster, result: FuzzResult) -> None:
         since = 0
         while True:
             page = await cms.fetch_log(since, max_entries=1000)
-            logged.update(e.entry_id for e in page.entries)
-            if not page.entries:
+            logged.update(e.entry_id for e in page.records)
+            if not page.records:
                 break
-            since = page.entries[-1].epoch
+            since = page.records[-1].epoch
     for entry_id in sorted((result.refused_entry_ids - result.maybe_entry_ids) & logged)[:10]:
         result.violations.append(f"refused commit {entry_id!r} is in the metadata log")
     async with Client(cluster.addresses, timeout_s=10.0) as client:

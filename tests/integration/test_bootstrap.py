@@ -19,8 +19,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from epochal.admin import BootstrapAbort, BootstrapResume
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
+from epochal.errors import EpochalError
+from epochal.status import code_of
 from tests.harness import (
     QuorumWriters,
     assert_every_quorum_reads_every_write,
@@ -129,7 +132,7 @@ async def streaming_started(cluster: LocalCluster, name: str) -> int:
     """Until the node has stored some streamed cells; returns how many."""
 
     async def streamed_cells() -> int:
-        return (await cluster.operation(name, "Status")).streamed_cells
+        return (await cluster.status(name)).streamed_cells
 
     return await until(f"{name} streams", streamed_cells)
 
@@ -145,13 +148,13 @@ def test_a_join_killed_mid_stream_resumes_without_duplicating_a_mutation(tmp_pat
             joining = asyncio.ensure_future(cluster.bootstrap("replica4", num_tokens=4))
             at_kill = await streaming_started(cluster, "replica4")
             cluster.kill_replica("replica4")
-            with pytest.raises(grpc.aio.AioRpcError):
+            with pytest.raises(EpochalError):
                 await joining
             cluster.start_replica("replica4")
             await cluster.wait_ready(["replica4"])
-            status = await cluster.operation("replica4", "Status")
+            status = await cluster.status("replica4")
             assert status.state == "interrupted" and status.step == "start", status
-            status = await cluster.operation("replica4", "BootstrapResume")
+            status = await cluster.operation("replica4", BootstrapResume())
             assert status.state == "finished", status
             assert 0 < at_kill < status.streamed_cells, (at_kill, status.streamed_cells)
             # Each mutation was stored once: the streams' own counts (kept with the data they
@@ -183,16 +186,16 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
             first = cluster.nodes["replica4"].node_id
             # A second join whose ranges overlap (RF 3 of 3 nodes: all of them) is refused,
             # naming the first.
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
+            with pytest.raises(EpochalError) as refused:
                 await cluster.bootstrap(fifth.name, num_tokens=4)
-            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert first in (refused.value.details() or ""), refused.value.details()
+            assert code_of(refused.value) == grpc.StatusCode.FAILED_PRECONDITION
+            assert first in refused.value.message, refused.value.message
 
-            status = await cluster.operation("replica4", "BootstrapAbort")
+            status = await cluster.operation("replica4", BootstrapAbort())
             assert status.state == "aborted", status
-            with pytest.raises(grpc.aio.AioRpcError) as stopped:
+            with pytest.raises(EpochalError) as stopped:
                 await joining
-            assert stopped.value.code() == grpc.StatusCode.ABORTED
+            assert code_of(stopped.value) == grpc.StatusCode.ABORTED
             assert await steps_of(cluster, first) == ["prepare_join", "start", "cancel", "cancel"]
             metadata = await latest(cluster, client)
             assert metadata.nodes[first].state.value == "left"
@@ -200,10 +203,10 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
             assert metadata.placements == before
             assert stored_mutations(cluster, "replica4") == 0
             # Nothing is left to resume: a clear refusal.
-            with pytest.raises(grpc.aio.AioRpcError) as nothing:
-                await cluster.operation("replica4", "BootstrapResume")
-            assert nothing.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "no topology operation in progress" in (nothing.value.details() or "")
+            with pytest.raises(EpochalError) as nothing:
+                await cluster.operation("replica4", BootstrapResume())
+            assert code_of(nothing.value) == grpc.StatusCode.FAILED_PRECONDITION
+            assert "no topology operation in progress" in nothing.value.message
             # The lock is released: the other node now joins.
             status = await cluster.bootstrap(fifth.name, num_tokens=4)
             assert status.state == "finished", status

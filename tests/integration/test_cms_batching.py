@@ -50,7 +50,7 @@ def test_commits_spread_over_the_linger_window_share_one_slot(tmp_path: Path) ->
                 await until_logged(queued, cluster.members.values(), timeout_s=30)
             epochs = [committed.epoch for committed in await asyncio.gather(*commits)]
             log = await sdk.fetch_log(since_epoch=min(epochs) - 1)
-        slot_of = {entry.entry_id: entry.slot for entry in log.entries}
+        slot_of = {entry.entry_id: entry.slot for entry in log.records}
         return [slot_of[name] for name in names]
 
     slots = run(cluster, scenario, 120)

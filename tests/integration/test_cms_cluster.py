@@ -360,7 +360,7 @@ def test_watch_fetch_log_and_spans(tmp_path: Path) -> None:
 
             async def watch() -> None:
                 async for event in sdk.watch(since_epoch=0, member=1):
-                    seen.extend(e.epoch for e in event.entries)
+                    seen.extend(e.epoch for e in event.records)
                     if seen and seen[-1] >= 12:
                         return
 
@@ -375,13 +375,13 @@ def test_watch_fetch_log_and_spans(tmp_path: Path) -> None:
                 await sdk.commit(create_table("watched", f"u{step}"))
             latest = await converge(local)
             far = await sdk.fetch_log(since_epoch=0)
-            assert far.HasField("snapshot"), "a caller 20+ epochs behind should get a snapshot"
-            snapshot_epoch = far.snapshot.metadata.epoch
+            assert far.snapshot is not None, "a caller 20+ epochs behind should get a snapshot"
+            snapshot_epoch = far.snapshot.epoch
             assert 0 < snapshot_epoch <= latest
-            assert [e.epoch for e in far.entries] == list(range(snapshot_epoch + 1, latest + 1))
+            assert [e.epoch for e in far.records] == list(range(snapshot_epoch + 1, latest + 1))
             near = await sdk.fetch_log(since_epoch=latest - 3)
-            assert not near.HasField("snapshot")
-            assert [e.epoch for e in near.entries] == [latest - 2, latest - 1, latest]
+            assert near.snapshot is None
+            assert [e.epoch for e in near.records] == [latest - 2, latest - 1, latest]
             described = await sdk.describe()
             assert snapshot_epoch in described.snapshot_epochs
 

@@ -12,10 +12,9 @@ import pytest
 
 from epochal.cms.storage import LogEntryRow
 from epochal.cms_admin import add_voter, remove_voter
-from epochal.cms_client import CMSClient
+from epochal.cms_client import CMSClient, CMSView
 from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import StartAddToCMS
-from epochal.wire.v1 import cms_pb2
 from tests.harness import FAST_ELECTIONS, Committers, converge, read_log, run, until
 
 pytestmark = pytest.mark.integration
@@ -28,7 +27,7 @@ async def roles(cluster: LocalCMS, member_id: str, since_epoch: int = 0) -> dict
     """The roles in ``member_id``'s view once it has applied ``since_epoch``: a change is
     acknowledged by one member before every other member has applied it."""
 
-    async def applied() -> cms_pb2.DescribeResponse | None:
+    async def applied() -> CMSView | None:
         described = await cluster.describe(member_id)
         return described if described.epoch >= since_epoch else None
 

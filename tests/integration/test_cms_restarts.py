@@ -21,6 +21,7 @@ import pytest
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cms import LocalCMS
 from epochal.status import Operation, Retry, retry_for
+from epochal.wire.log import LogRecord
 from epochal.wire.v1 import cms_pb2
 from tests.harness import (
     GRACE_S,
@@ -39,7 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 HOLD_START_MS = 5000
 
 
-async def whole_log(cms: LocalCMS, up_to: int) -> list[cms_pb2.LogEntry]:
+async def whole_log(cms: LocalCMS, up_to: int) -> list[LogRecord]:
     """Every entry up to epoch ``up_to`` at least, past the snapshots, from a member that holds
     the whole log once it has applied that far (a member that was restarted last may still be
     catching up)."""

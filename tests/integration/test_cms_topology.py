@@ -24,7 +24,6 @@ from epochal.tcm import (
     Step,
 )
 from epochal.tcm.placement import Placement
-from epochal.wire.metadata import transformation_from_proto
 from tests.harness import FAST_ELECTIONS, converge, run
 
 pytestmark = pytest.mark.integration
@@ -114,9 +113,10 @@ async def replayed(cms: CMSClient, member: int) -> ClusterMetadata:
     metadata = ClusterMetadata.empty()
     while True:
         page = await cms.fetch_log(since_epoch=metadata.epoch, member=member)
-        assert not page.HasField("snapshot")
-        for entry in page.entries:
-            metadata = transformation_from_proto(entry.transformation).execute(metadata)
+        assert page.snapshot is None
+        for entry in page.records:
+            assert entry.transformation is not None, entry.problem
+            metadata = entry.transformation.execute(metadata)
             assert metadata.epoch == entry.epoch
         if not page.has_more:
             return metadata

@@ -99,7 +99,7 @@ def test_two_joins_on_opposite_sides_of_the_ring_run_at_once_and_lose_nothing(
 
             async def both_held_mid_stream() -> bool:
                 assert not joins.done(), joins
-                states = [await cluster.operation(name, "Status") for name in joining]
+                states = [await cluster.status(name) for name in joining]
                 return all(s.state == "streaming" and s.streamed_cells > 0 for s in states)
 
             await until("both joins streaming", both_held_mid_stream)
@@ -206,7 +206,7 @@ async def a_datacenter_down_holds_the_join_at_each_quorum(cluster: LocalCluster)
         return await cluster.metric(joining, WAITING) == 1
 
     await until("the barrier waits at its minimum", waiting)
-    status = await cluster.operation(joining, "Status")
+    status = await cluster.status(joining)
     assert (status.state, status.step, status.barrier_level) == (
         "waiting_for_barrier",
         "prepare",

@@ -26,12 +26,22 @@ from pathlib import Path
 import grpc
 import pytest
 
+from epochal.admin import (
+    Bootstrap,
+    Decommission,
+    DecommissionAbort,
+    Move,
+    OperationRequest,
+    OperationStatus,
+    Replace,
+)
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
+from epochal.errors import EpochalError
 from epochal.replica.operations import owned_ranges
+from epochal.status import code_of
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.movements import movements
-from epochal.wire.v1 import replica_pb2
 from tests.harness import (
     HOLD_MS,
     QuorumWriters,
@@ -159,20 +169,17 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
             writers = QuorumWriters(client, list(KEYSPACES), seq=1)
             order = writers.acknowledged  # acknowledged writes, in order
 
-            async def under_writes(
-                name: str, method: str, request: object | None = None
-            ) -> replica_pb2.OperationStatus:
+            async def under_writes(name: str, request: OperationRequest) -> OperationStatus:
                 """Run the operation with every stream held until writes into the ranges it
                 moves were acknowledged between its START and its FINISH, then let it go."""
+                method = type(request).__name__
                 live = [n for n, r in cluster.nodes.items() if r.running]
                 for node in live:
                     await cluster.set_hooks(node, stream_delay_ms=HOLD_MS)
-                running = asyncio.ensure_future(
-                    cluster.operation(name, method, request, timeout_s=240)
-                )
+                running = asyncio.ensure_future(cluster.operation(name, request, timeout_s=240))
 
-                async def streaming() -> replica_pb2.OperationStatus | None:
-                    status = await cluster.operation(name, "Status")
+                async def streaming() -> OperationStatus | None:
+                    status = await cluster.status(name)
                     assert status.state == "streaming" or not running.done(), (method, status)
                     return status if status.state == "streaming" else None
 
@@ -204,23 +211,17 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
             writers.start()
             try:
                 await writers.more(WRITES_BEFORE)
-                await under_writes(
-                    "replica4", "Bootstrap", replica_pb2.BootstrapRequest(num_tokens=4)
-                )
-                left = await under_writes("replica2", "Decommission")
+                await under_writes("replica4", Bootstrap(num_tokens=4))
+                left = await under_writes("replica2", Decommission())
                 assert left.streamed_cells > 0, left  # the receivers pulled from it
                 cluster.stop_replica("replica2")
 
-                with pytest.raises(grpc.aio.AioRpcError) as alive:  # replace is for the dead
-                    await cluster.operation(
-                        "replica5", "Replace", replica_pb2.ReplaceRequest(replaced=ids["replica3"])
-                    )
-                assert alive.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-                assert f"{ids['replica3']} is alive" in (alive.value.details() or "")
+                with pytest.raises(EpochalError) as alive:  # replace is for the dead
+                    await cluster.operation("replica5", Replace(replaced=ids["replica3"]))
+                assert code_of(alive.value) == grpc.StatusCode.FAILED_PRECONDITION
+                assert f"{ids['replica3']} is alive" in alive.value.message
                 cluster.kill_replica("replica3")  # SIGKILL
-                replaced = await under_writes(
-                    "replica5", "Replace", replica_pb2.ReplaceRequest(replaced=ids["replica3"])
-                )
+                replaced = await under_writes("replica5", Replace(replaced=ids["replica3"]))
                 assert replaced.streamed_cells > 0, replaced
 
                 metadata = await latest(cluster, client)
@@ -232,7 +233,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
                     token = rng.randrange(-(2**62), 2**62)
                     if token not in owned:
                         new.add(token)
-                await under_writes("replica1", "Move", replica_pb2.MoveRequest(tokens=sorted(new)))
+                await under_writes("replica1", Move(tokens=tuple(sorted(new))))
                 # Writes under the final placements too: acknowledged once every replica has them.
                 await cluster.wait_for_epoch((await latest(cluster, client)).epoch)
                 await writers.more(WRITES_AFTER)
@@ -268,7 +269,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
             # Cleanup: each replica then holds exactly the ranges its placement gives it.
             removed = 0
             for name in final:
-                removed += (await cluster.operation(name, "Cleanup")).removed
+                removed += (await cluster.cleanup(name)).removed
             assert removed > 0  # the moves left data behind that cleanup deleted
             metadata = await latest(cluster, client)
             for name in final:
@@ -302,18 +303,18 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
             # Decommission, held mid-stream, then aborted.
             for name in cluster.nodes:
                 await cluster.set_hooks(name, stream_delay_ms=HOLD_MS)
-            leaving = asyncio.ensure_future(cluster.operation("replica4", "Decommission"))
+            leaving = asyncio.ensure_future(cluster.operation("replica4", Decommission()))
             others = ["replica1", "replica2", "replica3"]
 
             async def pulled() -> bool:
                 return sum([await cluster.metric(n, "streamed_in_cells_total") for n in others]) > 0
 
             await until("a receiver pulls part of replica4's ranges", pulled)
-            status = await cluster.operation("replica4", "DecommissionAbort")
+            status = await cluster.operation("replica4", DecommissionAbort())
             assert status.state == "aborted", status
-            with pytest.raises(grpc.aio.AioRpcError) as stopped:
+            with pytest.raises(EpochalError) as stopped:
                 await leaving
-            assert stopped.value.code() == grpc.StatusCode.ABORTED
+            assert code_of(stopped.value) == grpc.StatusCode.ABORTED
             for name in cluster.nodes:
                 await cluster.set_hooks(name, stream_delay_ms=0)
             metadata = await latest(cluster, client)
@@ -342,7 +343,7 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
             rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica3"])
             assert rc == 0, (rc, out, err)
             assert "remove (step finish, finished)" in out, out
-            removed = await cluster.operation("replica1", "Status")
+            removed = await cluster.status("replica1")
             assert removed.state == "finished", removed
             assert removed.node_id == ids["replica3"] and removed.kind == "remove", removed
             assert removed.streamed_cells > 0, removed

@@ -4,38 +4,51 @@ from __future__ import annotations
 
 import pytest
 
+from epochal.admin import (
+    AdminRequest,
+    Bootstrap,
+    BootstrapAbort,
+    BootstrapResume,
+    Cancel,
+    Cleanup,
+    Decommission,
+    DecommissionAbort,
+    Move,
+    OperationStatus,
+    Remove,
+    Replace,
+    Resume,
+    Status,
+)
 from epochal.cli import call_for, describe, parser, progress_line
-from epochal.wire.v1 import replica_pb2 as pb
 
 
-def asked(*argv: str) -> tuple[str, object]:
+def asked(*argv: str) -> AdminRequest:
     return call_for(parser().parse_args(["--replica", "127.0.0.1:1", *argv]))
 
 
 @pytest.mark.parametrize(
-    ("argv", "method", "request_"),
+    ("argv", "request_"),
     [
-        (["status"], "Status", pb.OperationRequest()),
-        (["bootstrap"], "Bootstrap", pb.BootstrapRequest()),
-        (["bootstrap", "--num-tokens", "8"], "Bootstrap", pb.BootstrapRequest(num_tokens=8)),
-        (["bootstrap", "--tokens", "-5", "7"], "Bootstrap", pb.BootstrapRequest(tokens=[-5, 7])),
-        (["bootstrap", "resume"], "BootstrapResume", pb.OperationRequest()),
-        (["bootstrap", "abort"], "BootstrapAbort", pb.OperationRequest()),
-        (["decommission"], "Decommission", pb.OperationRequest()),
-        (["decommission", "abort"], "DecommissionAbort", pb.OperationRequest()),
-        (["removenode", "node-3"], "Remove", pb.OperationRequest(node_id="node-3")),
-        (["replace", "node-3"], "Replace", pb.ReplaceRequest(replaced="node-3")),
-        (["move", "1", "-2"], "Move", pb.MoveRequest(tokens=[1, -2])),
-        (["resume"], "Resume", pb.OperationRequest()),
-        (["resume", "node-3"], "Resume", pb.OperationRequest(node_id="node-3")),
-        (["cancel", "node-3"], "Cancel", pb.OperationRequest(node_id="node-3")),
-        (["cleanup"], "Cleanup", pb.OperationRequest()),
+        (["status"], Status()),
+        (["bootstrap"], Bootstrap()),
+        (["bootstrap", "--num-tokens", "8"], Bootstrap(num_tokens=8)),
+        (["bootstrap", "--tokens", "-5", "7"], Bootstrap(tokens=(-5, 7))),
+        (["bootstrap", "resume"], BootstrapResume()),
+        (["bootstrap", "abort"], BootstrapAbort()),
+        (["decommission"], Decommission()),
+        (["decommission", "abort"], DecommissionAbort()),
+        (["removenode", "node-3"], Remove(node_id="node-3")),
+        (["replace", "node-3"], Replace(replaced="node-3")),
+        (["move", "1", "-2"], Move(tokens=(1, -2))),
+        (["resume"], Resume()),
+        (["resume", "node-3"], Resume(node_id="node-3")),
+        (["cancel", "node-3"], Cancel(node_id="node-3")),
+        (["cleanup"], Cleanup()),
     ],
 )
-def test_each_command_calls_its_admin_method(
-    argv: list[str], method: str, request_: object
-) -> None:
-    assert asked(*argv) == (method, request_)
+def test_each_command_calls_its_admin_method(argv: list[str], request_: AdminRequest) -> None:
+    assert asked(*argv) == request_
 
 
 @pytest.mark.parametrize("argv", [[], ["move"], ["replace"], ["bootstrap", "again"], ["fly"]])
@@ -46,7 +59,7 @@ def test_a_malformed_command_line_is_refused(argv: list[str]) -> None:
 
 
 def test_the_status_shows_progress_and_the_failure() -> None:
-    status = pb.OperationStatus(
+    status = OperationStatus(
         node_id="node-4",
         kind="join",
         step="start",
@@ -63,5 +76,5 @@ def test_the_status_shows_progress_and_the_failure() -> None:
     assert line == "join of node-4: start done, streaming, 3/8 ranges, 2.5 MB, ETA 12 s"
     shown = describe(status)
     assert "3/8 ranges, 2.5 MB" in shown and "reconciled  5 log entries" in shown
-    failed = describe(pb.OperationStatus(node_id="node-4", state="failed", message="why"))
+    failed = describe(OperationStatus(node_id="node-4", state="failed", message="why"))
     assert "message     why" in failed and "operation   - (step -, failed)" in failed

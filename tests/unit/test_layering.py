@@ -23,10 +23,8 @@ SOURCES = [ROOT / "libs", ROOT / "services"]
 FORBIDDEN_IN_CORES = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", "random")
 
 PROTOBUF_EDGES = {
-    "libs/devcluster/cluster.py",  # a harness: joins nodes and probes them over the wire
-    "libs/devcluster/cms.py",
-    "libs/epochal/cli.py",  # its commands are ReplicaAdmin requests (tests/unit/test_cli.py)
-    "libs/epochal/cms_client.py",  # the SDK's transport: to the CMS,
+    "libs/epochal/admin_encoding.py",  # the SDK's transport: a replica's admin calls,
+    "libs/epochal/cms_client.py",  # to the CMS,
     "libs/epochal/encoding.py",  # the SDK's requests and replies,
     "libs/epochal/sessions.py",  # and its streams to replicas
     "services/cms/codec.py",

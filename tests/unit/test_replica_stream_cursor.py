@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from epochal.admin import OperationStatus
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.ids import MAX_SEQUENCE, MAX_U32
@@ -27,7 +28,6 @@ from epochal.replica.codec import (
     range_request_to_proto,
 )
 from epochal.replica.model import Cell
-from epochal.replica.operation_status import OperationStatus
 from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_encoding import decode_cursor, encode_cursor
 from epochal.replica.stream_values import (

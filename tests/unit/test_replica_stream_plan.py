@@ -211,7 +211,7 @@ def test_the_guard_is_open_only_while_the_sequence_is_at_start_and_not_cancellin
     assert "is not at its START step" in (at_start(cluster.md, e, prepared) or "")
 
 
-PURE_MODULES = ("stream_plan", "stream_values", "stream_encoding", "operation_status")
+PURE_MODULES = ("stream_plan", "stream_values", "stream_encoding")
 NOT_PURE = ("asyncio", "grpc", "sqlalchemy", "opentelemetry", "time", "random", "google")
 
 
