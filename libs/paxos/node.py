@@ -22,13 +22,10 @@ so the shell says what it did. ``advance(ready)`` acknowledges one Ready perform
 Readies are advanced in the order they were taken. A shell may take the next Ready before the
 last one is advanced — the CMS queues the writes of every Ready of one loop step and makes them
 durable in one transaction, applying what they delivered a step later; the simulator's disk
-completes each write after a delay. A Ready may wait for a slow disk, but not forever:
-``take_ready`` raises ReadyProtocolError, naming the oldest Ready's work, once
-``max_unadvanced_readies`` are taken and not advanced and the oldest has waited
-``unadvanced_ready_timeout_ms`` (a disk stall under load makes many Readies wait, a forgotten one
-makes them wait for ever). So a shell that drops a Ready (its write, its replies, its applies, or
-the acknowledgement) fails loudly rather than leaving a leader without votes or a log without
-its next slot. ``advance`` raises
+completes each write after a delay — but at most ``max_unadvanced_readies`` at once:
+``take_ready`` beyond that raises ReadyProtocolError naming the oldest Ready's work. So a shell
+that drops a Ready (its write, its replies, its applies, or the acknowledgement) fails loudly
+rather than leaving a leader without votes or a log without its next slot. ``advance`` raises
 the same error for a Ready out of order or one whose chosen slots were not reported applied.
 Besides the Readies, the shell reports its own state when it changes: ``applied(up_to,
 membership)`` after applying chosen slots (a leader proposes nothing whose voters it does not
@@ -264,7 +261,6 @@ class PaxosNode:
         self._taken_through = chosen_up_to
         # Readies taken and not yet advanced by the shell, oldest first.
         self._unadvanced: deque[Ready] = deque()
-        self._taken_ms: deque[float] = deque()  # when each of _unadvanced was taken
         # Every slot up to here is applied by the shell and ``membership`` holds the
         # configurations those slots made: voters are known through _applied_through + α.
         self._applied_through = chosen_up_to
@@ -341,19 +337,12 @@ class PaxosNode:
 
     def take_ready(self) -> Ready:
         """The work left by the calls since the last one (see "The shell's side" above).
-        Raises ReadyProtocolError when ``max_unadvanced_readies`` are taken and not advanced
-        and the oldest has waited ``unadvanced_ready_timeout_ms``."""
+        Raises ReadyProtocolError when ``max_unadvanced_readies`` are taken and not advanced."""
         limit = self.settings.max_unadvanced_readies
-        waited_ms = self._now_ms - self._taken_ms[0] if self._taken_ms else 0
-        if (
-            len(self._unadvanced) >= limit
-            and waited_ms >= self.settings.unadvanced_ready_timeout_ms
-        ):
+        if len(self._unadvanced) >= limit:
             raise ReadyProtocolError(
                 f"{self.node_id}: {len(self._unadvanced)} Readies taken and not advanced "
-                f"(max_unadvanced_readies={limit}), the oldest for {waited_ms:.0f} ms "
-                f"(unadvanced_ready_timeout_ms={self.settings.unadvanced_ready_timeout_ms}). "
-                "A shell performs each Ready — sends its "
+                f"(max_unadvanced_readies={limit}). A shell performs each Ready — sends its "
                 "messages, makes persist_promise and persist_accepted durable, then sends "
                 "messages_after_persist, applies chosen — and then calls advance(ready), in "
                 f"the order taken. The oldest asks to {self._unadvanced[0].obligations()}"
@@ -365,7 +354,6 @@ class PaxosNode:
         if ready.chosen:
             self._taken_through = ready.chosen[-1].slot
         self._unadvanced.append(ready)
-        self._taken_ms.append(self._now_ms)
         return ready
 
     def advance(self, ready: Ready) -> None:
@@ -389,7 +377,6 @@ class PaxosNode:
                 f"(told with applied) only through {self._applied_through}"
             )
         self._unadvanced.popleft()
-        self._taken_ms.popleft()
 
     # ------------------------------------------------------------------ inputs
 

@@ -41,12 +41,8 @@ class PaxosSettings:
     # Readies the shell may have taken and not yet advanced (node.py, "The shell's side"): it
     # may take the next Ready while a write is in flight, but one it forgot fails loudly here
     # instead of stalling the member. A shell that performs each Ready before the next needs 1;
-    # the CMS's loop reached 14 under the batching tests and 8 under bench/cms_commit.py at 128
-    # clients, the simulator's slow disk 18. Past the count it fails only once the oldest has
-    # waited the timeout too: a disk stall under load holds many Readies for a while, which is
-    # not a bug (0: fail at the count, for shells that perform each Ready at once).
+    # the CMS's loop reached 14 under the batching tests, the simulator's slow disk 18.
     max_unadvanced_readies: int = 256
-    unadvanced_ready_timeout_ms: int = 10_000
     planted_bugs: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -64,11 +60,6 @@ class PaxosSettings:
         for name, value in positive.items():
             if value <= 0:
                 raise ValueError(f"PaxosSettings.{name} must be > 0, got {value}")
-        if self.unadvanced_ready_timeout_ms < 0:
-            raise ValueError(
-                "PaxosSettings.unadvanced_ready_timeout_ms must be >= 0, "
-                f"got {self.unadvanced_ready_timeout_ms}"
-            )
         if self.heartbeat_interval_ms * 2 > self.election_timeout_ms:
             raise ValueError(
                 "PaxosSettings.election_timeout_ms must be at least twice heartbeat_interval_ms "

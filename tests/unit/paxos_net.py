@@ -23,7 +23,6 @@ SETTINGS = PaxosSettings(
     election_timeout_ms=100,
     retransmit_interval_ms=20,
     max_unadvanced_readies=1,  # these shells perform each Ready before taking the next
-    unadvanced_ready_timeout_ms=0,
 )
 
 
