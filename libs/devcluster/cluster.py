@@ -198,7 +198,7 @@ class LocalCluster:
         async with self.admin(name) as admin:
             return await admin.run(request, timeout_s=timeout_s)
 
-    async def status(self, name: str, timeout_s: float = 5.0) -> OperationStatus:
+    async def status(self, name: str, timeout_s: float = 120.0) -> OperationStatus:
         """What the replica's topology operation is doing."""
         async with self.admin(name) as admin:
             return await admin.status(timeout_s=timeout_s)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperationStatus:
     """What ``ReplicaAdmin.Status`` (and every operation's answer) says about the topology
-    operation this node drives. The replica names every field; a field left out is the wire's
-    default (nothing recorded)."""
+    operation this node drives. The replica names every field; a field left out means nothing
+    recorded (the wire's default, but for ``eta_s``: unknown)."""
 
     node_id: str = ""  # the node whose sequence it is
     epoch: int = 0  # this node's

@@ -200,8 +200,8 @@ async def run(
                         admin, admin.run(request, timeout_s=args.timeout_s), args, err
                     )
         except EpochalError as error:
-            said = "" if error.message == error.status else f": {error.message}"
-            err(f"epochal {args.command}: {error.status}{said}")
+            said = "" if error.message == error.status else error.message  # none given
+            err(f"epochal {args.command}: {error.status}: {said}")
             return 2 if code_of(error) in REFUSED else 1
     if isinstance(reply, CleanupResult):
         out(f"removed {reply.removed} cells and log entries (owners as of epoch {reply.epoch})")

@@ -28,11 +28,12 @@ from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import LogPage, fetch_response, watch_event
-from epochal.wire.metadata import transformation_to_proto
+from epochal.wire.metadata import MalformedInput, transformation_to_proto
 from epochal.wire.paxos import ballot_from_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 Reply = TypeVar("Reply")
+Answer = TypeVar("Answer")
 
 
 def commit_policy(*, attempt_timeout_s: float, total_timeout_s: float) -> retry.RetryPolicy:
@@ -171,21 +172,10 @@ class CMSClient:
 
     async def describe(self, member: int | None = None) -> CMSView:
         """Describe ``member``, or (None) the first member that answers, in rotation."""
-        described = await self._read(
+        return await self._read(
             member,
             lambda stub, timeout_s: stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s),
-        )
-        return CMSView(
-            member_id=described.member_id,
-            epoch=described.epoch,
-            leader_id=described.leader_id,
-            members=tuple(MemberView(m.member_id, m.address, m.role) for m in described.members),
-            ready=described.ready,
-            log_complete=described.log_complete,
-            snapshot_epochs=tuple(described.snapshot_epochs),
-            ballot=ballot_from_proto(described.ballot),
-            applied_slot=described.applied_slot,
-            snapshots_installed=described.snapshots_installed,
+            _view,
         )
 
     async def fetch_log(
@@ -206,18 +196,21 @@ class CMSClient:
         request = cms_pb2.FetchLogRequest(
             since_epoch=since_epoch, max_entries=max_entries, entries_only=entries_only
         )
-        response = await self._read(
-            member, lambda stub, timeout_s: stub.FetchLog(request, timeout=timeout_s)
+        return await self._read(
+            member,
+            lambda stub, timeout_s: stub.FetchLog(request, timeout=timeout_s),
+            fetch_response,
         )
-        return fetch_response(response)
 
     async def _read(
         self,
         member: int | None,
-        call: Callable[[cms_pb2_grpc.CMSStub, float], Awaitable[Reply]],
+        call: Callable[[cms_pb2_grpc.CMSStub, float], Awaitable[Answer]],
+        decode: Callable[[Answer], Reply],
     ) -> Reply:
-        """``call`` on ``member``, or (None) on each member in turn until one answers or a
-        failure is not worth retrying (the retry policy)."""
+        """``call`` on ``member``, or (None) on each member in turn until one answers what
+        decodes or a failure is not worth retrying (the retry policy). An answer that does not
+        decode is the member's failure (Unavailable): the next member is asked."""
         candidates = (
             [member]
             if member is not None
@@ -226,10 +219,12 @@ class CMSClient:
         policy = read_policy(attempt_timeout_s=self.attempt_timeout_s, members=len(candidates))
 
         async def attempt(current: retry.Attempt) -> Reply:
+            asked = candidates[current.number - 1]
             try:
-                return await call(self._stubs[candidates[current.number - 1]], current.timeout_s)
+                answer = await call(self._stubs[asked], current.timeout_s)
             except grpc.aio.AioRpcError as error:
                 raise from_rpc_error(error) from None
+            return _decoded(answer, decode, asked)
 
         def next_member(_: EpochalError) -> None:
             if member is None:
@@ -246,8 +241,31 @@ class CMSClient:
         call = stub.Watch(cms_pb2.WatchRequest(since_epoch=since_epoch))
         try:
             async for event in call:
-                yield watch_event(event)
+                yield _decoded(event, watch_event, self._next if member is None else member)
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from None
         finally:
             call.cancel()
+
+
+def _view(described: cms_pb2.DescribeResponse) -> CMSView:
+    return CMSView(
+        member_id=described.member_id,
+        epoch=described.epoch,
+        leader_id=described.leader_id,
+        members=tuple(MemberView(m.member_id, m.address, m.role) for m in described.members),
+        ready=described.ready,
+        log_complete=described.log_complete,
+        snapshot_epochs=tuple(described.snapshot_epochs),
+        ballot=ballot_from_proto(described.ballot),
+        applied_slot=described.applied_slot,
+        snapshots_installed=described.snapshots_installed,
+    )
+
+
+def _decoded(answer: Answer, decode: Callable[[Answer], Reply], member: int) -> Reply:
+    """``decode(answer)``; an answer that does not decode raises Unavailable naming the member."""
+    try:
+        return decode(answer)
+    except (MalformedInput, ValueError) as error:
+        raise Unavailable(f"CMS member {member} answered what does not decode: {error}") from None

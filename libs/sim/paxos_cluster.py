@@ -412,6 +412,9 @@ class PaxosCluster:
             # A third of the seeds give acceptors the smallest windows allowed, so that votes
             # at the window's edge, and crashes that lose applied state, meet.
             accept_window_slots=rng.choice([self.alpha + 4, self.alpha + 6, 1 << 14]),
+            # The slow disk holds at most 18 Readies in flight over 2,000 seeds: a shell that
+            # forgets to advance one reaches this within a run (256 it may never reach).
+            max_unadvanced_readies=64,
             planted_bugs=planted_bugs,
         )
         self.tick_ms = 5

@@ -49,6 +49,16 @@ def test_ci_seeds_catch_a_planted_bug(bug: str) -> None:
     assert caught, f"no CI seed catches the planted bug {bug!r}"
 
 
+def test_a_shell_that_never_advances_a_ready_fails_the_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator's bound on Readies in flight is low enough to catch a forgetful shell."""
+    monkeypatch.setattr(PaxosNode, "advance", lambda node, ready: None)
+    results, _ = run_many(range(5), frozenset())
+    assert results and all(not r.ok for r in results)
+    assert all("Readies taken and not advanced" in (r.failure or "") for r in results), results
+
+
 def test_a_core_assertion_fails_the_seed_and_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(node: PaxosNode, message: Message) -> bool:
         raise AssertionError("planted")

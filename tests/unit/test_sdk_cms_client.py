@@ -15,8 +15,9 @@ import pytest
 from epochal.cms.codec import describe_to_proto
 from epochal.cms.member import MemberDescription
 from epochal.cms_client import CMSClient, CMSView, MemberView
-from epochal.errors import Rejected
+from epochal.errors import Rejected, Unavailable
 from epochal.paxos import Ballot
+from epochal.paxos.ballot import MAX_ROUND
 from epochal.status import code_of
 from epochal.tcm import (
     ClusterMetadata,
@@ -148,5 +149,39 @@ def test_describe_fetch_log_and_watch_answer_domain_values() -> None:
                 await cms.commit(LOG[1])
         assert code_of(refused.value) is grpc.StatusCode.FAILED_PRECONDITION
         assert refused.value.message == "keyspace ks0 exists"
+
+    asyncio.run(scenario())
+
+
+class GarbledMember(FakeMember):
+    """Answers what does not decode: a ballot past what a member can hold, a snapshot that is
+    not metadata."""
+
+    async def Describe(
+        self, request: cms_pb2.DescribeRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.DescribeResponse:
+        described = await super().Describe(request, context)
+        described.ballot.round = MAX_ROUND + 1
+        return described
+
+    async def FetchLog(
+        self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
+    ) -> cms_pb2.FetchLogResponse:
+        answer = await super().FetchLog(request, context)
+        answer.snapshot.metadata.keyspaces.add(name="ks")  # no replication: not a keyspace
+        return answer
+
+
+def test_an_answer_that_does_not_decode_is_the_members_failure_not_a_crash() -> None:
+    """Undecodable answers raise Unavailable (the error family, retried at the next member),
+    naming the member, instead of a ValueError no caller of the SDK expects."""
+
+    async def scenario() -> None:
+        member = serving(GarbledMember(), cms_pb2_grpc.add_CMSServicer_to_server)
+        async with member as address, CMSClient([address]) as cms:
+            with pytest.raises(Unavailable, match="CMS member 0 answered what does not decode"):
+                await cms.describe()
+            with pytest.raises(Unavailable, match=r"keyspace ks\.replication"):
+                await cms.fetch_log(0)
 
     asyncio.run(scenario())
