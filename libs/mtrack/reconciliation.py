@@ -17,7 +17,7 @@ groups (pending ones included):
 2. *Choose t* (``reconciliation_time``): the lowest HLC the replicas report, minus the write
    timeout (a write in flight may still carry an id that old), minus a slack of at least the
    largest clock skew a replica accepts; never below the range's fence (fences never go down).
-3. *Fence* every replica at *t* (``epochal.mtrack.fences``): after that no id below *t* appears.
+3. *Fence* every replica at *t* (``epochal.mtrack.marks``): after that no id below *t* appears.
 4. *Collect* the summaries below *t* and deliver what is missing, as in 1.
 5. *Advance the low bound* to *t* on every replica, carrying the digests of the ids in
    ``[old bound, t)`` every replica now holds (``agreed_digests``): a replica whose own differ

@@ -1,0 +1,91 @@
+"""Rising HLC marks per token range — the reconciliation fences and low bounds of one keyspace
+at one replica. Pure.
+
+Theory of operation. A reconciliation round of a range picks a time *t*, fences every replica
+of the range at *t* (from then on a write whose id's HLC is below *t* is refused for that range;
+the coordinator retries with a fresh id), and, once every replica holds every id below *t*,
+advances the range's low bound to *t* (below it a replica deletes its log entries). Both marks
+only rise, and both must stay true while ranges split and merge, which the rounds do not see:
+
+* *Fences* answer for a **range** (``of``): the highest mark of the pieces it intersects. A range
+  split from a fenced range inherits the fence, and a merged range takes the maximum of what it
+  merged — an id below the higher fence may already be collected on the side that had it.
+* *Low bounds* answer for a **token** (``at``): the highest mark of the pieces that contain it.
+  A piece ``(range, t)`` says every id of the range below *t* was on every replica, so that holds
+  for each of its tokens whatever the range became; a merged range keeps each side's bound per
+  token (the maximum over the range would drop ids of the lower side that were never
+  reconciled).
+
+``RangeMarks`` keeps the pieces as the rounds named them, each ``(range, t)``. ``raised`` adds a
+piece and forgets the pieces it covers with a lower or equal mark (both answers unchanged), so
+the pieces stay as many as the ranges marked at different times, never more. A mark never goes
+down: raising a range to less than it has changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from epochal.mtrack.hlc import MAX_HLC
+from epochal.tcm.tokens import TokenRange
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    range: TokenRange
+    hlc: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.hlc <= MAX_HLC:
+            raise ValueError(f"a mark is an HLC in 0..2^63-1, got {self.hlc}")
+
+
+@dataclass(frozen=True, slots=True)
+class RangeMarks:
+    pieces: tuple[Mark, ...] = ()
+
+    @classmethod
+    def of_pieces(cls, pieces: Iterable[Mark]) -> RangeMarks:
+        """The marks as stored, piece by piece, in any order."""
+        marks = cls()
+        for piece in sorted(pieces, key=lambda p: p.hlc):
+            marks = marks.raised(piece.range, piece.hlc)
+        return marks
+
+    def of(self, token_range: TokenRange) -> int:
+        """A fence's answer for ``token_range``: the highest of the pieces it intersects (0:
+        none)."""
+        return max((p.hlc for p in self.pieces if p.range.intersects(token_range)), default=0)
+
+    def admits(self, token_range: TokenRange, hlc: int) -> bool:
+        """As fences: whether a write whose id has ``hlc`` may be admitted to the log of
+        ``token_range``, the range that holds its token now — not below the range's fence."""
+        return hlc >= self.of(token_range)
+
+    def at(self, token: int) -> int:
+        """A low bound's answer for ``token``: the highest of the pieces containing it (0:
+        none)."""
+        return max((p.hlc for p in self.pieces if p.range.contains(token)), default=0)
+
+    def raised(self, token_range: TokenRange, hlc: int) -> RangeMarks:
+        """These marks with ``token_range`` marked at ``hlc`` (where it has less)."""
+        if hlc <= self.of(token_range) and any(
+            covers(p.range, token_range) for p in self.pieces if p.hlc >= hlc
+        ):
+            return self  # a piece at least as high covers it already
+        kept = tuple(p for p in self.pieces if not (p.hlc <= hlc and covers(token_range, p.range)))
+        return RangeMarks((*kept, Mark(token_range, hlc)))
+
+
+def covers(outer: TokenRange, inner: TokenRange) -> bool:
+    """Whether every token of ``inner`` is in ``outer``."""
+    outer_pieces = sorted(outer.pieces())
+    for left, right in inner.pieces():
+        reached = left  # (left, reached] is covered
+        for o_left, o_right in outer_pieces:
+            if o_left <= reached < o_right:
+                reached = o_right
+        if reached < right:
+            return False
+    return True
