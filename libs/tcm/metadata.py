@@ -15,6 +15,7 @@ from epochal.tcm.placement import Placement
 from epochal.tcm.replication import Location, TokenMap
 from epochal.tcm.schema import Keyspace, ReplicationParams, frozen_map
 from epochal.tcm.sequences import InProgressSequence
+from epochal.tcm.tokens import TokenRange
 
 Epoch = int
 EMPTY_EPOCH: Epoch = 0
@@ -87,3 +88,14 @@ class ClusterMetadata:
             return frozenset()
         index = placement.index_of(token)
         return placement.writes[index] if write else placement.reads[index]
+
+    def token_range(self, keyspace: str, token: int) -> TokenRange | None:
+        """The range of ``keyspace``'s placement that holds ``token`` at this epoch (the whole
+        ring when the ring has one token); None for an unknown keyspace or a ring without
+        tokens."""
+        found = self.keyspaces.get(keyspace)
+        placement = None if found is None else self.placements.get(found.replication)
+        if placement is None or not placement.points:
+            return None
+        index = placement.index_of(token)
+        return TokenRange(placement.points[index - 1], placement.points[index])

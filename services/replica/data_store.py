@@ -100,8 +100,16 @@ class DataStore:
         self, keyspace: str, left: int, right: int, low_bound: int = 0
     ) -> list[MutationId]:
         """Ids of the keyspace's mutations with tokens in ``(left, right]`` (wrapping when
-        ``left >= right``)."""
-        base = "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = ? AND hlc >= ? AND "
+        ``left >= right``), at or above ``low_bound``."""
+        return [i for i, _ in self.range_ids_by_token(keyspace, left, right, low_bound)]
+
+    def range_ids_by_token(
+        self, keyspace: str, left: int, right: int, low_bound: int = 0
+    ) -> list[tuple[MutationId, int]]:
+        """As ``range_ids``, each id with its mutation's token."""
+        base = (
+            "SELECT node, log, seq, hlc, token FROM mutations WHERE keyspace = ? AND hlc >= ? AND "
+        )
         if left < right:
             rows = self._db.query(
                 base + "token > ? AND token <= ?", (keyspace, low_bound, left, right)
@@ -110,7 +118,7 @@ class DataStore:
             rows = self._db.query(
                 base + "(token > ? OR token <= ?)", (keyspace, low_bound, left, right)
             )
-        return _ids(rows)
+        return [(MutationId(node=n, log=g, sequence=q, hlc=h), t) for n, g, q, h, t in rows]
 
     def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:
         """The stored bodies of those of ``ids`` held here."""

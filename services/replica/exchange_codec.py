@@ -27,6 +27,9 @@ OUTCOMES = {
     pb.CLOCK_SKEW: Outcome.CLOCK_SKEW,
     pb.TOO_LARGE: Outcome.TOO_LARGE,
     pb.MALFORMED: Outcome.MALFORMED,
+    pb.FENCED: Outcome.FENCED,
+    pb.SUPERSEDED: Outcome.SUPERSEDED,
+    pb.MISMATCH: Outcome.MISMATCH,
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 

@@ -29,6 +29,7 @@ from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
+from epochal.replica.reconcile_ops import Admission, MarkOp, Refusal
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
@@ -48,6 +49,9 @@ class Outcome(enum.Enum):
     CLOCK_SKEW = "clock_skew"
     TOO_LARGE = "too_large"
     MALFORMED = "malformed"  # no coordinator could have sent it; never stored
+    FENCED = "fenced"  # below the reconciliation fence of its range: retry with a fresh id
+    SUPERSEDED = "superseded"  # a reconciler lease token below the highest seen
+    MISMATCH = "mismatch"  # own ids differ from a low bound's agreed digests
 
 
 # What another node may send: its coordinator applied its own --max-value-bytes and
@@ -93,6 +97,9 @@ class LocalReplica:
         self.node_id = ""
         self._mutations: list[tuple[Mutation, bytes, bool, asyncio.Future[PeerReply]]] = []
         self._repairs: list[tuple[CellRepair, asyncio.Future[PeerReply]]] = []
+        # The reconciler's operations, each with the number of writes queued before it.
+        self._ops: list[tuple[int, MarkOp, asyncio.Future[PeerReply]]] = []
+        self.admission = Admission(self.storage.reconcile, self.storage.data)
         self._flush_scheduled = False
 
     # ------------------------------------------------------------------ the epoch gate
@@ -251,7 +258,30 @@ class LocalReplica:
         return await future
 
     def _pending(self) -> int:
-        return len(self._mutations) + len(self._repairs)
+        return len(self._mutations) + len(self._repairs) + len(self._ops)
+
+    async def perform(self, epoch: int, op: MarkOp) -> PeerReply:
+        """A reconciler's fence or low bound (``reconcile_ops``), in order with the writes:
+        answered once it is durable, after every write queued before it."""
+        if epoch > self.follower.epoch:
+            await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
+        right = op.range.right
+        metadata = self.follower.metadata
+        replicas = metadata.replica_group(op.keyspace, right, write=True) | (
+            metadata.replica_group(op.keyspace, right, write=False)
+        )
+        if self.node_id not in replicas:
+            return self._refuse(
+                Outcome.NOT_A_REPLICA,
+                f"{self.node_id} does not replicate {op.range} of {op.keyspace!r} at epoch "
+                f"{metadata.epoch}",
+            )
+        if self._pending() >= self.settings.max_pending_applies:
+            return self._overloaded()
+        future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+        self._ops.append((len(self._mutations), op, future))
+        self._schedule_flush()
+        return await future
 
     def _overloaded(self) -> PeerReply:
         self.metrics.overloaded.labels("replica").inc()
@@ -270,18 +300,62 @@ class LocalReplica:
     def _flush(self) -> None:
         """One durable transaction for everything queued during this loop pass."""
         self._flush_scheduled = False
-        mutations, self._mutations = self._mutations, []
+        queued, self._mutations = self._mutations, []
         repairs, self._repairs = self._repairs, []
-        if not mutations and not repairs:
+        ops, self._ops = self._ops, []
+        if not queued and not repairs and not ops:
             return
+        verdicts = self.admission.judge(
+            self.follower.metadata,
+            [(m, repair) for m, _, repair, _ in queued],
+            [(position, op) for position, op, _ in ops],
+        )
+        mutations = []
+        for entry, verdict in zip(queued, verdicts, strict=True):
+            if verdict is None:
+                mutations.append(entry)
+                continue
+            if verdict is True:  # a delivery below the low bound: held as reconciled
+                self.metrics.mutations_below_low_bound.inc()
+                reply = self._ok()
+            else:
+                assert isinstance(verdict, Refusal)
+                reply = self._refuse(Outcome(verdict.outcome), verdict.message)
+            if not entry[3].done():
+                entry[3].set_result(reply)
+        if mutations or repairs:
+            try:
+                fresh = self.storage.data.write(
+                    [(m, body) for m, body, _, _ in mutations], [r for r, _ in repairs]
+                )
+            except Exception as error:
+                fatal(f"writing {len(mutations) + len(repairs)} mutation(s) failed: {error!r}")
+                raise
+            self.metrics.storage_transactions.inc()
+            self._settle_writes(mutations, fresh, repairs)
+        for _, op, future in ops:
+            self._settle_op(op, future)
+
+    def _settle_op(self, op: MarkOp, future: asyncio.Future[PeerReply]) -> None:
         try:
-            fresh = self.storage.data.write(
-                [(m, body) for m, body, _, _ in mutations], [r for r, _ in repairs]
-            )
+            done = self.admission.perform(op)
         except Exception as error:
-            fatal(f"writing {len(mutations) + len(repairs)} mutation(s) failed: {error!r}")
+            fatal(f"storing a reconciliation mark failed: {error!r}")
             raise
-        self.metrics.storage_transactions.inc()
+        if isinstance(done, Refusal):
+            reply = self._refuse(Outcome(done.outcome), done.message)
+        else:
+            self.metrics.log_entries_collected.inc(done)
+            reply = self._ok(examined=done)
+        if not future.done():
+            future.set_result(reply)
+
+    def _settle_writes(
+        self,
+        mutations: list[tuple[Mutation, bytes, bool, asyncio.Future[PeerReply]]],
+        fresh: list[Stored],
+        repairs: list[tuple[CellRepair, asyncio.Future[PeerReply]]],
+    ) -> None:
         done = self._ok()
         for (mutation, _, repair, future), stored in zip(mutations, fresh, strict=True):
             reply = done

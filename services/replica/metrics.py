@@ -61,6 +61,13 @@ class ReplicaMetrics:
         self.mutations_duplicate = m.counter(
             "mutations_duplicate", "tracked mutations received again and stored once"
         )
+        self.mutations_below_low_bound = m.counter(
+            "mutations_below_low_bound",
+            "deliveries and repairs of ids below the range's low bound, dropped as reconciled",
+        )
+        self.log_entries_collected = m.counter(
+            "log_entries_collected", "mutation log entries deleted below an advanced low bound"
+        )
         self.refused = m.counter("refused", "replica-side requests refused, by reason", ("reason",))
         self.overloaded = m.counter(
             "overloaded", "requests refused with RESOURCE_EXHAUSTED, by where", ("where",)

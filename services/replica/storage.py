@@ -1,6 +1,7 @@
 """Durable state of a replica: one database (``database``) and the repositories over it, one per
 part of the design — identity (``identity``), the applied metadata log (``metadata``), cells and
-the mutation log (``data``), and range streaming (``streams``)."""
+the mutation log (``data``), range streaming (``streams``), and the reconciliation marks
+(``reconcile``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from epochal.replica.data_store import DataStore
 from epochal.replica.database import ReplicaDatabase
 from epochal.replica.identity_store import IdentityStore
 from epochal.replica.metadata_store import AppliedMetadata
+from epochal.replica.reconcile_store import ReconcileStore
 from epochal.replica.stream_store import StreamStore
 
 
@@ -19,6 +21,7 @@ class ReplicaStorage:
         self.metadata = AppliedMetadata(self.db)
         self.data = DataStore(self.db)
         self.streams = StreamStore(self.db)
+        self.reconcile = ReconcileStore(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -114,3 +114,16 @@ stream_progress = Table(
     Column("mutations", BigInteger, nullable=False),
     Column("bytes", BigInteger, nullable=False),
 )
+
+# Reconciliation marks (epochal.mtrack.marks): per keyspace and kind (fence, low_bound, lease),
+# the pieces of token ranges each marked with an HLC (a lease's mark is its token), written in
+# the transaction of what the mark allows.
+reconcile_marks = Table(
+    "reconcile_marks",
+    metadata,
+    Column("keyspace", String(64), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("range_left", BigInteger, primary_key=True, autoincrement=False),
+    Column("range_right", BigInteger, primary_key=True, autoincrement=False),
+    Column("mark", BigInteger, nullable=False),
+)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochal.tcm import MAX_TOKEN, MIN_TOKEN, ClusterMetadata, ReplicationParams
+from epochal.tcm.tokens import TokenRange
 
 from .seed_ring import JOIN_STEPS, Cluster, ring
 
@@ -81,3 +82,16 @@ def test_no_group_for_an_unknown_keyspace_or_a_ring_without_tokens() -> None:
     assert STATES[0].replica_group("missing", 0, write=True) == frozenset()
     empty_ring = Cluster({"two": RF2}).md
     assert empty_ring.replica_group("two", 0, write=False) == frozenset()
+
+
+def test_the_token_range_is_the_placement_range_holding_the_token_at_every_step() -> None:
+    for metadata in STATES:
+        for keyspace in KEYSPACES:
+            placement = metadata.placements[KEYSPACES[keyspace]]
+            for token in interesting_tokens(metadata):
+                [holding] = [r for r, _, _ in placement.ranges() if r.contains(token)]
+                assert metadata.token_range(keyspace, token) == holding
+    assert STATES[0].token_range("missing", 0) is None
+    assert Cluster({"two": RF2}).md.token_range("two", 0) is None
+    one = ring({"A": 100}, Cluster({"two": RF2})).md
+    assert one.token_range("two", -5) == one.token_range("two", 500) == TokenRange(100, 100)

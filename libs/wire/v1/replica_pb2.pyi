@@ -27,6 +27,9 @@ class PeerOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CLOCK_SKEW: _ClassVar[PeerOutcome]
     TOO_LARGE: _ClassVar[PeerOutcome]
     MALFORMED: _ClassVar[PeerOutcome]
+    FENCED: _ClassVar[PeerOutcome]
+    SUPERSEDED: _ClassVar[PeerOutcome]
+    MISMATCH: _ClassVar[PeerOutcome]
 CONSISTENCY_LEVEL_UNSPECIFIED: ConsistencyLevel
 ONE: ConsistencyLevel
 QUORUM: ConsistencyLevel
@@ -41,6 +44,9 @@ OVERLOADED: PeerOutcome
 CLOCK_SKEW: PeerOutcome
 TOO_LARGE: PeerOutcome
 MALFORMED: PeerOutcome
+FENCED: PeerOutcome
+SUPERSEDED: PeerOutcome
+MISMATCH: PeerOutcome
 
 class Value(_message.Message):
     __slots__ = ("text", "int", "boolean", "double", "blob", "uuid", "timestamp")
