@@ -89,6 +89,7 @@ def read_request(
             digest=digest,
             sketch_logs=[pb.LogKey(node=n, log=g) for n, g in sketch_logs],
             sketch_cells=sketch_cells,
+            low_bound=read.low_bound,
         )
     )
 

@@ -30,6 +30,7 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
 from epochal.replica.reconcile_ops import Admission, MarkOp, Refusal
+from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
@@ -84,6 +85,7 @@ class PartitionRead:
     token: int
     partition_key: bytes
     bounds: KeyBounds = EVERYTHING
+    low_bound: int = 0  # tracked: summarize ids at or above this and this replica's own bound
 
 
 @dataclass(eq=False, repr=False)
@@ -401,8 +403,10 @@ class LocalReplica:
             )
         digests = sketch = None
         if summary or sketch_cells:
-            ids = self._partition_ids(read)
-            digests = LogDigests.of(ids)
+            own = self.storage.reconcile.marks(read.keyspace, MarkKind.LOW_BOUND).at(read.token)
+            bound = max(read.low_bound, own)
+            ids = self._partition_ids(read, bound)
+            digests = LogDigests.of(ids, low_bound=bound)
             self.metrics.summary_reads.inc()
             if sketch_cells:
                 wanted = frozenset(sketch_logs)
@@ -421,9 +425,9 @@ class LocalReplica:
             summary=digests, sketch=sketch, digest=digest(cells) if want_digest else b""
         )
 
-    def _partition_ids(self, read: PartitionRead) -> list[MutationId]:
+    def _partition_ids(self, read: PartitionRead, low_bound: int) -> list[MutationId]:
         return self.storage.data.partition_ids(
-            read.keyspace, read.table_id, read.token, read.partition_key
+            read.keyspace, read.table_id, read.token, read.partition_key, low_bound
         )
 
     async def fetch(self, epoch: int, ids: Sequence[MutationId]) -> PeerReply:

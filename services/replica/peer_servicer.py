@@ -178,4 +178,5 @@ def _partition(request: pb.LocalReadRequest) -> PartitionRead:
         request.token,
         request.partition_key,
         bounds_from_proto(request.bounds),
+        request.low_bound,
     )

@@ -15,6 +15,10 @@ each missing *whole* mutation from a replica that holds it, answers with D's dat
 round plus the mutations D lacked, and stores each mutation on every contacted replica that
 lacks it before it answers.
 
+A summary covers the ids at or above the replica's low bound (below it, the reconciler found
+every id on every replica and the logs were collected). Replicas at different low bounds — one
+advanced, another not yet — are asked again together at the highest bound, and compared there.
+
 So the answer is exactly the union of what the contacted replicas held in the settling round,
 and every contacted replica holds all of it when the read returns: every write acknowledged
 before the read started is in it (a quorum held it already), a mutation is never seen torn, and
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from epochal.errors import InvalidRequest, Unavailable
@@ -82,6 +87,18 @@ class ReadRepair:
         cells = 0
         for round_number in range(1, MAX_SKETCH_ROUNDS + 2):
             stats.summary_rounds = round_number
+            bound = self._common_bound(state)
+            if bound is not None:
+                # Replicas at different low bounds (one advanced, one not yet): compare at the
+                # highest. Every id below it was on every replica of the range when it advanced.
+                if round_number == 1:
+                    stats.summaries_agreed = False
+                if round_number > MAX_SKETCH_ROUNDS:
+                    break
+                read = replace(read, low_bound=bound)
+                cells = max(cells, cells_for(1))
+                state = await self._sketch_round(epoch, read, state, sorted(logs), cells, deadline)
+                continue
             differing = self._differing(state, data_node, others)
             if round_number == 1:
                 stats.summaries_agreed = not differing
@@ -108,6 +125,12 @@ class ReadRepair:
             f"could not tell which mutations {sorted(replies)} differ by "
             f"({MAX_SKETCH_ROUNDS} sketch rounds); retry the read"
         )
+
+    @staticmethod
+    def _common_bound(state: Mapping[str, PeerReply]) -> int | None:
+        """None when every summary names the same low bound; else the highest they name."""
+        bounds = {reply.summary.low_bound for reply in state.values() if reply.summary}
+        return max(bounds) if len(bounds) > 1 else None
 
     @staticmethod
     def _differing(

@@ -37,12 +37,15 @@ def mutation(node: int, log: int, sequence: int) -> Mutation:
 
 @dataclass
 class FakeReplica:
-    """A replica's mutations; ``arrivals[k]`` land right after its k-th read (0-based)."""
+    """A replica's mutations; ``arrivals[k]`` land right after its k-th read (0-based). Its
+    summaries cover the ids at or above its ``low_bound`` and the one a read asks for."""
 
     node_id: str
     held: dict[tuple[int, int, int], Mutation]
     arrivals: dict[int, list[Mutation]] = field(default_factory=dict)
     reads: int = 0
+    low_bound: int = 0
+    bounds_asked: list[int] = field(default_factory=list)
 
     def _done(self, reply: PeerReply) -> asyncio.Future[PeerReply]:
         future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
@@ -61,13 +64,15 @@ class FakeReplica:
         sketch_logs: Sequence[tuple[int, int]] = (),
         sketch_cells: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        ids = [m.id for m in self.held.values()]
+        bound = max(read.low_bound, self.low_bound)
+        self.bounds_asked.append(read.low_bound)
+        ids = [m.id for m in self.held.values() if m.id.hlc >= bound]
         wanted = set(sketch_logs)
         reply = PeerReply(
             epoch,
             Outcome.OK,
             cells=tuple(c for m in self.held.values() for c in m.cells()) if data else (),
-            summary=LogDigests.of(ids),
+            summary=LogDigests.of(ids, low_bound=bound),
             sketch=(
                 Sketch.of([i for i in ids if i.log_key in wanted], sketch_cells)
                 if sketch_cells
@@ -215,3 +220,26 @@ def test_three_replicas_differing_in_different_logs_settle_in_one_sketch_round()
     answer, stats, first_seen = asyncio.run(reconcile({"d": data, "s1": s1, "s2": s2}))
     assert answer == first_seen
     assert stats.summary_rounds == 2
+
+
+def test_replicas_at_different_low_bounds_are_compared_at_the_highest() -> None:
+    """S advanced its low bound past m1 and m2 (every replica held them: its log is collected);
+    D has not yet. Compared at S's bound they agree on the rest, and m4, which only S holds
+    above it, is repaired onto D."""
+    m1, m2, m3, m4 = (mutation(1, 1, s) for s in (1, 2, 3, 4))  # hlc 1001 .. 1004
+    data = FakeReplica("d", {m.id.key: m for m in (m1, m2, m3)})
+    other = FakeReplica("s", {m.id.key: m for m in (m1, m2, m3, m4)}, low_bound=1003)
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert answer == {m.id.key for m in (m1, m2, m3, m4)}
+    assert data.bounds_asked[1] == other.bounds_asked[1] == 1003  # asked again, at the highest
+    assert [i.key for i in stats.repaired] == [m4.id.key] and m4.id.key in data.held
+    assert stats.summaries_agreed is False
+
+
+def test_replicas_at_different_low_bounds_that_agree_above_it_answer_without_repair() -> None:
+    m1, m2 = mutation(1, 1, 1), mutation(1, 1, 2)
+    data = FakeReplica("d", {m.id.key: m for m in (m1, m2)}, low_bound=1002)
+    other = FakeReplica("s", {m.id.key: m for m in (m1, m2)})
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert answer == {m1.id.key, m2.id.key}
+    assert stats.repaired == [] and stats.summary_rounds == 2

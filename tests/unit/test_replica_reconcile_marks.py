@@ -16,7 +16,7 @@ import pytest
 from epochal.mtrack import MutationId
 from epochal.mtrack.reconciliation import agreed_digests
 from epochal.replica.codec import mutation_to_body
-from epochal.replica.local_replica import LocalReplica, Outcome, PeerReply
+from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Mutation, RowWrite
 from epochal.replica.reconcile_ops import AdvanceLowBound, RaiseFence
@@ -178,6 +178,12 @@ def test_a_low_bound_needs_the_agreed_digests_and_collects_the_log_below_it(stor
             collected.table_id, collected.token, collected.partition_key, EVERYTHING
         )
         assert [c.hlc for c in cells if c.column == "v"] == [100]
+        # A read's summary covers the ids at or above the bound, and names it.
+        for m, count in ((written[0], 0), (written[4], 1)):
+            read = PartitionRead("tr", m.table_id, m.token, m.partition_key)
+            reply = await local.read(epoch, read, data=False, summary=True, want_digest=False)
+            assert reply.summary is not None and reply.summary.low_bound == 400
+            assert sum(d.count for d in reply.summary.logs) == count
         # Deliveries below the bound are dropped as reconciled; at the bound they are stored.
         late = [mutation(made, 20, hlc=399), mutation(made, 21, hlc=400)]
         replies = await asyncio.gather(*(submit(local, m, delivered=True) for m in late))

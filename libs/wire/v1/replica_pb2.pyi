@@ -436,7 +436,7 @@ class RawCell(_message.Message):
     def __init__(self, clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., value: _Optional[bytes] = ..., hlc: _Optional[int] = ..., mutation_key: _Optional[bytes] = ..., tombstone: _Optional[bool] = ...) -> None: ...
 
 class LocalReadRequest(_message.Message):
-    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "bounds", "data", "summary", "digest", "sketch_logs", "sketch_cells")
+    __slots__ = ("epoch", "keyspace", "table_id", "token", "partition_key", "bounds", "data", "summary", "digest", "sketch_logs", "sketch_cells", "low_bound")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -448,6 +448,7 @@ class LocalReadRequest(_message.Message):
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     SKETCH_LOGS_FIELD_NUMBER: _ClassVar[int]
     SKETCH_CELLS_FIELD_NUMBER: _ClassVar[int]
+    LOW_BOUND_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspace: str
     table_id: str
@@ -459,7 +460,8 @@ class LocalReadRequest(_message.Message):
     digest: bool
     sketch_logs: _containers.RepeatedCompositeFieldContainer[LogKey]
     sketch_cells: int
-    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ..., sketch_logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., sketch_cells: _Optional[int] = ...) -> None: ...
+    low_bound: int
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ..., sketch_logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., sketch_cells: _Optional[int] = ..., low_bound: _Optional[int] = ...) -> None: ...
 
 class LocalReadResponse(_message.Message):
     __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest", "sketch")
