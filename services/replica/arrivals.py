@@ -41,6 +41,7 @@ class Progress:
     answered: set[str] = field(default_factory=set)
     failures: dict[str, str] = field(default_factory=dict)
     malformed: dict[str, str] = field(default_factory=dict)  # replicas that refused it as such
+    fence: int = 0  # the highest reconciliation fence a replica refused the write's id below
     newest_epoch: int = 0
 
     def note_reply(self, node: str, reply: PeerReply) -> bool:
@@ -52,6 +53,8 @@ class Progress:
         self.failures[node] = f"{reply.outcome.value}: {reply.message}"
         if reply.outcome is Outcome.MALFORMED:
             self.malformed[node] = reply.message
+        if reply.outcome is Outcome.FENCED:
+            self.fence = max(self.fence, reply.fence)
         return False
 
     def note_failure(self, node: str, reason: str) -> None:

@@ -195,6 +195,7 @@ def mutation_to_proto(mutation: Mutation) -> pb.StoredMutation:
         ],
         partition_deleted=mutation.partition_deleted,
         tracked=mutation.tracked,
+        timestamp=mutation.timestamp,
     )
 
 
@@ -219,6 +220,7 @@ def mutation_from_proto(message: pb.StoredMutation) -> Mutation:
         ),
         partition_deleted=message.partition_deleted,
         tracked=message.tracked,
+        timestamp=message.timestamp,
     )
 
 

@@ -105,7 +105,7 @@ def fetch_request(epoch: int, ids: Sequence[MutationId]) -> Request:
 
 def applied(reply: Reply) -> PeerReply:
     _check(reply)
-    return PeerReply(*_outcome(reply.apply))
+    return PeerReply(*_outcome(reply.apply), fence=reply.apply.fence)
 
 
 def read_reply(reply: Reply) -> PeerReply:

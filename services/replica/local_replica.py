@@ -21,7 +21,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, physical_ms_of
 from epochal.replica.data_store import CellRepair, Stored
@@ -76,6 +76,7 @@ class PeerReply:
     sketch: Sketch | None = None
     bodies: tuple[bytes, ...] = ()  # fetched mutations, encoded
     examined: int = 0  # how many of the ids asked for a fetch looked up
+    fence: int = 0  # FENCED: the reconciliation fence the write's id was below
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +323,9 @@ class LocalReplica:
                 reply = self._ok()
             else:
                 assert isinstance(verdict, Refusal)
-                reply = self._refuse(Outcome(verdict.outcome), verdict.message)
+                reply = replace(
+                    self._refuse(Outcome(verdict.outcome), verdict.message), fence=verdict.fence
+                )
             if not entry[3].done():
                 entry[3].set_result(reply)
         if mutations or repairs:

@@ -35,6 +35,10 @@ class ReplicaMetrics:
             "coordinated requests that failed, by operation and reason",
             ("operation", "reason"),
         )
+        self.writes_fenced = m.counter(
+            "writes_fenced",
+            "write attempts refused below a reconciliation fence and retried under a fresh id",
+        )
         self.read_repaired_mutations = m.counter(
             "read_repaired_mutations", "whole mutations a tracked read repaired"
         )

@@ -71,9 +71,13 @@ class Mutation:
     rows: tuple[RowWrite, ...]
     partition_deleted: bool = False
     tracked: bool = False
+    # The cells' time when it is not the id's (0): a write retried under a fresh id past a
+    # reconciliation fence keeps its first attempt's, so it never overwrites a write
+    # acknowledged in between.
+    timestamp: int = 0
 
     def cells(self) -> list[Cell]:
-        hlc, writer = self.id.hlc, writer_of(self.id)
+        hlc, writer = self.timestamp or self.id.hlc, writer_of(self.id)
         cells = []
         if self.partition_deleted:
             cells.append(Cell(b"", PARTITION_DELETION, None, hlc, writer, True))

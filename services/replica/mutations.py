@@ -242,6 +242,11 @@ def check_stored(
         raise BadRequest(f"mutation {mutation.id} names node {mutation.id.node}, never issued")
     if mutation.tracked != (keyspace.replication_type is ReplicationType.TRACKED):
         raise BadRequest(f"mutation {mutation.id}: tracked is wrong for keyspace {keyspace.name}")
+    if mutation.timestamp > mutation.id.hlc:
+        raise BadRequest(
+            f"mutation {mutation.id}: its cells' time {mutation.timestamp} is after its id's (a "
+            "retried write keeps an earlier time, never a later one)"
+        )
     columns = partition_columns(table)
     try:
         values = decode_canonical(columns, mutation.partition_key)

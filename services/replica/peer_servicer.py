@@ -155,7 +155,7 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
         "message": reply.message,
     }
     if kind == "apply":
-        return pb.ApplyResponse(**common)
+        return pb.ApplyResponse(**common, fence=reply.fence)
     if kind == "read":
         return pb.LocalReadResponse(
             **common,

@@ -67,6 +67,7 @@ MarkOp = RaiseFence | AdvanceLowBound
 class Refusal:
     outcome: str  # an ``Outcome`` value: fenced, superseded, mismatch, not_a_replica
     message: str
+    fence: int = 0  # fenced: the fence the write's id was below
 
 
 class Admission:
@@ -125,6 +126,7 @@ class Admission:
                 "fenced",
                 f"mutation {mutation.id} is below the reconciliation fence {fence} of range "
                 f"{token_range} in {mutation.keyspace}: retry with a fresh id",
+                fence,
             )
         return None
 

@@ -17,12 +17,21 @@ In this order (DESIGN.md "Write path"):
 5. Answer the id and who acknowledged; or fail, naming who acknowledged and who did not. Every
    failure after step 3 carries the mutation id: replicas may hold the mutation already, and a
    retry must reuse it so that it is stored once.
+
+A write refused for want of acknowledgements because replicas fenced its id (``FENCED``: it is
+below a reconciliation fence, as a client's retry of an old write can be) is sent again under a
+fresh id past the fence, its cells keeping the first attempt's time (``Mutation.timestamp``), up
+to ``FENCED_RETRIES`` times within the deadline; the client sees success and the new id. Replicas
+that stored the first attempt before their fence keep it: one write under two ids, with the same
+cells at the same time, so a read or a reconciliation of both gives what either gives; and the
+first time, not the retry's, decides last-write-wins, so a retry never overwrites a write
+acknowledged in between.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -47,6 +56,17 @@ from epochal.tcm.consistency import Consistency
 
 if TYPE_CHECKING:
     from epochal.replica.coordinator import Coordinator
+
+
+FENCED_RETRIES = 3  # fresh ids past a reconciliation fence, before the write fails
+
+
+class _Fenced(Exception):
+    """Replicas refused the attempt's id below a reconciliation fence: retry past it."""
+
+    def __init__(self, fence: int) -> None:
+        super().__init__(f"below the reconciliation fence {fence}")
+        self.fence = fence
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +113,32 @@ class WritePath:
                 traced.set_attribute("epoch", metadata.epoch)
                 traced.set_attribute("mutation_id", str(mutation.id))
                 traced.set_attribute("replicas", sorted(plan.group))
-            return await self._send(metadata, plan, mutation, deadline, traced)
+            for attempt in range(FENCED_RETRIES + 1):
+                try:
+                    return await self._send(
+                        metadata, plan, mutation, deadline, traced, attempt < FENCED_RETRIES
+                    )
+                except _Fenced as fenced:
+                    mutation = self._past_fence(metadata, prepared, mutation, fenced.fence)
+                    coordinator.metrics.writes_fenced.inc()
+                    if traced.is_recording():
+                        traced.add_event(
+                            "fenced", {"fence": fenced.fence, "retry": str(mutation.id)}
+                        )
+            raise AssertionError("unreachable: the last attempt does not raise _Fenced")
+
+    def _past_fence(
+        self, metadata: ClusterMetadata, prepared: PreparedWrite, mutation: Mutation, fence: int
+    ) -> Mutation:
+        """The write again under a fresh id past ``fence``, its cells keeping the first
+        attempt's time: a retry never overwrites a write acknowledged in between. Replicas that
+        stored the first attempt before their fence keep it too — one write under two ids, the
+        same cells at the same time: reading or reconciling both gives what either gives."""
+        ids = self.coordinator.ids
+        assert ids is not None, "admitted only once registered"
+        ids.observe(fence)  # the next id is past it (a fence is behind every replica's clock)
+        fresh = ids.next_id(metadata, prepared.keyspace, prepared.token)
+        return replace(mutation, id=fresh, timestamp=mutation.timestamp or mutation.id.hlc)
 
     async def _send(
         self,
@@ -102,8 +147,10 @@ class WritePath:
         mutation: Mutation,
         deadline: float,
         traced: trace.Span,
+        past_fence: bool = False,
     ) -> WriteResult:
-        """Send the mutation to the whole write group; wait for the level and the re-check."""
+        """Send the mutation to the whole write group; wait for the level and the re-check.
+        ``past_fence``: a failure because replicas fenced its id raises _Fenced instead."""
         coordinator = self.coordinator
         # Encoded once, for every replica (the local one stores these bytes as the log entry).
         body = mutation_to_body(mutation)
@@ -130,6 +177,9 @@ class WritePath:
         if done:
             acknowledged = tuple(sorted(progress.answered))
             return WriteResult(mutation.id, coordinator.follower.epoch, acknowledged)
+        in_time = asyncio.get_running_loop().time() < deadline
+        if past_fence and progress.fence and not progress.malformed and in_time:
+            raise _Fenced(progress.fence)
         raise self._failure(plan, progress, mutation.id, deadline)
 
     def _mutation_id(

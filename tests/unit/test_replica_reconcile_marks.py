@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
-from epochal.mtrack import MutationId
+from epochal.mtrack import LOGICAL_BITS, MutationId
 from epochal.mtrack.reconciliation import agreed_digests
-from epochal.replica.codec import mutation_to_body
+from epochal.replica.codec import mutation_from_body, mutation_to_body
+from epochal.replica.coordinator import Coordinator
+from epochal.replica.identity import node_number
+from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Mutation, RowWrite
+from epochal.replica.mutations import BadRequest, RowDraft, WriteDraft, check_stored
 from epochal.replica.reconcile_ops import AdvanceLowBound, RaiseFence
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import settings_from
@@ -32,12 +37,14 @@ from epochal.tcm import (
     ReplicationParams,
     ReplicationType,
 )
+from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import EVERYTHING
 from epochal.tcm.tokens import TokenRange
 from epochal.wire.channels import Channels
 from epochal.wire.log import LogClient
 
 from .seed_ring import Cluster
+from .write_drafts import cell
 
 RING = TokenRange(100, 100)  # one node at token 100: the whole ring is one range
 
@@ -218,3 +225,89 @@ def test_a_range_split_from_a_fenced_range_inherits_its_fence(storage) -> None:
         assert (await submit(local, mutation(made, 10, hlc=1000, token=50))).outcome is Outcome.OK
 
     asyncio.run(scenario())
+
+
+def coordinator_of(local: LocalReplica, made: Cluster) -> Coordinator:
+    coordinator = Coordinator(local.settings, local.follower, local, Channels(), local.metrics)
+    node_id = made.ids["A"]
+    ids = MutationIds(
+        node_number(node_id),
+        local.storage,
+        max_skew_ms=local.settings.max_skew_ms,
+        hlc_reserve_ms=local.settings.hlc_reserve_ms,
+        sequence_block=local.settings.sequence_block,
+    )
+    coordinator.attach(node_id, ids)
+    return coordinator
+
+
+def draft(value: int) -> WriteDraft:
+    return WriteDraft(
+        keyspace="tr",
+        table="t",
+        partition_key=("p",),
+        rows=(RowDraft((), (cell("v", value, ColumnType.INT),)),),
+    )
+
+
+def test_a_fenced_write_is_retried_under_a_fresh_id_keeping_its_first_time(storage) -> None:
+    """The coordinator moves past the fence and retries with a fresh id; the client sees
+    success. A client's retry of an old write keeps that write's time, so it does not overwrite
+    a write acknowledged in between."""
+    made = cluster()
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        coordinator = coordinator_of(local, made)
+        epoch = local.follower.epoch
+
+        async def write(value: int, retry_of: MutationId | None = None):  # type: ignore[no-untyped-def]
+            return await coordinator.write(
+                draft(value),
+                Consistency.ONE,
+                client_epoch=epoch,
+                session_hlc=0,
+                retry_of=retry_of,
+            )
+
+        first = await write(1)
+        between = await write(3)  # acknowledged after the first, before its retry
+        fence = between.mutation_id.hlc + (50 << LOGICAL_BITS)  # 50 ms past both
+        fenced = await local.perform(
+            epoch, RaiseFence(keyspace="tr", range=RING, hlc=fence, token=1)
+        )
+        assert fenced.outcome is Outcome.OK
+        retried = await write(1, retry_of=first.mutation_id)  # the client's retry of the first
+        assert retried.mutation_id != first.mutation_id and retried.mutation_id.hlc >= fence
+        assert local.metrics.writes_fenced._value.get() == 1
+        [body] = storage.data.mutation_bodies([retried.mutation_id])
+        stored = mutation_from_body(body)
+        assert stored.timestamp == first.mutation_id.hlc  # the first attempt's time
+        cells = storage.data.read_cells(
+            stored.table_id, stored.token, stored.partition_key, EVERYTHING
+        )
+        [value] = [c for c in cells if c.column == "v"]
+        assert value.hlc == between.mutation_id.hlc  # the write in between still wins
+        fresh = await write(4)  # a new write: its id is issued past the fence already
+        assert fresh.mutation_id.hlc > fence
+        assert local.metrics.writes_fenced._value.get() == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_mutations_own_time_travels_with_it_and_is_never_after_its_id() -> None:
+    made = cluster()
+    retried = replace(mutation(made, 1, hlc=900), timestamp=500)
+    assert mutation_from_body(mutation_to_body(retried)) == retried
+    assert {c.hlc for c in retried.cells()} == {500}
+    keyspace = made.md.keyspaces["tr"]
+    table = keyspace.tables["t"]
+    with pytest.raises(BadRequest, match="after its id's"):
+        check_stored(
+            keyspace,
+            table,
+            replace(retried, timestamp=901),
+            issued_nodes=made.md.next_node_number,
+            max_value_bytes=100,
+            max_mutation_bytes=1000,
+        )

@@ -354,7 +354,7 @@ class StoredRow(_message.Message):
     def __init__(self, clustering: _Optional[bytes] = ..., cells: _Optional[_Iterable[_Union[StoredCell, _Mapping]]] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class StoredMutation(_message.Message):
-    __slots__ = ("id", "keyspace", "table_id", "token", "partition_key", "rows", "partition_deleted", "tracked")
+    __slots__ = ("id", "keyspace", "table_id", "token", "partition_key", "rows", "partition_deleted", "tracked", "timestamp")
     ID_FIELD_NUMBER: _ClassVar[int]
     KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -363,6 +363,7 @@ class StoredMutation(_message.Message):
     ROWS_FIELD_NUMBER: _ClassVar[int]
     PARTITION_DELETED_FIELD_NUMBER: _ClassVar[int]
     TRACKED_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     id: MutationId
     keyspace: str
     table_id: str
@@ -371,7 +372,8 @@ class StoredMutation(_message.Message):
     rows: _containers.RepeatedCompositeFieldContainer[StoredRow]
     partition_deleted: bool
     tracked: bool
-    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., rows: _Optional[_Iterable[_Union[StoredRow, _Mapping]]] = ..., partition_deleted: _Optional[bool] = ..., tracked: _Optional[bool] = ...) -> None: ...
+    timestamp: int
+    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., rows: _Optional[_Iterable[_Union[StoredRow, _Mapping]]] = ..., partition_deleted: _Optional[bool] = ..., tracked: _Optional[bool] = ..., timestamp: _Optional[int] = ...) -> None: ...
 
 class ApplyRequest(_message.Message):
     __slots__ = ("epoch", "mutation", "repair", "cell_repair")
@@ -400,14 +402,16 @@ class CellRepair(_message.Message):
     def __init__(self, keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ...) -> None: ...
 
 class ApplyResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message")
+    __slots__ = ("epoch", "outcome", "message", "fence")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ...) -> None: ...
+    fence: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
 
 class KeyBounds(_message.Message):
     __slots__ = ("lower", "upper", "has_upper")
