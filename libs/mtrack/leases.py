@@ -10,9 +10,9 @@ notes, by its own clock, when the token was last renewed there (``TokenGuard``).
    or in the metadata log. It persists the highest token in the transaction of the action the
    token allows, so a restart does not forget it.
 2. *A replica refuses an action whose token it has not heard renewed within the lease*, by its
-   own clock. A reconciler paused past its lease (SIGSTOP, a long GC) finds every action
-   refused when it wakes, even where no successor has claimed yet; it steps back and renews,
-   which the replicas refuse once a successor's higher token reached them.
+   own clock, and refuses to renew a lease that lapsed there: only a new grant may act then. A
+   reconciler paused past its lease (SIGSTOP, a long GC) finds every action and renewal refused
+   when it wakes, even where no successor has claimed yet, and steps back.
 3. *A successor claims every replica of the range before it acts* (``TokenGuard.claim``) and
    adopts the highest fence they report, so it never fences below its predecessor.
 
@@ -60,9 +60,14 @@ class TokenGuard:
             self.highest, self.renewed_ms, self.changed = token, None, True
 
     def claim(self, token: int, now_ms: float) -> Verdict:
-        """A holder claims the range (and renews): refused below the highest token seen."""
+        """A holder claims the range (and renews): refused below the highest token seen, and
+        for a token whose lease lapsed here — once a contender may have seen it lapse, only a
+        new grant (a higher token) may act, or two holders could."""
         if token < self.highest:
             return Verdict.SUPERSEDED
+        idle = self.idle_ms(now_ms)
+        if token == self.highest and idle is not None and idle >= self.lease_ms:
+            return Verdict.LAPSED
         self.learn(token)
         self.renewed_ms = now_ms
         return Verdict.OK

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from epochal.mtrack.hlc import MAX_HLC
-from epochal.tcm.tokens import TokenRange
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,16 @@ class RangeMarks:
         """A low bound's answer for ``token``: the highest of the pieces containing it (0:
         none)."""
         return max((p.hlc for p in self.pieces if p.range.contains(token)), default=0)
+
+    def at_most(self, other: RangeMarks, token_range: TokenRange) -> bool:
+        """Whether ``self.at(t) <= other.at(t)`` for every token ``t`` of ``token_range``. Both
+        are constant between piece ends, so the tokens just inside each piece end decide."""
+        ends = {token_range.left + 1, token_range.right, MIN_TOKEN + 1, MAX_TOKEN}
+        for piece in (*self.pieces, *other.pieces):
+            ends |= {piece.range.left, piece.range.left + 1, piece.range.right}
+            ends |= {piece.range.right + 1}
+        tokens = [t for t in ends if MIN_TOKEN < t <= MAX_TOKEN and token_range.contains(t)]
+        return all(self.at(t) <= other.at(t) for t in tokens)
 
     def raised(self, token_range: TokenRange, hlc: int) -> RangeMarks:
         """These marks with ``token_range`` marked at ``hlc`` (where it has less)."""

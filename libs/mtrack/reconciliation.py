@@ -20,8 +20,9 @@ groups (pending ones included):
 3. *Fence* every replica at *t* (``epochal.mtrack.marks``): after that no id below *t* appears.
 4. *Collect* the summaries below *t* and deliver what is missing, as in 1.
 5. *Advance the low bound* to *t* on every replica, carrying the digests of the ids in
-   ``[old bound, t)`` every replica now holds (``agreed_digests``): a replica whose own differ
-   refuses, and the round starts again.
+   ``[old bound, t)`` every replica reported holding (``span_digests``; the old bound per token,
+   the highest any replica holds): a replica whose own differ refuses, and the round starts
+   again.
 
 A round whose range changed — its split points or groups, by a topology step — is abandoned
 (``same_replicas``): its fences stay (a fence never hurts), its bound does not move.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from epochal.mtrack.hlc import MAX_HLC, make_hlc, physical_ms_of
 from epochal.mtrack.ids import MutationId
+from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.summary import Difference, LogDigests
 
 
@@ -118,14 +120,17 @@ def deliveries(
     ]
 
 
-def agreed_digests(ids: Iterable[MutationId], *, old_bound: int, new_bound: int) -> LogDigests:
-    """The digests of the ids in ``[old_bound, new_bound)``, which every replica holds once the
-    round delivered them: what advancing the low bound to ``new_bound`` carries, so that a
-    replica whose own digests of that span differ refuses."""
-    if not 0 <= old_bound <= new_bound <= MAX_HLC:
-        raise ValueError(f"a low bound only rises: {old_bound} -> {new_bound}")
+def span_digests(
+    entries: Iterable[tuple[MutationId, int]], old_bounds: RangeMarks, new_bound: int
+) -> LogDigests:
+    """The digests of the ids (each with its token) in ``[old bound at its token, new_bound)``:
+    what a replica reports of the span a low bound advance covers, and what the advance carries
+    once every replica reported the same — a replica whose own differ then refuses. The old
+    bounds are per token (a merged range keeps each side's), the highest any replica holds."""
+    if not 0 <= new_bound <= MAX_HLC:
+        raise ValueError(f"a low bound is an HLC in 0..2^63-1, got {new_bound}")
     return LogDigests.of(
-        (i for i in set(ids) if old_bound <= i.hlc < new_bound), low_bound=old_bound
+        {i for i, token in entries if old_bounds.at(token) <= i.hlc < new_bound}, low_bound=0
     )
 
 

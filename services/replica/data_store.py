@@ -104,20 +104,26 @@ class DataStore:
         return [i for i, _ in self.range_ids_by_token(keyspace, left, right, low_bound)]
 
     def range_ids_by_token(
-        self, keyspace: str, left: int, right: int, low_bound: int = 0
+        self,
+        keyspace: str,
+        left: int,
+        right: int,
+        low_bound: int = 0,
+        *,
+        below: int | None = None,
     ) -> list[tuple[MutationId, int]]:
-        """As ``range_ids``, each id with its mutation's token."""
-        base = (
-            "SELECT node, log, seq, hlc, token FROM mutations WHERE keyspace = ? AND hlc >= ? AND "
-        )
+        """As ``range_ids``, each id with its mutation's token; only ids below ``below`` when
+        given."""
+        sql = "SELECT node, log, seq, hlc, token FROM mutations WHERE keyspace = ? AND hlc >= ? "
+        params: tuple[object, ...] = (keyspace, low_bound)
+        if below is not None:
+            sql += "AND hlc < ? "
+            params += (below,)
         if left < right:
-            rows = self._db.query(
-                base + "token > ? AND token <= ?", (keyspace, low_bound, left, right)
-            )
+            sql += "AND token > ? AND token <= ?"
         else:
-            rows = self._db.query(
-                base + "(token > ? OR token <= ?)", (keyspace, low_bound, left, right)
-            )
+            sql += "AND (token > ? OR token <= ?)"
+        rows = self._db.query(sql, (*params, left, right))
         return [(MutationId(node=n, log=g, sequence=q, hlc=h), t) for n, g, q, h, t in rows]
 
     def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:

@@ -29,7 +29,7 @@ from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
-from epochal.replica.reconcile_ops import Admission, MarkOp, Refusal
+from epochal.replica.reconcile_ops import Admission, MarkOp, Refusal, malformed
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -266,6 +266,9 @@ class LocalReplica:
     async def perform(self, epoch: int, op: MarkOp) -> PeerReply:
         """A reconciler's fence or low bound (``reconcile_ops``), in order with the writes:
         answered once it is durable, after every write queued before it."""
+        problem = malformed(op)
+        if problem:
+            return self._refuse(Outcome.MALFORMED, f"{self.node_id} refused: {problem}")
         if epoch > self.follower.epoch:
             await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
         right = op.range.right

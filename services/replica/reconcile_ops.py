@@ -14,15 +14,20 @@ is one durable transaction. The reconciler's operations go through the same queu
   a write enters the log, not when it arrives: a write that passed an earlier check is never
   queued behind the fence. A mutation delivered by reconciliation or read repair is not a new
   write: it passes the fence (its id exists elsewhere, and the round is collecting it).
-* **A low bound** (``AdvanceLowBound``) to *t* carries the digests of the ids in
-  ``[old bound, t)`` that every replica holds; a replica whose own digests of that span differ
-  refuses (``Outcome.MISMATCH``). Otherwise it deletes its log entries below *t* in the range
-  (the data stays) and records the bound, in one transaction. A delivery or repair of an id
+* **A low bound** (``AdvanceLowBound``) to *t* carries the old bounds per token (the highest
+  any replica holds) and the digests of the ids in ``[old bound, t)`` every replica reported
+  (``epochal.mtrack.reconciliation.span_digests``); a replica whose own digests of that span
+  differ, or whose own bound is above the old one somewhere, refuses (``Outcome.MISMATCH``).
+  Otherwise it deletes its log entries below *t* in the range (the data stays), records the
+  bound and raises the range's fence to *t* too (a write below the bound would be lost to every
+  summary), in one transaction. A delivery or repair of an id
   below the bound is dropped from then on (acknowledged, not stored): re-applying one could
   bring back a purged delete.
 * Both carry the reconciler's **lease token**; one below the highest the replica has seen for
   the range is refused (``Outcome.SUPERSEDED``) and the highest is recorded in the transaction
-  of the operation it allows (``epochal.mtrack.leases``).
+  of the operation it allows (``epochal.mtrack.leases``, rule 1). Rule 2 — refuse a token not
+  renewed here within the lease — comes with the reconciler's claim and renew calls, which do
+  not exist yet.
 
 Writes queued after a fence in the same pass are judged against it as if it will hold (a fence
 that is then refused only cost those writes a retry); a low bound drops deliveries only once it
@@ -34,12 +39,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from epochal.mtrack import LogDigests
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import RangeMarks
+from epochal.mtrack.reconciliation import span_digests
 from epochal.replica.data_store import DataStore
 from epochal.replica.model import Mutation
 from epochal.replica.reconcile_store import MarkKind, ReconcileStore
 from epochal.tcm import ClusterMetadata
-from epochal.tcm.tokens import TokenRange
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,13 +61,28 @@ class RaiseFence:
 class AdvanceLowBound:
     keyspace: str
     range: TokenRange
-    old_bound: int
+    old_bounds: RangeMarks  # per token, the highest low bound any replica of the range holds
     new_bound: int
-    digests: LogDigests  # of the ids in [old_bound, new_bound) every replica holds
+    digests: LogDigests  # span_digests of [old bound, new_bound), as every replica reported
     token: int
 
 
 MarkOp = RaiseFence | AdvanceLowBound
+
+
+def malformed(op: MarkOp) -> str:
+    """Why no reconciler could have sent ``op`` ("" when it could)."""
+    ends = (op.range.left, op.range.right)
+    if not all(MIN_TOKEN <= end <= MAX_TOKEN for end in ends):
+        return f"the range {op.range} is not one of tokens"
+    marks = {"token": op.token}
+    marks["fence" if isinstance(op, RaiseFence) else "new_bound"] = (
+        op.hlc if isinstance(op, RaiseFence) else op.new_bound
+    )
+    for name, value in marks.items():
+        if not 0 <= value <= MAX_HLC:
+            return f"{name} {value} is not in 0..2^63-1"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +99,10 @@ class Admission:
     def __init__(self, store: ReconcileStore, data: DataStore) -> None:
         self.store = store
         self.data = data
+        # The committed fence of each (keyspace, range) asked, while the marks do not change:
+        # every tracked write asks, and a keyspace may hold many pieces.
+        self._fences: dict[tuple[str, TokenRange], int] = {}
+        self._fences_version = store.version
 
     def judge(
         self,
@@ -117,10 +143,12 @@ class Admission:
         token_range = metadata.token_range(mutation.keyspace, mutation.token)
         if token_range is None:
             return None  # the gate refused writes to tokens no placement holds
-        fences = staged.get(mutation.keyspace) or self.store.marks(
-            mutation.keyspace, MarkKind.FENCE
+        staged_fences = staged.get(mutation.keyspace)
+        fence = (
+            staged_fences.of(token_range)
+            if staged_fences is not None
+            else self._committed_fence(mutation.keyspace, token_range)
         )
-        fence = fences.of(token_range)
         if hlc < fence:
             return Refusal(
                 "fenced",
@@ -129,6 +157,16 @@ class Admission:
                 fence,
             )
         return None
+
+    def _committed_fence(self, keyspace: str, token_range: TokenRange) -> int:
+        if self._fences_version != self.store.version:
+            self._fences.clear()
+            self._fences_version = self.store.version
+        key = (keyspace, token_range)
+        fence = self._fences.get(key)
+        if fence is None:
+            fence = self._fences[key] = self.store.marks(keyspace, MarkKind.FENCE).of(token_range)
+        return fence
 
     def perform(self, op: MarkOp) -> Refusal | int:
         """One operation in one durable transaction, after the writes queued before it are
@@ -145,35 +183,51 @@ class Admission:
             refusal = self._check_digests(op)
             if refusal is not None:
                 return refusal
-        kind = MarkKind.FENCE if isinstance(op, RaiseFence) else MarkKind.LOW_BOUND
-        mark = op.hlc if isinstance(op, RaiseFence) else op.new_bound
+        fence = op.hlc if isinstance(op, RaiseFence) else op.new_bound
         deleted = 0
         with self.store.transaction() as cursor:
-            staged_leases = self.store.stage(
-                cursor, op.keyspace, MarkKind.LEASE, op.range, op.token
-            )
-            staged = self.store.stage(cursor, op.keyspace, kind, op.range, mark)
+            staged = {
+                MarkKind.LEASE: self.store.stage(
+                    cursor, op.keyspace, MarkKind.LEASE, op.range, op.token
+                ),
+                # A low bound fences too: no write may land below it after it.
+                MarkKind.FENCE: self.store.stage(
+                    cursor, op.keyspace, MarkKind.FENCE, op.range, fence
+                ),
+            }
             if isinstance(op, AdvanceLowBound):
-                deleted = self.store.delete_log_below(cursor, op.keyspace, op.range, mark)
-        self.store.committed(op.keyspace, MarkKind.LEASE, staged_leases)
-        self.store.committed(op.keyspace, kind, staged)
+                staged[MarkKind.LOW_BOUND] = self.store.stage(
+                    cursor, op.keyspace, MarkKind.LOW_BOUND, op.range, op.new_bound
+                )
+                deleted = self.store.delete_log_below(cursor, op.keyspace, op.range, op.new_bound)
+        for kind, marks in staged.items():
+            self.store.committed(op.keyspace, kind, marks)
         return deleted
 
     def _check_digests(self, op: AdvanceLowBound) -> Refusal | None:
-        if not 0 <= op.old_bound <= op.new_bound:
-            return Refusal("mismatch", f"a low bound only rises: {op.old_bound} -> {op.new_bound}")
-        bounds = self.store.marks(op.keyspace, MarkKind.LOW_BOUND)
-        held = [
-            i
-            for left, right in op.range.pieces()
-            for i, token in self.data.range_ids_by_token(op.keyspace, left, right, op.old_bound)
-            if max(op.old_bound, bounds.at(token)) <= i.hlc < op.new_bound
-        ]
-        own = LogDigests.of(held, low_bound=op.old_bound)
-        if own != op.digests:
+        if op.old_bounds.of(op.range) > op.new_bound:
             return Refusal(
                 "mismatch",
-                f"this replica's ids of {op.range} in {op.keyspace} in [{op.old_bound}, "
-                f"{op.new_bound}) differ from the agreed digests: not advancing",
+                f"a low bound only rises: {op.old_bounds.of(op.range)} -> {op.new_bound}",
+            )
+        own_bounds = self.store.marks(op.keyspace, MarkKind.LOW_BOUND)
+        if not own_bounds.at_most(op.old_bounds, op.range):
+            return Refusal(
+                "mismatch",
+                f"this replica's low bound of {op.range} in {op.keyspace} is above the round's "
+                "old bound somewhere: the round must start from the highest bounds",
+            )
+        entries = [
+            entry
+            for left, right in op.range.pieces()
+            for entry in self.data.range_ids_by_token(
+                op.keyspace, left, right, 0, below=op.new_bound
+            )
+        ]
+        if span_digests(entries, op.old_bounds, op.new_bound) != op.digests:
+            return Refusal(
+                "mismatch",
+                f"this replica's ids of {op.range} in {op.keyspace} below {op.new_bound} (from "
+                "the old bounds) differ from the agreed digests: not advancing",
             )
         return None

@@ -51,6 +51,7 @@ class ReconcileStore:
                 Mark(TokenRange(left, right), mark)
             )
         self._marks = {key: RangeMarks.of_pieces(found) for key, found in pieces.items()}
+        self.version = 0  # rises with every committed change: caches of answers check it
 
     def transaction(self) -> Any:
         """A durable transaction on the data connection, for a mark and what it allows."""
@@ -86,7 +87,9 @@ class ReconcileStore:
         return after
 
     def committed(self, keyspace: str, kind: MarkKind, marks: RangeMarks) -> None:
-        self._marks[(keyspace, kind)] = marks
+        if self._marks.get((keyspace, kind)) is not marks:
+            self._marks[(keyspace, kind)] = marks
+            self.version += 1
 
     @staticmethod
     def delete_log_below(cursor: Any, keyspace: str, token_range: TokenRange, bound: int) -> int:

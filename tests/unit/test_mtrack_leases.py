@@ -34,6 +34,7 @@ def test_a_paused_holder_is_refused_everywhere_once_a_successor_claimed_or_its_l
     assert not holder.may_act(1500)
     assert replicas["r1"].admit(5, 1500) is Verdict.SUPERSEDED
     assert replicas["r3"].admit(5, 1500) is Verdict.LAPSED  # not claimed yet, but lapsed
+    assert replicas["r3"].renew(5, 1500) is Verdict.LAPSED  # and not renewed: a new grant acts
     assert replicas["r1"].renew(5, 1500) is Verdict.SUPERSEDED
     replicas["r3"].learn(successor)  # the grant reaches it through the metadata log
     assert replicas["r3"].renew(5, 1500) is Verdict.SUPERSEDED

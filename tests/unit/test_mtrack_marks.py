@@ -76,3 +76,16 @@ def test_a_wrapping_range_and_the_whole_ring() -> None:
     ring = TokenRange(7, 7)
     assert covers(ring, TokenRange(900, -900)) and covers(ring, TokenRange(0, 10))
     assert fences.raised(ring, 9).pieces == (Mark(ring, 9),)
+
+
+@given(RAISES, RAISES, RANGES)
+def test_at_most_holds_exactly_when_every_token_of_the_range_is_at_most(a, b, query) -> None:
+    mine, theirs = RangeMarks(), RangeMarks()
+    for r, t in a:
+        mine = mine.raised(r, t)
+    for r, t in b:
+        theirs = theirs.raised(r, t)
+    tokens = [t for t in range(-45, 46) if query.contains(t)]
+    tokens += [t for t in (MAX_TOKEN, MIN_TOKEN + 1) if query.contains(t)]
+    naive = all(naive_at(a, t) <= naive_at(b, t) for t in tokens)
+    assert mine.at_most(theirs, query) == naive, (a, b, query)

@@ -11,14 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochal.mtrack import LogDigests, MutationId, make_hlc, reconcile
+from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.reconciliation import (
     Delivery,
-    agreed_digests,
     deliveries,
     holders,
     reconciliation_time,
+    span_digests,
 )
 from epochal.mtrack.summary import Difference
+from epochal.tcm.tokens import TokenRange
 
 UNIVERSE = [
     MutationId(node=n, log=1, sequence=s, hlc=100 * s + n) for n in (1, 2) for s in range(1, 13)
@@ -127,11 +129,15 @@ def test_the_reconciliation_time_never_passes_a_replica_nor_falls_below_the_fenc
     assert t <= min(hlcs) or t == fence
 
 
-def test_the_agreed_digests_cover_the_span_between_the_bounds() -> None:
-    old, new = UNIVERSE[3].hlc, UNIVERSE[15].hlc
-    carried = agreed_digests(UNIVERSE, old_bound=old, new_bound=new)
-    inside = [i for i in UNIVERSE if old <= i.hlc < new]
-    assert carried == LogDigests.of(inside, low_bound=old)
-    assert carried != LogDigests.of(inside[1:], low_bound=old)  # a replica missing one differs
-    with pytest.raises(ValueError, match="only rises"):
-        agreed_digests(UNIVERSE, old_bound=new, new_bound=old)
+def test_the_span_digests_start_at_each_tokens_old_bound() -> None:
+    """After a merge the old bounds differ per token: each id counts from its own token's."""
+    entries = [(i, 10 if i.node == 1 else 30) for i in UNIVERSE]  # node 1's at token 10
+    old = RangeMarks().raised(TokenRange(0, 20), UNIVERSE[3].hlc)  # only token 10's side
+    new = UNIVERSE[-1].hlc
+    span = span_digests(entries, old, new)
+    expected = [i for i, token in entries if (old.at(token) <= i.hlc < new)]
+    assert span == LogDigests.of(expected, low_bound=0)
+    assert {i.node for i in expected} == {1, 2} and len(expected) < len(UNIVERSE) - 1
+    assert span != span_digests([e for e in entries if e[0] != expected[0]], old, new)
+    with pytest.raises(ValueError, match="a low bound is an HLC"):
+        span_digests(entries, old, -1)

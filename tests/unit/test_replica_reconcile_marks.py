@@ -14,8 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from epochal.mtrack import LOGICAL_BITS, MutationId
-from epochal.mtrack.reconciliation import agreed_digests
+from epochal.mtrack import LOGICAL_BITS, LogDigests, MutationId
+from epochal.mtrack.marks import RangeMarks
+from epochal.mtrack.reconciliation import span_digests
 from epochal.replica.codec import mutation_from_body, mutation_to_body
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.identity import node_number
@@ -151,6 +152,17 @@ def test_a_fence_refuses_new_writes_below_it_from_its_place_in_the_queue_on(stor
         reopened.close()
 
 
+def advance(digests: LogDigests, new_bound: int, old: RangeMarks | None = None) -> AdvanceLowBound:
+    return AdvanceLowBound(
+        keyspace="tr",
+        range=RING,
+        old_bounds=old or RangeMarks(),
+        new_bound=new_bound,
+        digests=digests,
+        token=3,
+    )
+
+
 def test_a_low_bound_needs_the_agreed_digests_and_collects_the_log_below_it(storage) -> None:
     made = cluster()
     written = [mutation(made, s, hlc=100 * s) for s in range(1, 8)]  # hlc 100 .. 700
@@ -161,23 +173,12 @@ def test_a_low_bound_needs_the_agreed_digests_and_collects_the_log_below_it(stor
         assert (
             outcomes(await asyncio.gather(*(submit(local, m) for m in written))) == [Outcome.OK] * 7
         )
-        ids = [m.id for m in written]
-        wrong = agreed_digests(ids[1:], old_bound=0, new_bound=400)  # misses one held here
-        refused = await local.perform(
-            epoch,
-            AdvanceLowBound(
-                keyspace="tr", range=RING, old_bound=0, new_bound=400, digests=wrong, token=3
-            ),
-        )
+        entries = [(m.id, m.token) for m in written]
+        wrong = span_digests(entries[1:], RangeMarks(), 400)  # misses one held here
+        refused = await local.perform(epoch, advance(wrong, 400))
         assert refused.outcome is Outcome.MISMATCH
         assert len(storage.data.range_ids("tr", 0, 0)) == 7  # nothing collected
-        agreed = agreed_digests(ids, old_bound=0, new_bound=400)
-        done = await local.perform(
-            epoch,
-            AdvanceLowBound(
-                keyspace="tr", range=RING, old_bound=0, new_bound=400, digests=agreed, token=3
-            ),
-        )
+        done = await local.perform(epoch, advance(span_digests(entries, RangeMarks(), 400), 400))
         assert done.outcome is Outcome.OK and done.examined == 3  # ids 100, 200, 300
         assert [i.hlc for i in storage.data.range_ids("tr", 0, 0)] == [400, 500, 600, 700]
         collected = written[0]  # its log entry is gone, its cells stay
@@ -197,11 +198,23 @@ def test_a_low_bound_needs_the_agreed_digests_and_collects_the_log_below_it(stor
         assert outcomes(replies) == [Outcome.OK, Outcome.OK]
         assert {i.sequence for i in storage.data.range_ids("tr", 0, 0)} == {4, 5, 6, 7, 21}
         assert local.metrics.mutations_below_low_bound._value.get() == 1
+        # The bound fences too: a new write below it is refused, not lost to every summary.
+        assert (await submit(local, mutation(made, 30, hlc=399))).outcome is Outcome.FENCED
+        # A round that starts from a lower old bound than this replica's is refused.
+        entries = [(i, 50) for i in storage.data.range_ids("tr", 0, 0)]
+        low = await local.perform(epoch, advance(span_digests(entries, RangeMarks(), 600), 600))
+        assert low.outcome is Outcome.MISMATCH and "above the round's old bound" in low.message
+        at_400 = RangeMarks().raised(RING, 400)
+        higher = await local.perform(
+            epoch, advance(span_digests(entries, at_400, 600), 600, at_400)
+        )
+        assert higher.outcome is Outcome.OK and higher.examined == 3  # hlc 400, 400, 500
 
     asyncio.run(scenario())
     reopened = ReplicaStorage(storage.url)
     try:
-        assert reopened.reconcile.marks("tr", MarkKind.LOW_BOUND).at(50) == 400
+        assert reopened.reconcile.marks("tr", MarkKind.LOW_BOUND).at(50) == 600
+        assert reopened.reconcile.marks("tr", MarkKind.FENCE).of(RING) == 600
     finally:
         reopened.close()
 
@@ -311,3 +324,21 @@ def test_a_mutations_own_time_travels_with_it_and_is_never_after_its_id() -> Non
             max_value_bytes=100,
             max_mutation_bytes=1000,
         )
+
+
+def test_an_operation_no_reconciler_could_send_is_refused_as_malformed(storage) -> None:
+    made = cluster()
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        queued = submit(local, mutation(made, 1, hlc=500))
+        for op in (
+            RaiseFence(keyspace="tr", range=RING, hlc=1 << 63, token=1),
+            RaiseFence(keyspace="tr", range=RING, hlc=5, token=-1),
+            RaiseFence(keyspace="tr", range=TokenRange(0, 1 << 64), hlc=5, token=1),
+        ):
+            refused = await local.perform(local.follower.epoch, op)
+            assert refused.outcome is Outcome.MALFORMED, op
+        assert (await queued).outcome is Outcome.OK  # the writes around it are unharmed
+
+    asyncio.run(scenario())
