@@ -119,11 +119,10 @@ class Admission:
         for index, (mutation, delivered) in enumerate(writes):
             while pending and pending[0][0] <= index:
                 _, op = pending.pop(0)
-                if isinstance(op, RaiseFence):
-                    fences = staged.get(op.keyspace) or self.store.marks(
-                        op.keyspace, MarkKind.FENCE
-                    )
-                    staged[op.keyspace] = fences.raised(op.range, op.hlc)
+                # A low bound fences too (``perform``): the writes after either are judged by it.
+                fence = op.hlc if isinstance(op, RaiseFence) else op.new_bound
+                fences = staged.get(op.keyspace) or self.store.marks(op.keyspace, MarkKind.FENCE)
+                staged[op.keyspace] = fences.raised(op.range, fence)
             verdicts.append(self._verdict(metadata, mutation, delivered, staged))
         return verdicts
 

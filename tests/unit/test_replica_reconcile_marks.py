@@ -342,3 +342,25 @@ def test_an_operation_no_reconciler_could_send_is_refused_as_malformed(storage) 
         assert (await queued).outcome is Outcome.OK  # the writes around it are unharmed
 
     asyncio.run(scenario())
+
+
+def test_a_write_queued_behind_a_low_bound_in_the_same_pass_is_fenced_by_it(storage) -> None:
+    """Otherwise it would be stored, then its log entry deleted below the bound: acknowledged
+    and invisible to every summary."""
+    made = cluster()
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        epoch = local.follower.epoch
+        held = mutation(made, 1, hlc=100)
+        assert (await submit(local, held)).outcome is Outcome.OK
+        digests = span_digests([(held.id, held.token)], RangeMarks(), 400)
+        bound = asyncio.ensure_future(local.perform(epoch, advance(digests, 400)))
+        await asyncio.sleep(0)  # the advance is queued; the write goes behind it
+        late = submit(local, mutation(made, 2, hlc=300))
+        advanced, refused = await asyncio.gather(bound, late)
+        assert advanced.outcome is Outcome.OK
+        assert refused.outcome is Outcome.FENCED and refused.fence == 400
+        assert storage.data.range_ids("tr", 0, 0) == []
+
+    asyncio.run(scenario())
