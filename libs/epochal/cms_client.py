@@ -28,7 +28,7 @@ from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import LogPage, fetch_response, watch_event
-from epochal.wire.metadata import MalformedInput, transformation_to_proto
+from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.paxos import ballot_from_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
@@ -267,5 +267,5 @@ def _decoded(answer: Answer, decode: Callable[[Answer], Reply], member: int) -> 
     """``decode(answer)``; an answer that does not decode raises Unavailable naming the member."""
     try:
         return decode(answer)
-    except (MalformedInput, ValueError) as error:
+    except ValueError as error:  # MalformedInput is one
         raise Unavailable(f"CMS member {member} answered what does not decode: {error}") from None

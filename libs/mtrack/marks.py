@@ -58,11 +58,6 @@ class RangeMarks:
         none)."""
         return max((p.hlc for p in self.pieces if p.range.intersects(token_range)), default=0)
 
-    def admits(self, token_range: TokenRange, hlc: int) -> bool:
-        """As fences: whether a write whose id has ``hlc`` may be admitted to the log of
-        ``token_range``, the range that holds its token now — not below the range's fence."""
-        return hlc >= self.of(token_range)
-
     def at(self, token: int) -> int:
         """A low bound's answer for ``token``: the highest of the pieces containing it (0:
         none)."""

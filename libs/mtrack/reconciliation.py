@@ -24,8 +24,8 @@ groups (pending ones included):
    the highest any replica holds): a replica whose own differ refuses, and the round starts
    again.
 
-A round whose range changed — its split points or groups, by a topology step — is abandoned
-(``same_replicas``): its fences stay (a fence never hurts), its bound does not move.
+A round whose range changed — its split points or groups, by a topology step — is abandoned:
+its fences stay (a fence never hurts), its bound does not move.
 """
 
 from __future__ import annotations
@@ -132,12 +132,3 @@ def span_digests(
     return LogDigests.of(
         {i for i, token in entries if old_bounds.at(token) <= i.hlc < new_bound}, low_bound=0
     )
-
-
-def same_replicas(
-    before: tuple[tuple[int, ...], frozenset[str], frozenset[str]],
-    after: tuple[tuple[int, ...], frozenset[str], frozenset[str]],
-) -> bool:
-    """Whether a range is still the one a round started on: the same split points within it,
-    the same read group and the same write group (``(points, reads, writes)``)."""
-    return before == after

@@ -80,11 +80,8 @@ class ClusterMetadata:
         """The write (or read) group of the range owning ``token`` in ``keyspace``'s placement
         at this epoch; empty for an unknown keyspace or a ring without tokens. A write's
         consistency level counts over the write group, a read's over the read group."""
-        found = self.keyspaces.get(keyspace)
-        if found is None:
-            return frozenset()
-        placement = self.placements.get(found.replication)
-        if placement is None or not placement.points:
+        placement = self._placement(keyspace)
+        if placement is None:
             return frozenset()
         index = placement.index_of(token)
         return placement.writes[index] if write else placement.reads[index]
@@ -93,9 +90,15 @@ class ClusterMetadata:
         """The range of ``keyspace``'s placement that holds ``token`` at this epoch (the whole
         ring when the ring has one token); None for an unknown keyspace or a ring without
         tokens."""
-        found = self.keyspaces.get(keyspace)
-        placement = None if found is None else self.placements.get(found.replication)
-        if placement is None or not placement.points:
+        placement = self._placement(keyspace)
+        if placement is None:
             return None
         index = placement.index_of(token)
         return TokenRange(placement.points[index - 1], placement.points[index])
+
+    def _placement(self, keyspace: str) -> Placement | None:
+        """``keyspace``'s placement at this epoch; None for an unknown keyspace or a ring
+        without tokens."""
+        found = self.keyspaces.get(keyspace)
+        placement = None if found is None else self.placements.get(found.replication)
+        return placement if placement is not None and placement.points else None

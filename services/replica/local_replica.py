@@ -29,7 +29,7 @@ from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
-from epochal.replica.reconcile_ops import Admission, MarkOp, Refusal, malformed
+from epochal.replica.reconcile_ops import DROP, Admission, MarkOp, Refusal, malformed
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -321,7 +321,7 @@ class LocalReplica:
             if verdict is None:
                 mutations.append(entry)
                 continue
-            if verdict is True:  # a delivery below the low bound: held as reconciled
+            if verdict == DROP:  # a delivery below the low bound: held as reconciled
                 self.metrics.mutations_below_low_bound.inc()
                 reply = self._ok()
             else:

@@ -37,6 +37,7 @@ is committed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from epochal.mtrack import LogDigests
 from epochal.mtrack.hlc import MAX_HLC
@@ -92,6 +93,10 @@ class Refusal:
     fence: int = 0  # fenced: the fence the write's id was below
 
 
+DROP = "drop"  # a delivery below the low bound: acknowledged as reconciled, not stored
+Verdict = Refusal | Literal["drop"] | None
+
+
 class Admission:
     """The marks' side of one group commit: which writes are refused or dropped, and the
     operations performed after the writes queued before them are durable."""
@@ -109,13 +114,13 @@ class Admission:
         metadata: ClusterMetadata,
         writes: list[tuple[Mutation, bool]],
         ops: list[tuple[int, MarkOp]],
-    ) -> list[Refusal | bool | None]:
+    ) -> list[Verdict]:
         """Per queued write (``(mutation, delivered)``, in order; ``ops`` each with the number
-        of writes queued before it): a Refusal, True to drop it (acknowledged, not stored), or
-        None to store it."""
+        of writes queued before it): a Refusal, DROP (acknowledged, not stored), or None to
+        store it."""
         staged: dict[str, RangeMarks] = {}  # keyspace -> fences as the ops queued so far raise
         pending = sorted(ops, key=lambda op: op[0])
-        verdicts: list[Refusal | bool | None] = []
+        verdicts: list[Verdict] = []
         for index, (mutation, delivered) in enumerate(writes):
             while pending and pending[0][0] <= index:
                 _, op = pending.pop(0)
@@ -132,17 +137,20 @@ class Admission:
         mutation: Mutation,
         delivered: bool,
         staged: dict[str, RangeMarks],
-    ) -> Refusal | bool | None:
+    ) -> Verdict:
         if not mutation.tracked:
             return None
         hlc = mutation.id.hlc
         if delivered:
             bound = self.store.marks(mutation.keyspace, MarkKind.LOW_BOUND).at(mutation.token)
-            return True if hlc < bound else None
+            return DROP if hlc < bound else None
+        staged_fences = staged.get(mutation.keyspace)
+        fences = staged_fences or self.store.marks(mutation.keyspace, MarkKind.FENCE)
+        if not fences.pieces:
+            return None  # never fenced: the common case costs no placement lookup
         token_range = metadata.token_range(mutation.keyspace, mutation.token)
         if token_range is None:
             return None  # the gate refused writes to tokens no placement holds
-        staged_fences = staged.get(mutation.keyspace)
         fence = (
             staged_fences.of(token_range)
             if staged_fences is not None

@@ -38,6 +38,7 @@ _DELETE_LOG_BELOW = (
 )
 
 Key = tuple[str, MarkKind]
+NO_MARKS = RangeMarks()
 
 
 class ReconcileStore:
@@ -58,7 +59,7 @@ class ReconcileStore:
         return transaction(self._db.raw)
 
     def marks(self, keyspace: str, kind: MarkKind) -> RangeMarks:
-        return self._marks.get((keyspace, kind), RangeMarks())
+        return self._marks.get((keyspace, kind), NO_MARKS)
 
     def stage(
         self,

@@ -12,15 +12,17 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
 
+import grpc
 import pytest
 
-from epochal.mtrack import LOGICAL_BITS, LogDigests, MutationId
+from epochal.errors import ClockSkew
+from epochal.mtrack import LOGICAL_BITS, LogDigests, MutationId, make_hlc
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.reconciliation import span_digests
 from epochal.replica.codec import mutation_from_body, mutation_to_body
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.identity import node_number
-from epochal.replica.ids import MutationIds
+from epochal.replica.ids import MutationIds, wall_ms
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Mutation, RowWrite
@@ -28,6 +30,7 @@ from epochal.replica.mutations import BadRequest, RowDraft, WriteDraft, check_st
 from epochal.replica.reconcile_ops import AdvanceLowBound, RaiseFence
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import settings_from
+from epochal.replica.status import code_of
 from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
@@ -362,5 +365,29 @@ def test_a_write_queued_behind_a_low_bound_in_the_same_pass_is_fenced_by_it(stor
         assert advanced.outcome is Outcome.OK
         assert refused.outcome is Outcome.FENCED and refused.fence == 400
         assert storage.data.range_ids("tr", 0, 0) == []
+
+    asyncio.run(scenario())
+
+
+def test_a_fence_the_coordinators_clock_cannot_pass_fails_the_write_clearly(storage) -> None:
+    """A fence further ahead of the coordinator's clock than the allowed skew (a reconciler's
+    fence is behind every replica's clock, so this coordinator's clock is far behind): the write
+    fails with ClockSkew (FAILED_PRECONDITION), naming the skew, instead of retrying."""
+    made = cluster()
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        coordinator = coordinator_of(local, made)
+        epoch = local.follower.epoch
+        ahead = make_hlc(wall_ms() + 10 * local.settings.max_skew_ms + 60_000)
+        fence = RaiseFence(keyspace="tr", range=RING, hlc=ahead, token=1)
+        assert (await local.perform(epoch, fence)).outcome is Outcome.OK
+        with pytest.raises(ClockSkew) as skewed:
+            await coordinator.write(
+                draft(1), Consistency.ONE, client_epoch=epoch, session_hlc=0, retry_of=None
+            )
+        assert code_of(skewed.value) is grpc.StatusCode.FAILED_PRECONDITION
+        assert "ahead" in skewed.value.message
+        assert local.metrics.writes_fenced._value.get() == 0
 
     asyncio.run(scenario())
