@@ -54,6 +54,8 @@ class LocalCluster:
     test_hooks: bool = False
     cms: LocalCMS = field(init=False)
     nodes: dict[str, LocalReplica] = field(default_factory=dict, init=False)
+    reconcilers: dict[str, LocalProcess] = field(default_factory=dict, init=False)
+    reconciler_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +67,8 @@ class LocalCluster:
         index = len(self.nodes) if index is None else index
         name = f"replica{index + 1}"
         # A port picked earlier is free until its replica starts: never hand it out twice.
-        taken = {r.address for r in self.nodes.values()} | set(self.cms.addresses)
+        taken = {p.address for p in [*self.nodes.values(), *self.reconcilers.values()]}
+        taken |= set(self.cms.addresses)
         port = next(
             p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
         )
@@ -79,6 +82,36 @@ class LocalCluster:
         )
         self.nodes[name] = replica
         return replica
+
+    def add_reconciler(self) -> LocalProcess:
+        """A reconciler (not started): ``reconciler<n>``, its state in the data folder."""
+        name = f"reconciler{len(self.reconcilers) + 1}"
+        taken = {p.address for p in self.processes}
+        port = next(
+            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
+        )
+        reconciler = LocalProcess(name, f"127.0.0.1:{port}", self.data_dir / f"{name}.log")
+        self.reconcilers[name] = reconciler
+        return reconciler
+
+    def reconciler_command(self, name: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "epochal.reconciler",
+            "--listen",
+            self.reconcilers[name].address,
+            "--cms",
+            ",".join(self.cms.addresses),
+            "--data-dir",
+            str(self.data_dir / name),
+            "--id",
+            name,
+            *self.reconciler_args,
+        ]
+
+    def start_reconciler(self, name: str) -> None:
+        self.reconcilers[name].start(self.reconciler_command(name), self.env)
 
     @property
     def addresses(self) -> list[str]:
@@ -124,8 +157,8 @@ class LocalCluster:
 
     @property
     def processes(self) -> list[LocalProcess]:
-        """Every replica and CMS member."""
-        return [*self.nodes.values(), *self.cms.members.values()]
+        """Every reconciler, replica and CMS member."""
+        return [*self.reconcilers.values(), *self.nodes.values(), *self.cms.members.values()]
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM to every process at once, SIGKILL to those still running ``timeout_s``
@@ -133,8 +166,8 @@ class LocalCluster:
         stop_all(self.processes, timeout_s)
 
     def close(self) -> None:
-        for replica in self.nodes.values():
-            replica.kill()
+        for process in [*self.reconcilers.values(), *self.nodes.values()]:
+            process.kill()
         self.cms.close()
 
     async def wait_ready(self, names: Sequence[str] | None = None, timeout_s: float = 60.0) -> None:
@@ -218,6 +251,6 @@ class LocalCluster:
         request = Bootstrap(tokens=tuple(tokens), num_tokens=num_tokens)
         return await self.operation(name, request, timeout_s)
 
-    async def set_hooks(self, name: str, **hooks: bool | int) -> None:
+    async def set_hooks(self, name: str, **hooks: bool | int | float) -> None:
         async with self.admin(name) as admin:
             await admin.set_hooks(TestHooks(**hooks))  # type: ignore[arg-type]

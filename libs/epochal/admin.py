@@ -180,3 +180,5 @@ class TestHooks:
     hold_metadata_pushes: bool = False
     skip_plan_recheck: bool = False
     stream_delay_ms: int = 0
+    drop_write_share: float = 0.0
+    isolated: bool = False

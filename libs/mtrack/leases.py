@@ -1,10 +1,11 @@
 """Reconciliation leases and their fencing tokens, without I/O: one reconciler at a time per
 range, also across a pause. Pure; clocks are given as milliseconds of a monotonic clock.
 
-Theory of operation. A reconciler takes a range by committing a grant to the metadata log; the
-grant's epoch is its **token**, so tokens only grow and every replica learns them in log order.
-Renewals stay out of the log: the holder renews at each replica of the range, and each replica
-notes, by its own clock, when the token was last renewed there (``TokenGuard``). Three rules:
+Theory of operation. A reconciler takes a range by committing a grant to the metadata log
+(``epochal.tcm.leases``); the grant's epoch is its **token**, so tokens only grow and every
+replica learns them in log order. Renewals stay out of the log: the holder renews at each
+replica of the range, and each replica notes, by its own clock, when the token was last renewed
+there (``TokenGuard``). Three rules:
 
 1. *A replica refuses any token below the highest it has seen* — seen in a claim, in a renewal,
    or in the metadata log. It persists the highest token in the transaction of the action the

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from epochal.mtrack.hlc import MAX_HLC
-from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange, covers
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +81,3 @@ class RangeMarks:
             return self  # a piece at least as high covers it already
         kept = tuple(p for p in self.pieces if not (p.hlc <= hlc and covers(token_range, p.range)))
         return RangeMarks((*kept, Mark(token_range, hlc)))
-
-
-def covers(outer: TokenRange, inner: TokenRange) -> bool:
-    """Whether every token of ``inner`` is in ``outer``."""
-    outer_pieces = sorted(outer.pieces())
-    for left, right in inner.pieces():
-        reached = left  # (left, reached] is covered
-        for o_left, o_right in outer_pieces:
-            if o_left <= reached < o_right:
-                reached = o_right
-        if reached < right:
-            return False
-    return True

@@ -32,6 +32,16 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
+def parse_addresses(text: str, what: str) -> tuple[str, ...]:
+    """``host:port,...`` as a tuple (ValueError naming ``what`` for one that is not)."""
+    addresses = tuple(a.strip() for a in text.split(",") if a.strip())
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bad {what} address {address!r}: expected host:port")
+    return addresses
+
+
 def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 

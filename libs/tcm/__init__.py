@@ -11,6 +11,7 @@ from epochal.tcm.cms import (
     target_voters,
 )
 from epochal.tcm.directory import NodeInfo, NodeState
+from epochal.tcm.leases import GrantReconcileLease, LeaseChanged, LeaseGrant
 from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, CMSRole, Epoch
 from epochal.tcm.placement import Placement, RangeDelta
 from epochal.tcm.registration import Register, Unregister
@@ -61,6 +62,7 @@ BASE_KINDS: tuple[type[Transformation], ...] = (
     Register,
     Unregister,
     TriggerSnapshot,
+    GrantReconcileLease,
 )
 ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS + CMS_KINDS
 
@@ -86,9 +88,12 @@ __all__ = [
     "DropTable",
     "Epoch",
     "FinishAddToCMS",
+    "GrantReconcileLease",
     "InProgressSequence",
     "InitializeCMS",
     "Keyspace",
+    "LeaseChanged",
+    "LeaseGrant",
     "NodeInfo",
     "NodeState",
     "Placement",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from epochal.tcm.directory import NodeInfo
 from epochal.tcm.placement import Placement
@@ -16,6 +17,9 @@ from epochal.tcm.replication import Location, TokenMap
 from epochal.tcm.schema import Keyspace, ReplicationParams, frozen_map
 from epochal.tcm.sequences import InProgressSequence
 from epochal.tcm.tokens import TokenRange
+
+if TYPE_CHECKING:  # leases imports this module: its transformation changes ClusterMetadata
+    from epochal.tcm.leases import LeaseGrant
 
 Epoch = int
 EMPTY_EPOCH: Epoch = 0
@@ -51,6 +55,7 @@ class ClusterMetadata:
     tokens: TokenMap = field(default_factory=TokenMap)
     placements: Mapping[ReplicationParams, Placement] = field(default_factory=frozen_map)
     sequences: Mapping[str, InProgressSequence] = field(default_factory=frozen_map)  # by node id
+    reconcile_leases: tuple[LeaseGrant, ...] = ()  # by keyspace, range, epoch (epochal.tcm.leases)
 
     @classmethod
     def empty(cls) -> ClusterMetadata:
@@ -72,6 +77,20 @@ class ClusterMetadata:
 
     def keyspace(self, name: str) -> Keyspace | None:
         return self.keyspaces.get(name)
+
+    def lease_of(self, keyspace: str, token_range: TokenRange) -> LeaseGrant | None:
+        """The reconciler lease ``token_range`` of ``keyspace`` is under: the grant with the
+        highest epoch (its token) among the keyspace's grants whose range intersects it; None
+        when no grant does (token 0)."""
+        return max(
+            (
+                g
+                for g in self.reconcile_leases
+                if g.keyspace == keyspace and g.range.intersects(token_range)
+            ),
+            key=lambda g: g.epoch,
+            default=None,
+        )
 
     def locations(self) -> dict[str, Location]:
         return {n.node_id: (n.datacenter, n.rack) for n in self.nodes.values()}

@@ -146,6 +146,9 @@ class AlterKeyspace(Transformation):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DropKeyspace(Transformation):
+    """The keyspace with its tables and its reconciler lease grants; a placement that no other
+    keyspace uses goes too."""
+
     name: str
     kind: ClassVar[str] = "drop_keyspace"
 
@@ -156,7 +159,13 @@ class DropKeyspace(Transformation):
         keyspaces = {k: v for k, v in metadata.keyspaces.items() if k != self.name}
         in_use = {k.replication for k in keyspaces.values()}
         placements = {p: v for p, v in metadata.placements.items() if p in in_use}
-        return replace(metadata, keyspaces=frozen_map(keyspaces), placements=frozen_map(placements))
+        leases = tuple(g for g in metadata.reconcile_leases if g.keyspace != self.name)
+        return replace(
+            metadata,
+            keyspaces=frozen_map(keyspaces),
+            placements=frozen_map(placements),
+            reconcile_leases=leases,
+        )
 
     def __str__(self) -> str:
         return f"DropKeyspace({self.name})"

@@ -11,13 +11,14 @@ mapping of ``MIN_TOKEN`` (which no key may have: it is the ring's origin) to ``M
 A range is half-open ``(left, right]``. A set of *split points* cuts the ring into ranges: with
 points p0 < p1 < … < pn the ranges are (p0, p1], …, (pn-1, pn] and the wrapping range (pn, p0].
 A range wraps when ``left >= right``; ``(p, p]`` is the whole ring. Wrap-around is handled here
-and nowhere else: everything else asks ``contains``, ``intersects`` or ``index_owning``.
+and nowhere else: everything else asks ``contains``, ``intersects``, ``covers`` or
+``index_owning``.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MIN_TOKEN = -(1 << 63)
@@ -134,6 +135,24 @@ class TokenRange:
 
     def __str__(self) -> str:
         return f"({self.left}, {self.right}]"
+
+
+def covers(outer: TokenRange, inner: TokenRange) -> bool:
+    """Whether every token of ``inner`` is in ``outer``."""
+    return union_covers((outer,), inner)
+
+
+def union_covers(outers: Iterable[TokenRange], inner: TokenRange) -> bool:
+    """Whether every token of ``inner`` is in one of ``outers``."""
+    outer_pieces = sorted(piece for outer in outers for piece in outer.pieces())
+    for left, right in inner.pieces():
+        reached = left  # (left, reached] is covered; pieces sorted by left extend it greedily
+        for o_left, o_right in outer_pieces:
+            if o_left <= reached < o_right:
+                reached = o_right
+        if reached < right:
+            return False
+    return True
 
 
 def index_owning(points: Sequence[int], token: int) -> int:

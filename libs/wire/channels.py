@@ -70,6 +70,9 @@ class Channels:
     def admin(self, address: str) -> replica_pb2_grpc.ReplicaAdminStub:
         return self._stub(replica_pb2_grpc.ReplicaAdminStub, address)
 
+    def reconcile(self, address: str) -> replica_pb2_grpc.ReplicaReconcileStub:
+        return self._stub(replica_pb2_grpc.ReplicaReconcileStub, address)
+
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         self._stubs.clear()

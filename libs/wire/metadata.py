@@ -43,6 +43,7 @@ from epochal.wire.fields import (
     replication_to_proto,
     required,
 )
+from epochal.wire.leases import LEASE_CODECS, leases_from_proto, leases_to_proto
 from epochal.wire.topology import (
     NODE_STATE_NUMBERS,
     NODE_STATES,
@@ -273,6 +274,7 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]]
     TriggerSnapshot.kind: (_to_trigger_snapshot, _from_trigger_snapshot),
     **TOPOLOGY_CODECS,
     **CMS_CODECS,
+    **LEASE_CODECS,
 }
 
 
@@ -367,6 +369,7 @@ def metadata_to_proto(
         cms_members=members_to_proto(metadata.cms_members),
         next_node_number=metadata.next_node_number,
         **topology_to_proto(metadata),
+        reconcile_leases=leases_to_proto(metadata.reconcile_leases),
     )
 
 
@@ -430,6 +433,7 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         tokens=TokenMap({t.node_id: tuple(t.tokens) for t in m.tokens}),
         placements=placements_from_proto(m.placements, sorted(nodes)),
         sequences=sequences_from_proto(m.sequences),
+        reconcile_leases=leases_from_proto(m.reconcile_leases),
     )
 
 

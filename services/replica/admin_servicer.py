@@ -13,6 +13,7 @@ import grpc
 from epochal.errors import Aborted, EpochalError, OperationRefused
 from epochal.replica.codec import operation_status_to_proto
 from epochal.replica.coordinator import Coordinator, Hooks
+from epochal.replica.faults import Faults
 from epochal.replica.operations import Operations
 from epochal.replica.status import abort_with
 from epochal.replica.stream_receiver import StreamReceiver
@@ -121,15 +122,24 @@ class TestingServicer:
     __test__ = False  # not a pytest class
 
     def __init__(
-        self, follower: MetadataFollower, coordinator: Coordinator, receiver: StreamReceiver
+        self,
+        follower: MetadataFollower,
+        coordinator: Coordinator,
+        receiver: StreamReceiver,
+        faults: Faults,
     ) -> None:
         self.follower = follower
         self.coordinator = coordinator
         self.receiver = receiver
+        self.faults = faults
 
     async def SetHooks(
         self, request: pb.TestHooks, context: grpc.aio.ServicerContext
     ) -> pb.TestHooks:
+        try:
+            self.faults.set(drop_write_share=request.drop_write_share, isolated=request.isolated)
+        except ValueError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         released = self.follower.hold_pushes and not request.hold_metadata_pushes
         self.follower.hold_pushes = request.hold_metadata_pushes
         if released:
@@ -140,4 +150,6 @@ class TestingServicer:
             hold_metadata_pushes=self.follower.hold_pushes,
             skip_plan_recheck=self.coordinator.hooks.skip_plan_recheck,
             stream_delay_ms=self.receiver.delay_ms,
+            drop_write_share=self.faults.drop_write_share,
+            isolated=self.faults.isolated,
         )

@@ -15,6 +15,7 @@ from epochal.replica.database import ReplicaDatabase
 from epochal.replica.model import Cell, Mutation
 from epochal.runtime.database import transaction
 from epochal.tcm.keys import KeyBounds
+from epochal.tcm.tokens import TokenRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,20 @@ class DataStore:
             sql += "AND (token > ? OR token <= ?)"
         rows = self._db.query(sql, (*params, left, right))
         return [(MutationId(node=n, log=g, sequence=q, hlc=h), t) for n, g, q, h, t in rows]
+
+    def range_log_size(self, keyspace: str, token_range: TokenRange) -> tuple[int, int]:
+        """How many log entries of ``keyspace`` the range holds here, and their bytes."""
+        entries = size = 0
+        for left, right in token_range.pieces():
+            row = self._db.query_one(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM mutations "
+                "WHERE keyspace = ? AND token > ? AND token <= ?",
+                (keyspace, left, right),
+            )
+            if row is not None:
+                entries += int(row[0])
+                size += int(row[1])
+        return entries, size
 
     def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:
         """The stored bodies of those of ``ids`` held here."""

@@ -130,6 +130,11 @@ class RemoteHandle:
         request = codec.apply_request(epoch, body, repair=True)
         return self._call(request, timeout_s, codec.applied)
 
+    def deliver(self, epoch: int, body: bytes, *, timeout_s: float) -> asyncio.Future[PeerReply]:
+        """A reconciliation delivery: a mutation this replica's log holds, stored there as a
+        repair (idempotent; dropped below that replica's low bound)."""
+        return self._call(codec.apply_request(epoch, body, repair=True), timeout_s, codec.applied)
+
     def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:

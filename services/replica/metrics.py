@@ -72,6 +72,16 @@ class ReplicaMetrics:
         self.log_entries_collected = m.counter(
             "log_entries_collected", "mutation log entries deleted below an advanced low bound"
         )
+        self.reconcile_delivered = m.counter(
+            "reconcile_delivered", "mutations this replica delivered to others for a reconciler"
+        )
+        self.reconcile_delivered_bytes = m.counter(
+            "reconcile_delivered_bytes", "bytes of the mutations delivered for a reconciler"
+        )
+        self.reconcile_refusals = m.counter(
+            "reconcile_lease_refusals",
+            "reconciler calls refused for a superseded or lapsed lease token",
+        )
         self.refused = m.counter("refused", "replica-side requests refused, by reason", ("reason",))
         self.overloaded = m.counter(
             "overloaded", "requests refused with RESOURCE_EXHAUSTED, by where", ("where",)

@@ -30,7 +30,8 @@ from epochal.replica.codec import (
 )
 from epochal.replica.data_store import CellRepair
 from epochal.replica.exchange_codec import OUTCOME_NUMBERS
-from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
+from epochal.replica.faults import ISOLATED, Faults
+from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with
 from epochal.replica.stream_receiver import StreamReceiver
@@ -41,6 +42,7 @@ from epochal.wire.multiplex import answer_with, serve
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
+DROPPED = "the drop_write_share test hook"
 
 
 @dataclass(eq=False, repr=False)
@@ -54,6 +56,7 @@ class PeerServicer:
     follower: MetadataFollower
     source: StreamSource
     receiver: StreamReceiver
+    faults: Faults = field(kw_only=True)
     closing: asyncio.Event = field(kw_only=True)  # the server is stopping: Exchange streams end
 
     async def AwaitEpoch(
@@ -112,6 +115,8 @@ class PeerServicer:
     def _serve(self, kind: str | None, request: Any) -> asyncio.Future[PeerReply]:
         """Start serving one request; raises MalformedInput for one that makes no sense."""
         local = self.local
+        if self.faults.isolated:
+            return _refused(local, Outcome.OVERLOADED, f"{local.node_id} is {ISOLATED}")
         if kind == "apply":
             if request.HasField("cell_repair"):
                 repair = request.cell_repair
@@ -125,6 +130,10 @@ class PeerServicer:
                     local.apply_cells(request.epoch, cells, repair.keyspace)
                 )
             mutation = mutation_from_proto(request.mutation)
+            if not request.repair and self.faults.drops_write():
+                return _refused(
+                    local, Outcome.OVERLOADED, f"{local.node_id} dropped the write ({DROPPED})"
+                )
             body = request.mutation.SerializeToString()
             return local.apply_soon(request.epoch, mutation, body, repair=request.repair)
         if kind == "read":
@@ -146,6 +155,12 @@ class PeerServicer:
             ids = [id_from_proto(i, "ids") for i in request.ids]
             return asyncio.ensure_future(local.fetch(request.epoch, ids))
         raise MalformedInput("a peer request needs a body: apply, read or fetch")
+
+
+def _refused(local: LocalReplica, outcome: Outcome, message: str) -> asyncio.Future[PeerReply]:
+    future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+    future.set_result(PeerReply(local.follower.epoch, outcome, message))
+    return future
 
 
 def _reply_to_proto(kind: str, reply: PeerReply) -> Any:

@@ -32,6 +32,7 @@ from epochal.replica.barriers import BarrierDriver
 from epochal.replica.client_servicer import ReplicaServicer
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.database import StorageFormatError
+from epochal.replica.faults import Faults
 from epochal.replica.identity import RegistrationFailed, node_number, register
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
@@ -39,6 +40,8 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import Operations
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.peer_servicer import PeerServicer
+from epochal.replica.reconcile_node import ReconcileNode
+from epochal.replica.reconcile_servicer import ReconcileServicer
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_receiver import StreamReceiver
@@ -58,6 +61,7 @@ REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["Replica"]
 PEER_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaPeer"]
 TESTING_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaTesting"]
 ADMIN_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaAdmin"]
+RECONCILE_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaReconcile"]
 EXIT_CANNOT_REGISTER = 78  # EX_CONFIG
 EXIT_STORAGE_FORMAT = 65  # EX_DATAERR: --data-dir holds a storage format this version refuses
 REGISTER_RETRY_MAX_S = 5.0
@@ -120,6 +124,7 @@ class ReplicaServer:
             self._refusal,
         )
         peers = PeerClient(self.channels)
+        faults = Faults()
         source = StreamSource(settings, self.follower, self.storage, self.metrics)
         self.receiver = StreamReceiver(settings, self.follower, self.storage, peers, self.metrics)
         self.operations = Operations(
@@ -135,19 +140,39 @@ class ReplicaServer:
             server,
             PEER_SERVICE,
             PeerServicer(
-                settings, self.local, self.follower, source, self.receiver, closing=self.closing
+                settings,
+                self.local,
+                self.follower,
+                source,
+                self.receiver,
+                faults=faults,
+                closing=self.closing,
             ),
             self._refusal_until_registered,
         )
         add_servicer(
             server, ADMIN_SERVICE, AdminServicer(self.operations), self._refusal_until_registered
         )
-        services = [REPLICA_SERVICE.full_name, PEER_SERVICE.full_name, ADMIN_SERVICE.full_name]
+        reconcile = ReconcileNode(
+            settings, self.local, self.follower, self.coordinator, self.storage, self.metrics
+        )
+        add_servicer(
+            server,
+            RECONCILE_SERVICE,
+            ReconcileServicer(reconcile, faults),
+            self._refusal_until_registered,
+        )
+        services = [
+            REPLICA_SERVICE.full_name,
+            PEER_SERVICE.full_name,
+            ADMIN_SERVICE.full_name,
+            RECONCILE_SERVICE.full_name,
+        ]
         if settings.enable_test_hooks:
             add_servicer(
                 server,
                 TESTING_SERVICE,
-                TestingServicer(self.follower, self.coordinator, self.receiver),
+                TestingServicer(self.follower, self.coordinator, self.receiver, faults),
                 self._refusal,
             )
             services.append(TESTING_SERVICE.full_name)

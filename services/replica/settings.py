@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from epochal.runtime.flags import build_parser as build_flag_parser
-from epochal.runtime.flags import check_numbers, values_from
+from epochal.runtime.flags import check_numbers, parse_addresses, values_from
 from epochal.runtime.follower import FollowerSettings
 from epochal.tcm import Rejected
 from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
@@ -19,15 +19,6 @@ ENV_PREFIX = "EPOCHAL_REPLICA_"
 SOFTWARE_VERSION = "1.0.0"
 SYNC_MODES = ("full", "normal")
 STREAM_SOURCES = ("strict", "nearest")
-
-
-def parse_addresses(text: str, what: str) -> tuple[str, ...]:
-    addresses = tuple(a.strip() for a in text.split(",") if a.strip())
-    for address in addresses:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"bad {what} address {address!r}: expected host:port")
-    return addresses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

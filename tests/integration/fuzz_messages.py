@@ -240,6 +240,8 @@ class Generator:
             plausible = ["1.0.0", "1", "0.0.1", "99999999999.0.0"]
         elif name in ("address",):
             plausible = ["127.0.0.1:1", "nowhere:0", "127.0.0.1:99999"]
+        elif name in ("holder",):
+            plausible = ["reconciler-1", "reconciler-2", ""]  # "": a release
         if plausible and rng.random() < 0.7:
             return rng.choice(plausible)
         return rng.choice(

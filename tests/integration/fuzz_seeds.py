@@ -40,8 +40,10 @@ from epochal.tcm import (
     CreateKeyspace,
     CreateTable,
     DropTable,
+    GrantReconcileLease,
     Register,
     ReplicationParams,
+    TokenRange,
 )
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.paxos import message_to_proto
@@ -181,6 +183,12 @@ def seeds(
                     datacenter="dc1",
                     rack="r1",
                     version=rng.choice(["1", "1.0.0", "0.1.0"]),
+                ),
+                GrantReconcileLease(
+                    keyspace="fuzz",
+                    range=TokenRange(rng.randrange(-1000, 0), rng.randrange(0, 1000)),
+                    holder=rng.choice(["reconciler-1", "reconciler-2", ""]),
+                    replaces=rng.choice([0, context.epoch]),
                 ),
             ]
         )

@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochal.mtrack.marks import Mark, RangeMarks, covers
-from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
+from epochal.mtrack.marks import Mark, RangeMarks
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange, covers
 
 POINTS = st.integers(-40, 40) | st.sampled_from([MIN_TOKEN, MAX_TOKEN])
 RANGES = st.builds(TokenRange, POINTS, POINTS)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from epochal.tcm import MAX_TOKEN, MIN_TOKEN, TokenMap, TokenRange, token_of
 from epochal.tcm.allocation import allocate_tokens
+from epochal.tcm.tokens import union_covers
 
 # Key -> token pairs computed by Cassandra's Murmur3Partitioner (published in the DataStax
 # drivers' partitioner tests), covering every tail length and negative (sign-extended) bytes.
@@ -46,6 +49,17 @@ def test_ranges_are_half_open_and_wrap_once() -> None:
     assert wrapping.intersects(TokenRange(50, 60)) and wrapping.intersects(TokenRange(400, 500))
     assert not wrapping.intersects(TokenRange(100, 300))
     assert not plain.intersects(TokenRange(200, 300)) and plain.intersects(TokenRange(199, 300))
+
+
+SMALL_RANGES = st.builds(TokenRange, st.integers(-6, 6), st.integers(-6, 6))
+# Between and beyond the ends of such ranges: every token whose membership may differ.
+PROBES = [*range(-7, 8), MIN_TOKEN + 1, MAX_TOKEN]
+
+
+@given(st.lists(SMALL_RANGES, max_size=4), SMALL_RANGES)
+def test_a_union_covers_a_range_exactly_when_it_holds_each_of_its_tokens(outers, inner) -> None:
+    naive = all(any(o.contains(t) for o in outers) for t in PROBES if inner.contains(t))
+    assert union_covers(outers, inner) == naive
 
 
 def _ownership(token_map: TokenMap) -> dict[str, int]:

@@ -22,6 +22,7 @@ from epochal.tcm import (
     DropKeyspace,
     DropTable,
     FinishAddToCMS,
+    GrantReconcileLease,
     InitializeCMS,
     PrepareJoin,
     PrepareLeave,
@@ -33,6 +34,7 @@ from epochal.tcm import (
     ReplicationType,
     StartAddToCMS,
     Step,
+    TokenRange,
     Transformation,
     TriggerSnapshot,
     Unregister,
@@ -131,6 +133,13 @@ transformations = st.one_of(
     st.builds(StartAddToCMS, names),
     st.builds(FinishAddToCMS, names),
     st.builds(RemoveFromCMS, names),
+    st.builds(
+        GrantReconcileLease,
+        keyspace=names,
+        range=st.builds(TokenRange, tokens, tokens),
+        holder=st.just("") | names,
+        replaces=st.integers(0, 2**64 - 1),
+    ),
 )
 
 
@@ -220,6 +229,9 @@ def test_malformed_input_says_what_is_wrong() -> None:
         metadata_pb2.Transformation(
             create_keyspace=metadata_pb2.CreateKeyspace(name="k")
         ).SerializeToString(): "create_keyspace.replication is required",
+        metadata_pb2.Transformation(
+            grant_reconcile_lease=metadata_pb2.GrantReconcileLease(keyspace="ks", holder="r1")
+        ).SerializeToString(): "grant_reconcile_lease.range is required",
     }
     for data, expected in cases.items():
         try:

@@ -211,7 +211,7 @@ class CMSMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., role: _Optional[_Union[CMSRole, str]] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences")
+    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences", "reconcile_leases")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class ClusterMetadata(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_LEASES_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspaces: _containers.RepeatedCompositeFieldContainer[Keyspace]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
@@ -228,7 +229,20 @@ class ClusterMetadata(_message.Message):
     tokens: _containers.RepeatedCompositeFieldContainer[NodeTokens]
     placements: _containers.RepeatedCompositeFieldContainer[Placement]
     sequences: _containers.RepeatedCompositeFieldContainer[InProgressSequence]
-    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[NodeTokens, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., sequences: _Optional[_Iterable[_Union[InProgressSequence, _Mapping]]] = ...) -> None: ...
+    reconcile_leases: _containers.RepeatedCompositeFieldContainer[LeaseGrant]
+    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[NodeTokens, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., sequences: _Optional[_Iterable[_Union[InProgressSequence, _Mapping]]] = ..., reconcile_leases: _Optional[_Iterable[_Union[LeaseGrant, _Mapping]]] = ...) -> None: ...
+
+class LeaseGrant(_message.Message):
+    __slots__ = ("keyspace", "range", "holder", "epoch")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    range: TokenRange
+    holder: str
+    epoch: int
+    def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[TokenRange, _Mapping]] = ..., holder: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class NodeTokens(_message.Message):
     __slots__ = ("node_id", "tokens")
@@ -506,8 +520,20 @@ class RemoveFromCMS(_message.Message):
     member_id: str
     def __init__(self, member_id: _Optional[str] = ...) -> None: ...
 
+class GrantReconcileLease(_message.Message):
+    __slots__ = ("keyspace", "range", "holder", "replaces")
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_FIELD_NUMBER: _ClassVar[int]
+    keyspace: str
+    range: TokenRange
+    holder: str
+    replaces: int
+    def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[TokenRange, _Mapping]] = ..., holder: _Optional[str] = ..., replaces: _Optional[int] = ...) -> None: ...
+
 class Transformation(_message.Message):
-    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence", "add_cms_candidate", "start_add_to_cms", "finish_add_to_cms", "remove_from_cms")
+    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence", "add_cms_candidate", "start_add_to_cms", "finish_add_to_cms", "remove_from_cms", "grant_reconcile_lease")
     INITIALIZE_CMS_FIELD_NUMBER: _ClassVar[int]
     CREATE_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     ALTER_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
@@ -528,6 +554,7 @@ class Transformation(_message.Message):
     START_ADD_TO_CMS_FIELD_NUMBER: _ClassVar[int]
     FINISH_ADD_TO_CMS_FIELD_NUMBER: _ClassVar[int]
     REMOVE_FROM_CMS_FIELD_NUMBER: _ClassVar[int]
+    GRANT_RECONCILE_LEASE_FIELD_NUMBER: _ClassVar[int]
     initialize_cms: InitializeCMS
     create_keyspace: CreateKeyspace
     alter_keyspace: AlterKeyspace
@@ -548,4 +575,5 @@ class Transformation(_message.Message):
     start_add_to_cms: StartAddToCMS
     finish_add_to_cms: FinishAddToCMS
     remove_from_cms: RemoveFromCMS
-    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ..., add_cms_candidate: _Optional[_Union[AddCMSCandidate, _Mapping]] = ..., start_add_to_cms: _Optional[_Union[StartAddToCMS, _Mapping]] = ..., finish_add_to_cms: _Optional[_Union[FinishAddToCMS, _Mapping]] = ..., remove_from_cms: _Optional[_Union[RemoveFromCMS, _Mapping]] = ...) -> None: ...
+    grant_reconcile_lease: GrantReconcileLease
+    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ..., add_cms_candidate: _Optional[_Union[AddCMSCandidate, _Mapping]] = ..., start_add_to_cms: _Optional[_Union[StartAddToCMS, _Mapping]] = ..., finish_add_to_cms: _Optional[_Union[FinishAddToCMS, _Mapping]] = ..., remove_from_cms: _Optional[_Union[RemoveFromCMS, _Mapping]] = ..., grant_reconcile_lease: _Optional[_Union[GrantReconcileLease, _Mapping]] = ...) -> None: ...

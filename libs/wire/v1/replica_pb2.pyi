@@ -1,4 +1,5 @@
 from epochal.wire.v1 import cms_pb2 as _cms_pb2
+from epochal.wire.v1 import metadata_pb2 as _metadata_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -742,11 +743,157 @@ class OperationStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ..., reconciled_mutations: _Optional[int] = ...) -> None: ...
 
 class TestHooks(_message.Message):
-    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms")
+    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms", "drop_write_share", "isolated")
     HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]
     SKIP_PLAN_RECHECK_FIELD_NUMBER: _ClassVar[int]
     STREAM_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DROP_WRITE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    ISOLATED_FIELD_NUMBER: _ClassVar[int]
     hold_metadata_pushes: bool
     skip_plan_recheck: bool
     stream_delay_ms: int
-    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ...) -> None: ...
+    drop_write_share: float
+    isolated: bool
+    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ...) -> None: ...
+
+class ReconcileRange(_message.Message):
+    __slots__ = ("epoch", "keyspace", "range", "lease_token")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    keyspace: str
+    range: _metadata_pb2.TokenRange
+    lease_token: int
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., lease_token: _Optional[int] = ...) -> None: ...
+
+class RangeMark(_message.Message):
+    __slots__ = ("range", "hlc")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    range: _metadata_pb2.TokenRange
+    hlc: int
+    def __init__(self, range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
+
+class RangeStateRequest(_message.Message):
+    __slots__ = ("range", "claim", "lease_ms")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    claim: bool
+    lease_ms: int
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class RangeStateResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    LOW_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    LOG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    hlc: int
+    fence: int
+    low_bounds: _containers.RepeatedCompositeFieldContainer[RangeMark]
+    lease_token: int
+    lease_idle_ms: float
+    log_entries: int
+    log_bytes: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ...) -> None: ...
+
+class RangeSummaryRequest(_message.Message):
+    __slots__ = ("range", "low_bounds", "below", "sketch_logs", "sketch_cells")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    LOW_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    BELOW_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_LOGS_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_CELLS_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    low_bounds: _containers.RepeatedCompositeFieldContainer[RangeMark]
+    below: int
+    sketch_logs: _containers.RepeatedCompositeFieldContainer[LogKey]
+    sketch_cells: int
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., below: _Optional[int] = ..., sketch_logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., sketch_cells: _Optional[int] = ...) -> None: ...
+
+class RangeSummaryResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "summary", "sketch")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    summary: bytes
+    sketch: bytes
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., summary: _Optional[bytes] = ..., sketch: _Optional[bytes] = ...) -> None: ...
+
+class DeliverRequest(_message.Message):
+    __slots__ = ("range", "target", "ids")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    target: str
+    ids: _containers.RepeatedCompositeFieldContainer[MutationId]
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., target: _Optional[str] = ..., ids: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
+
+class DeliverResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "delivered", "bytes", "absent")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    ABSENT_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    delivered: int
+    bytes: int
+    absent: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., delivered: _Optional[int] = ..., bytes: _Optional[int] = ..., absent: _Optional[int] = ...) -> None: ...
+
+class FenceRequest(_message.Message):
+    __slots__ = ("range", "hlc")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    HLC_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    hlc: int
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
+
+class AdvanceLowBoundRequest(_message.Message):
+    __slots__ = ("range", "old_bounds", "new_bound", "digests")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    OLD_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    NEW_BOUND_FIELD_NUMBER: _ClassVar[int]
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    old_bounds: _containers.RepeatedCompositeFieldContainer[RangeMark]
+    new_bound: int
+    digests: bytes
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., old_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., new_bound: _Optional[int] = ..., digests: _Optional[bytes] = ...) -> None: ...
+
+class MarkResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "fence", "collected")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    COLLECTED_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    fence: int
+    collected: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., fence: _Optional[int] = ..., collected: _Optional[int] = ...) -> None: ...

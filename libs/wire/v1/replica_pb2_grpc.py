@@ -1114,6 +1114,276 @@ class ReplicaAdmin:
             _registered_method=True)
 
 
+class ReplicaReconcileStub:
+    """What a reconciler (services/reconciler) asks of a replica for one token range of a tracked
+    keyspace. Every call names the reconciler's lease token; a token below the highest this replica
+    has seen for the range is refused (SUPERSEDED), and so is an action under a token not claimed
+    or renewed here within its lease (SUPERSEDED, "lapsed"): a reconciler paused past its lease
+    acts nowhere when it wakes.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.RangeState = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/RangeState',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateResponse.FromString,
+                _registered_method=True)
+        self.RangeSummary = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/RangeSummary',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryResponse.FromString,
+                _registered_method=True)
+        self.Deliver = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/Deliver',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverResponse.FromString,
+                _registered_method=True)
+        self.Fence = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/Fence',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FenceRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+                _registered_method=True)
+        self.AdvanceLowBound = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/AdvanceLowBound',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+                _registered_method=True)
+
+
+class ReplicaReconcileServicer:
+    """What a reconciler (services/reconciler) asks of a replica for one token range of a tracked
+    keyspace. Every call names the reconciler's lease token; a token below the highest this replica
+    has seen for the range is refused (SUPERSEDED), and so is an action under a token not claimed
+    or renewed here within its lease (SUPERSEDED, "lapsed"): a reconciler paused past its lease
+    acts nowhere when it wakes.
+    """
+
+    def RangeState(self, request, context):
+        """The range here: this replica's clock, its fence, its low bounds, its log's size, and the
+        highest lease token seen with how long since it was last renewed here. With `claim`, also
+        claim (or renew) the lease of `range.lease_token` first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RangeSummary(self, request, context):
+        """The summary of the range's ids at or above the given low bounds (per token, and this
+        replica's own) and below `below` (0: no upper end), and a sketch of some of its logs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Deliver(self, request, context):
+        """Send these ids from this replica's log to `target` over this replica's peer stream to it,
+        batched; answers once the target acknowledged them (or could not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Fence(self, request, context):
+        """Persist the fence `hlc` for the range: from then on refuse new writes below it (FENCED).
+        Answered once every write admitted below it is durable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdvanceLowBound(self, request, context):
+        """Advance the range's low bound, carrying the agreed digests (MISMATCH when this replica's own
+        differ), and delete the log entries below it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicaReconcileServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'RangeState': grpc.unary_unary_rpc_method_handler(
+                    servicer.RangeState,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateResponse.SerializeToString,
+            ),
+            'RangeSummary': grpc.unary_unary_rpc_method_handler(
+                    servicer.RangeSummary,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryResponse.SerializeToString,
+            ),
+            'Deliver': grpc.unary_unary_rpc_method_handler(
+                    servicer.Deliver,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverResponse.SerializeToString,
+            ),
+            'Fence': grpc.unary_unary_rpc_method_handler(
+                    servicer.Fence,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FenceRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.SerializeToString,
+            ),
+            'AdvanceLowBound': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdvanceLowBound,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'epochal.v1.ReplicaReconcile', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('epochal.v1.ReplicaReconcile', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReplicaReconcile:
+    """What a reconciler (services/reconciler) asks of a replica for one token range of a tracked
+    keyspace. Every call names the reconciler's lease token; a token below the highest this replica
+    has seen for the range is refused (SUPERSEDED), and so is an action under a token not claimed
+    or renewed here within its lease (SUPERSEDED, "lapsed"): a reconciler paused past its lease
+    acts nowhere when it wakes.
+    """
+
+    @staticmethod
+    def RangeState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/RangeState',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.RangeStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RangeSummary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/RangeSummary',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.RangeSummaryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Deliver(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/Deliver',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Fence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/Fence',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.FenceRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdvanceLowBound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/AdvanceLowBound',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class ReplicaTestingStub:
     """Served only by a replica started with --enable-test-hooks.
     """

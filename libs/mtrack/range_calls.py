@@ -1,0 +1,42 @@
+"""The values a reconciler and a replica exchange about one token range (``ReplicaReconcile``):
+what both sides of those calls speak, whatever carries them. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochal.mtrack.marks import RangeMarks
+from epochal.tcm.tokens import TokenRange
+
+
+@dataclass(frozen=True, slots=True)
+class RangeRef:
+    """A range as the reconciler's epoch places it, and the reconciler's lease token on it."""
+
+    epoch: int
+    keyspace: str
+    range: TokenRange
+    lease_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeState:
+    """A replica's view of a range: its clock, fence and low bounds, the highest lease token it
+    has seen and how long since that was claimed or renewed there, and its log's size."""
+
+    hlc: int
+    fence: int
+    low_bounds: RangeMarks  # the pieces that intersect the range
+    lease_token: int
+    lease_idle_ms: float | None  # None: never claimed or renewed there since it started
+    log_entries: int
+    log_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    delivered: int
+    bytes: int
+    absent: int  # ids the source's log does not hold (below its low bound, or never held)
+    failed: int
+    problem: str = ""  # the first failure, when any

@@ -1,0 +1,203 @@
+"""This reconciler's leases on ranges: taking them (grants committed to the metadata log),
+claiming them at the replicas, renewing them, and stepping back.
+
+Theory of operation
+-------------------
+Leases live in two places, on purpose. **Grants** are entries of the metadata log
+(``GrantReconcileLease``): the CMS orders them, so the grant's epoch is a fencing token that only
+grows, every replica and reconciler learns it in log order, and a grant names the token it
+replaces (compare-and-set), so two contenders that both saw a lapsed lease cannot both take it.
+**Renewals** stay out of the log (one per range every third of a lease would flood it): the
+holder claims the range at each replica (``ReplicaReconcile.RangeState`` with ``claim``), and each
+replica notes by its own clock when the token was last renewed there (``epochal.mtrack.leases``).
+
+* A free range (no grant, or a released one) is granted to this reconciler when it holds fewer
+  than its share (``--max-ranges``, else the ranges over the reconcilers the grants name).
+* A range granted to another reconciler is taken over only when a majority of its replicas say
+  the token has not been renewed there for a whole lease (``may_take_over``).
+* After a grant, the holder claims every replica before it acts; it acts while a majority
+  acknowledged a renewal sent less than a lease (less a margin) ago (``HolderLease``).
+* A refusal for the token (superseded, or lapsed at the replicas) ends the holding: this
+  reconciler steps back, and takes the range again only by a new grant.
+* On a graceful stop every held range is released (a grant to nobody), so another reconciler
+  takes it at once instead of after a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError
+from epochal.mtrack.leases import HolderLease, may_take_over
+from epochal.mtrack.range_calls import RangeRef
+from epochal.reconciler.metrics import ReconcilerMetrics
+from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
+from epochal.runtime.follower import MetadataFollower
+from epochal.tcm.leases import GrantReconcileLease
+from epochal.tcm.tokens import TokenRange
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, TokenRange]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A range to hold, as the newest epoch places it."""
+
+    keyspace: str
+    range: TokenRange
+    replicas: Mapping[str, str]  # node id -> address
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class Leases:
+    def __init__(
+        self,
+        reconciler_id: str,
+        follower: MetadataFollower,
+        cms: CMSClient,
+        client: ReplicaClient,
+        metrics: ReconcilerMetrics,
+        *,
+        lease_ms: int,
+        margin_ms: int,
+        max_ranges: int,
+    ) -> None:
+        self.id = reconciler_id
+        self.follower = follower
+        self.cms = cms
+        self.client = client
+        self.metrics = metrics
+        self.lease_ms = lease_ms
+        self.margin_ms = margin_ms
+        self.max_ranges = max_ranges
+        self.held: dict[Key, HolderLease] = {}
+
+    def ref(self, target: Target, token: int) -> RangeRef:
+        return RangeRef(self.follower.epoch, target.keyspace, target.range, token)
+
+    def share(self, ranges: int) -> int:
+        if self.max_ranges:
+            return self.max_ranges
+        metadata = self.follower.metadata
+        holders = {g.holder for g in metadata.reconcile_leases if g.holder} | {self.id}
+        return math.ceil(ranges / len(holders))
+
+    async def acquire(self, target: Target, ranges: int) -> HolderLease | None:
+        """The lease on ``target`` if this reconciler holds it or may take it now; else None."""
+        key = (target.keyspace, target.range)
+        lease = self.held.get(key)
+        if lease is not None:
+            return lease
+        grant = self.follower.metadata.lease_of(target.keyspace, target.range)
+        token = 0
+        if grant is not None and grant.holder == self.id:
+            token = grant.epoch  # ours (granted before a restart, or a piece of a split)
+        elif grant is None or not grant.holder:
+            if len(self.held) >= self.share(ranges):
+                return None
+        elif not await self._lapsed(target, grant.epoch):
+            return None
+        if not token:
+            token = await self._grant(target, grant.epoch if grant is not None else 0)
+            if not token:
+                return None
+        lease = HolderLease(token, self.lease_ms, self.margin_ms)
+        if await self.renew(target, lease) != "ok":
+            if token == (grant.epoch if grant is not None else -1):
+                # Our own grant lapsed at the replicas (this reconciler was down past it):
+                # only a new grant may act.
+                token = await self._grant(target, token)
+                lease = HolderLease(token, self.lease_ms, self.margin_ms)
+                if not token or await self.renew(target, lease) != "ok":
+                    return None
+            else:
+                return None
+        self.held[key] = lease
+        self.metrics.lease_changes.labels("taken").inc()
+        self.metrics.ranges_held.set(len(self.held))
+        log.info("holding %s of %s under lease token %d", target.range, target.keyspace, token)
+        return lease
+
+    async def _lapsed(self, target: Target, token: int) -> bool:
+        ref = self.ref(target, token)
+        answers = await asyncio.gather(
+            *(self.client.state(address, ref) for address in target.replicas.values()),
+            return_exceptions=True,
+        )
+        idle: dict[str, float | None] = {}
+        for node, answer in zip(target.replicas, answers, strict=True):
+            if isinstance(answer, Unreachable | Refused):
+                continue  # an unreachable replica says nothing either way
+            if isinstance(answer, BaseException):
+                raise answer
+            if answer.lease_token > token:
+                return False  # a newer grant exists: the follower will show it
+            idle[node] = answer.lease_idle_ms
+        return may_take_over(idle, len(target.replicas), lease_ms=self.lease_ms)
+
+    async def _grant(self, target: Target, replaces: int) -> int:
+        grant = GrantReconcileLease(
+            keyspace=target.keyspace, range=target.range, holder=self.id, replaces=replaces
+        )
+        try:
+            committed = await self.cms.commit(grant, uuid.uuid4().hex)
+        except EpochalError as error:
+            log.info("lease grant of %s in %s refused: %s", target.range, target.keyspace, error)
+            return 0
+        await self.follower.catch_up(committed.epoch, 5.0)
+        return committed.epoch
+
+    async def renew(self, target: Target, lease: HolderLease) -> str:
+        """Claim (renew) at every replica: "ok" when a majority acknowledged, "superseded" when a
+        replica refused the token (the holding ends: the caller steps back), else "short"."""
+        sent = now_ms()
+        ref = self.ref(target, lease.token)
+        answers = await asyncio.gather(
+            *(
+                self.client.state(address, ref, claim=True, lease_ms=self.lease_ms)
+                for address in target.replicas.values()
+            ),
+            return_exceptions=True,
+        )
+        acknowledged = 0
+        for answer in answers:
+            if isinstance(answer, Refused) and answer.outcome == "superseded":
+                return "superseded"
+            if not isinstance(answer, BaseException):
+                acknowledged += 1
+        if acknowledged > len(target.replicas) // 2:
+            lease.renewed(sent)
+            return "ok"
+        return "short"
+
+    def drop(self, key: Key, why: str) -> None:
+        if self.held.pop(key, None) is not None:
+            self.metrics.lease_changes.labels("lost").inc()
+            self.metrics.ranges_held.set(len(self.held))
+            log.warning("stepped back from %s of %s: %s", key[1], key[0], why)
+
+    async def release_all(self) -> None:
+        """Grant every held range to nobody (a graceful stop)."""
+        for (keyspace, token_range), lease in list(self.held.items()):
+            release = GrantReconcileLease(
+                keyspace=keyspace, range=token_range, holder="", replaces=lease.token
+            )
+            try:
+                await self.cms.commit(release, uuid.uuid4().hex)
+                self.metrics.lease_changes.labels("released").inc()
+            except EpochalError as error:
+                log.info("releasing %s of %s failed: %s", token_range, keyspace, error)
+        self.held.clear()
+        self.metrics.ranges_held.set(0)

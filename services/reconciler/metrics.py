@@ -1,0 +1,50 @@
+"""The reconciler's Prometheus metrics: the follower's (current epoch, fetch-log latency,
+unreachable CMS members) and reconciliation's own."""
+
+from __future__ import annotations
+
+from epochal.runtime.follower import FollowerMetrics
+from epochal.telemetry.metrics import Metrics
+
+
+class ReconcilerMetrics:
+    def __init__(self) -> None:
+        m = self.metrics = Metrics()
+        self.follower = FollowerMetrics(m)
+        self.rounds = m.counter("reconcile_rounds", "rounds ended, by outcome", ("outcome",))
+        self.round_seconds = m.histogram("reconcile_round_seconds", "how long a round took")
+        self.lag_ms = m.gauge(
+            "reconcile_lag_ms",
+            "per range held: now less the physical time of its low bound",
+            ("keyspace", "range"),
+        )
+        self.unreconciled = m.gauge(
+            "reconcile_unreconciled_mutations",
+            "per range held: (id, replica) pairs missing at the last round's comparison",
+            ("keyspace", "range"),
+        )
+        self.log_entries = m.gauge(
+            "reconcile_log_entries",
+            "mutation-log entries per replica, over the ranges this reconciler holds",
+            ("replica",),
+        )
+        self.log_bytes = m.gauge(
+            "reconcile_log_bytes",
+            "mutation-log bytes per replica, over the ranges this reconciler holds",
+            ("replica",),
+        )
+        self.delivered = m.counter("reconcile_delivered", "mutations delivered to replicas")
+        self.delivered_bytes = m.counter(
+            "reconcile_delivered_bytes", "bytes of the mutations delivered"
+        )
+        self.summary_bytes = m.counter(
+            "reconcile_summary_bytes", "bytes of summaries and sketches received from replicas"
+        )
+        self.fences = m.counter("reconcile_fences", "fences raised (per replica)")
+        self.collected = m.counter(
+            "reconcile_log_entries_collected", "log entries replicas deleted below a low bound"
+        )
+        self.lease_changes = m.counter(
+            "reconcile_lease_changes", "leases taken, renewed-away or lost, by kind", ("kind",)
+        )
+        self.ranges_held = m.gauge("reconcile_ranges_held", "ranges this reconciler holds")

@@ -1,0 +1,149 @@
+"""The reconciler's calls to replicas (``epochal.v1.ReplicaReconcile``), in domain values: the one
+place the reconciler meets protobuf on that side.
+
+A call the replica answered with a refusal raises ``Refused`` (its outcome, as the replica named
+it, and its message); a call that failed at the transport raises ``Unreachable``. Both name the
+replica."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import grpc
+
+from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.mtrack.marks import RangeMarks
+from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
+from epochal.wire.channels import Channels
+from epochal.wire.reconcile import marks_from_proto, marks_to_proto, ref_to_proto
+from epochal.wire.v1 import replica_pb2 as pb
+
+OUTCOME_NAMES = {number: name.lower() for name, number in pb.PeerOutcome.items()}
+
+
+class Refused(Exception):
+    def __init__(self, replica: str, outcome: str, message: str) -> None:
+        super().__init__(f"{replica} refused ({outcome}): {message}")
+        self.replica = replica
+        self.outcome = outcome
+        self.message = message
+
+
+class Unreachable(Exception):
+    def __init__(self, replica: str, reason: str) -> None:
+        super().__init__(f"{replica} unreachable: {reason}")
+        self.replica = replica
+
+
+class ReplicaClient:
+    def __init__(self, channels: Channels, *, timeout_s: float) -> None:
+        self.channels = channels
+        self.timeout_s = timeout_s
+        self.bytes_exchanged = 0  # summaries and sketches received
+
+    async def state(
+        self, address: str, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0
+    ) -> RangeState:
+        request = pb.RangeStateRequest(range=ref_to_proto(ref), claim=claim, lease_ms=lease_ms)
+        with _reached(address):
+            reply = await self.channels.reconcile(address).RangeState(
+                request, timeout=self.timeout_s
+            )
+        _check(address, reply)
+        return RangeState(
+            hlc=reply.hlc,
+            fence=reply.fence,
+            low_bounds=marks_from_proto(reply.low_bounds, "low_bounds"),
+            lease_token=reply.lease_token,
+            lease_idle_ms=None if reply.lease_idle_ms < 0 else reply.lease_idle_ms,
+            log_entries=reply.log_entries,
+            log_bytes=reply.log_bytes,
+        )
+
+    async def summary(
+        self,
+        address: str,
+        ref: RangeRef,
+        low_bounds: RangeMarks,
+        *,
+        below: int = 0,
+        sketch_logs: Sequence[tuple[int, int]] = (),
+        sketch_cells: int = 0,
+    ) -> tuple[LogDigests, Sketch | None]:
+        request = pb.RangeSummaryRequest(
+            range=ref_to_proto(ref),
+            low_bounds=marks_to_proto(low_bounds),
+            below=below,
+            sketch_logs=[pb.LogKey(node=n, log=g) for n, g in sketch_logs],
+            sketch_cells=sketch_cells,
+        )
+        with _reached(address):
+            reply = await self.channels.reconcile(address).RangeSummary(
+                request, timeout=self.timeout_s
+            )
+        _check(address, reply)
+        self.bytes_exchanged += len(reply.summary) + len(reply.sketch)
+        sketch = Sketch.decode(reply.sketch) if sketch_cells else None
+        return LogDigests.decode(reply.summary), sketch
+
+    async def deliver(
+        self, address: str, ref: RangeRef, target: str, ids: Sequence[MutationId]
+    ) -> Delivered:
+        request = pb.DeliverRequest(
+            range=ref_to_proto(ref),
+            target=target,
+            ids=[
+                pb.MutationId(node=i.node, log=i.log, sequence=i.sequence, hlc=i.hlc) for i in ids
+            ],
+        )
+        with _reached(address):
+            reply = await self.channels.reconcile(address).Deliver(request, timeout=self.timeout_s)
+        if reply.outcome not in (pb.OK, pb.OVERLOADED):
+            _check(address, reply)
+        failed = len(ids) - reply.absent - reply.delivered
+        return Delivered(reply.delivered, reply.bytes, reply.absent, failed, reply.message)
+
+    async def fence(self, address: str, ref: RangeRef, hlc: int) -> int:
+        """The range's fence at the replica once ``hlc`` holds there."""
+        request = pb.FenceRequest(range=ref_to_proto(ref), hlc=hlc)
+        with _reached(address):
+            reply = await self.channels.reconcile(address).Fence(request, timeout=self.timeout_s)
+        _check(address, reply)
+        return reply.fence
+
+    async def advance(
+        self,
+        address: str,
+        ref: RangeRef,
+        old_bounds: RangeMarks,
+        new_bound: int,
+        digests: LogDigests,
+    ) -> int:
+        """How many log entries the replica collected."""
+        request = pb.AdvanceLowBoundRequest(
+            range=ref_to_proto(ref),
+            old_bounds=marks_to_proto(old_bounds),
+            new_bound=new_bound,
+            digests=digests.encode(),
+        )
+        with _reached(address):
+            reply = await self.channels.reconcile(address).AdvanceLowBound(
+                request, timeout=self.timeout_s
+            )
+        _check(address, reply)
+        return reply.collected
+
+
+def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:
+    outcome = getattr(reply, "outcome", pb.OK)
+    if outcome != pb.OK:
+        raise Refused(address, OUTCOME_NAMES.get(outcome, str(outcome)), reply.message)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _reached(address: str) -> Iterator[None]:
+    try:
+        yield
+    except grpc.aio.AioRpcError as error:
+        raise Unreachable(address, f"{error.code().name}: {error.details()}") from None

@@ -1,0 +1,286 @@
+"""One reconciliation round of one token range, driven against its replicas (the plan is
+``epochal.mtrack.reconciliation``'s; this module makes the calls).
+
+Theory of operation
+-------------------
+A round runs under the reconciler's lease on the range (``leases``) and checks before every
+action that the lease still allows acting (``HolderLease.may_act``) and that the range is still
+the same — its split points and groups at the follower's newest epoch; a round whose range
+changed is abandoned (its fences stay; a fence never hurts).
+
+1. **State**: every replica's clock, fence and low bounds. The round's bounds are, per token,
+   the highest any replica holds (a replica summarizes from the higher of its own and these).
+2. **Deliver**: summaries of every id below the lowest replica clock, each compared with the
+   pivot's (digests, then sketches sized by the difference, doubled until they decode),
+   ``holders`` and ``deliveries``: each missing id to each replica lacking it, batched, from the
+   holder given the least so far, over the source's peer stream to the target.
+3. **t** = the lowest replica clock less the write timeout and the slack, and not below any
+   replica's fence. Nothing more when *t* does not pass the bounds.
+4. **Fence** every replica at *t*; then **collect**: summaries below *t*, compared and delivered
+   as in 2, until every replica reports the same digests (a few tries).
+5. **Advance** every replica's low bound to *t* with those digests (a replica whose own differ
+   refuses: the next round starts again from its bounds).
+
+A replica that does not answer ends the round ("unavailable": part 1 reconciles whole ranges
+only); a refusal for the lease ends it as "superseded" and the reconciler steps back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from epochal.mtrack import (
+    MAX_SKETCH_ROUNDS,
+    Difference,
+    LogDigests,
+    Undecodable,
+    cells_for,
+    difference,
+    differing_logs,
+    more_cells,
+)
+from epochal.mtrack.leases import HolderLease
+from epochal.mtrack.marks import RangeMarks
+from epochal.mtrack.range_calls import RangeRef, RangeState
+from epochal.mtrack.reconciliation import deliveries, holders, reconciliation_time
+from epochal.reconciler.pacing import Pacer
+from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+COLLECT_TRIES = 3
+DELIVERIES_AT_ONCE = 4
+
+
+class RoundEnded(Exception):
+    """The round stops here; ``outcome`` says why."""
+
+    def __init__(self, outcome: str, detail: str = "") -> None:
+        super().__init__(f"{outcome}: {detail}" if detail else outcome)
+        self.outcome = outcome
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class RoundResult:
+    outcome: str = "running"
+    reconciliation_time: int = 0
+    low_bound: int = 0  # the bound every replica holds over the whole range after the round
+    delivered: int = 0
+    delivered_bytes: int = 0
+    missing: int = 0  # (id, replica) pairs missing at the first comparison
+    collected: int = 0
+    log_entries: dict[str, int] = field(default_factory=dict)
+    log_bytes: dict[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+
+@dataclass(eq=False, repr=False)
+class Round:
+    ref: RangeRef
+    replicas: Mapping[str, str]  # node id -> address
+    client: ReplicaClient
+    lease: HolderLease
+    pacer: Pacer
+    still_same: Callable[[], bool]  # the range's split points and groups are unchanged
+    write_timeout_ms: int
+    slack_ms: int
+    batch: int
+    result: RoundResult = field(default_factory=RoundResult)
+
+    async def run(self) -> RoundResult:
+        try:
+            await self._run()
+            self.result.outcome = (
+                "advanced" if self.result.outcome == "running" else (self.result.outcome)
+            )
+        except RoundEnded as ended:
+            self.result.outcome = ended.outcome
+            self.result.detail = ended.detail
+        except Refused as refused:
+            lost = refused.outcome == "superseded"
+            self.result.outcome = "superseded" if lost else "refused"
+            self.result.detail = str(refused)
+        except Unreachable as unreachable:
+            self.result.outcome = "unavailable"
+            self.result.detail = str(unreachable)
+        return self.result
+
+    async def _run(self) -> None:
+        states = await self._each(lambda address: self.client.state(address, self.ref))
+        for node, state in states.items():
+            self.result.log_entries[node] = state.log_entries
+            self.result.log_bytes[node] = state.log_bytes
+        bounds = RangeMarks.of_pieces(p for s in states.values() for p in s.low_bounds.pieces)
+        self.result.low_bound = _lowest_bound(states, self.ref)
+        lowest_clock = min(s.hlc for s in states.values())
+        # 2. deliver everything below the lowest clock (above t too: lag stays near one round)
+        self.result.missing = await self._converge(bounds, below=lowest_clock, tries=1)
+        # 3. t
+        t = reconciliation_time(
+            [s.hlc for s in states.values()],
+            write_timeout_ms=self.write_timeout_ms,
+            slack_ms=self.slack_ms,
+            fence=max(s.fence for s in states.values()),
+        )
+        self.result.reconciliation_time = t
+        if t <= bounds.of(self.ref.range):
+            raise RoundEnded("delivered", "the reconciliation time has not passed the low bound")
+        # 4. fence, then collect below t
+        self._check()
+        await self._each(lambda address: self.client.fence(address, self.ref, t))
+        self._check()
+        if await self._converge(bounds, below=t, tries=COLLECT_TRIES) < 0:
+            raise RoundEnded("unconverged", f"the replicas still differ below {t}")
+        # 5. advance
+        agreed = await self._agreed(bounds, t)
+        if agreed is None:
+            raise RoundEnded("unconverged", f"the replicas' digests below {t} differ")
+        self._check()
+        collected = await self._each(
+            lambda address: self.client.advance(address, self.ref, bounds, t, agreed)
+        )
+        self.result.collected = sum(collected.values())
+        self.result.low_bound = t
+
+    def _check(self) -> None:
+        if not self.lease.may_act(time.monotonic() * 1000):
+            raise RoundEnded("lease_expiring", "the lease was not renewed in time")
+        if not self.still_same():
+            raise RoundEnded("topology_changed", "the range's split points or groups changed")
+
+    async def _each(self, call: Callable[[str], Awaitable[T]]) -> dict[str, T]:
+        nodes = list(self.replicas)
+        answers = await asyncio.gather(
+            *(call(self.replicas[n]) for n in nodes), return_exceptions=True
+        )
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+        return dict(zip(nodes, answers, strict=True))  # type: ignore[arg-type]
+
+    async def _converge(self, bounds: RangeMarks, *, below: int, tries: int) -> int:
+        """Deliver until every replica holds every id below ``below`` (``tries`` comparisons);
+        the (id, replica) pairs missing at the first comparison, or -1 when they still differ
+        after the last."""
+        first = None
+        for _ in range(tries):
+            self._check()
+            held, missing = await self._compare(bounds, below)
+            if first is None:
+                first = missing
+            if not missing:
+                return first
+            await self._deliver(held)
+        if tries > 1:
+            _, missing = await self._compare(bounds, below)
+            if missing:
+                return -1
+        return first or 0
+
+    async def _compare(
+        self, bounds: RangeMarks, below: int
+    ) -> tuple[dict[object, frozenset[str]], int]:
+        nodes = list(self.replicas)
+        pivot, others = nodes[0], nodes[1:]
+        digests = await self._each(lambda address: self._digests(address, bounds, below))
+        differences = {}
+        for other in others:
+            differences[other] = await self._difference(
+                pivot, digests[pivot], other, digests[other], bounds, below
+            )
+        held = holders(pivot, nodes, differences)
+        missing = sum(len(nodes) - len(h) for h in held.values())
+        return held, missing  # type: ignore[return-value]
+
+    async def _digests(self, address: str, bounds: RangeMarks, below: int) -> LogDigests:
+        digests, _ = await self.client.summary(address, self.ref, bounds, below=below)
+        return digests
+
+    async def _difference(
+        self,
+        pivot: str,
+        pivot_digests: LogDigests,
+        other: str,
+        other_digests: LogDigests,
+        bounds: RangeMarks,
+        below: int,
+    ) -> Difference:
+        estimates = differing_logs(pivot_digests, other_digests)
+        if not estimates:
+            return Difference()
+        logs = set(estimates)
+        cells = cells_for(sum(estimates.values()))
+        for _ in range(MAX_SKETCH_ROUNDS):
+            sketched = sorted(logs)
+            (d_a, s_a), (d_b, s_b) = await asyncio.gather(
+                *(
+                    self.client.summary(
+                        self.replicas[node],
+                        self.ref,
+                        bounds,
+                        below=below,
+                        sketch_logs=sketched,
+                        sketch_cells=cells,
+                    )
+                    for node in (pivot, other)
+                )
+            )
+            assert s_a is not None and s_b is not None
+            now_differing = differing_logs(d_a, d_b)
+            if not now_differing:
+                return Difference()
+            if not set(now_differing) <= logs:
+                logs |= set(now_differing)  # writes landed in other logs meanwhile
+                continue
+            try:
+                return difference(d_a, s_a, d_b, s_b)
+            except Undecodable:
+                cells = more_cells(cells)
+        raise RoundEnded("undecodable", f"no sketch of {pivot} and {other} decoded")
+
+    async def _deliver(self, held: Mapping[object, frozenset[str]]) -> None:
+        plan = deliveries(held, list(self.replicas), batch=self.batch)  # type: ignore[arg-type]
+        gate = asyncio.Semaphore(DELIVERIES_AT_ONCE)
+
+        async def one(source: str, target: str, ids: Sequence[object]) -> None:
+            async with gate:
+                self._check()
+                await self.pacer.take(len(ids))
+                done = await self.client.deliver(
+                    self.replicas[source],
+                    self.ref,
+                    target,
+                    ids,  # type: ignore[arg-type]
+                )
+                self.result.delivered += done.delivered
+                self.result.delivered_bytes += done.bytes
+                if done.failed:
+                    self.pacer.back_off()
+                    log.debug(
+                        "delivery %s -> %s: %d failed (%s)",
+                        source,
+                        target,
+                        done.failed,
+                        done.problem,
+                    )
+                else:
+                    self.pacer.recovered()
+
+        await asyncio.gather(*(one(d.source, d.target, d.ids) for d in plan))
+
+    async def _agreed(self, bounds: RangeMarks, t: int) -> LogDigests | None:
+        digests = await self._each(lambda address: self._digests(address, bounds, t))
+        values = list(digests.values())
+        return values[0] if all(v == values[0] for v in values) else None
+
+
+def _lowest_bound(states: Mapping[str, RangeState], ref: RangeRef) -> int:
+    """The low bound every replica holds at the range's right end."""
+    return min((s.low_bounds.at(ref.range.right) for s in states.values()), default=0)

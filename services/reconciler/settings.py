@@ -1,0 +1,127 @@
+"""Reconciler settings: every one a flag and an environment variable (``EPOCHAL_RECONCILER_*``),
+checked when built."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from epochal.runtime.flags import build_parser as build_flag_parser
+from epochal.runtime.flags import check_numbers, parse_addresses, values_from
+from epochal.runtime.follower import FollowerSettings
+
+ENV_PREFIX = "EPOCHAL_RECONCILER_"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcilerSettings:
+    listen: str
+    cms: tuple[str, ...]
+    id: str = ""  # default: the one stored in --data-dir, else a new one
+    data_dir: str = ""  # default var/reconciler-<listen port>
+    interval_ms: int = 1_000
+    write_timeout_ms: int = 2_000
+    slack_ms: int = 5_000
+    lease_ms: int = 10_000
+    lease_margin_ms: int = 2_000
+    batch: int = 500
+    rate: int = 20_000
+    rpc_timeout_ms: int = 10_000
+    max_ranges: int = 0
+    pull_interval_ms: int = 1_000
+    pull_backoff_max_ms: int = 10_000
+    metadata_snapshot_interval: int = 1_000
+    metadata_log_retention: int = 10_000
+    metrics_listen: str = ""
+    shutdown_grace_s: float = 5.0
+    trace_dir: str = ""
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if not self.listen:
+            raise ValueError("--listen (EPOCHAL_RECONCILER_LISTEN) is required: host:port")
+        parse_addresses(self.listen, "--listen")
+        if not self.cms:
+            raise ValueError(
+                "--cms (EPOCHAL_RECONCILER_CMS) is required: host:port,... of CMS members"
+            )
+        if len(self.id) > 256:
+            raise ValueError("--id is at most 256 characters")
+        check_numbers(self, zero_means_off=frozenset({"max_ranges"}))
+        if self.lease_margin_ms >= self.lease_ms:
+            raise ValueError("--lease-margin-ms must be below --lease-ms")
+
+    @property
+    def follower(self) -> FollowerSettings:
+        return FollowerSettings(
+            cms=self.cms,
+            address=self.listen,
+            pull_interval_ms=self.pull_interval_ms,
+            pull_backoff_max_ms=self.pull_backoff_max_ms,
+            metadata_snapshot_interval=self.metadata_snapshot_interval,
+            metadata_log_retention=self.metadata_log_retention,
+        )
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir or f"var/reconciler-{self.listen.rpartition(':')[2]}")
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.data_path / 'reconciler.db'}"
+
+
+_FLAGS: dict[str, tuple[type, str]] = {
+    "listen": (str, "host:port for health, reflection and the Reconciler status service"),
+    "cms": (str, "CMS members to follow and commit lease grants to: host:port,..."),
+    "id": (str, "this reconciler's id in lease grants (default: stored, else generated)"),
+    "data_dir": (str, "where its SQLite state lives (default var/reconciler-<port>)"),
+    "interval_ms": (int, "start a round of each range held at most this often"),
+    "write_timeout_ms": (
+        int,
+        "the replicas' --write-timeout-ms: a write in flight may carry an id this old",
+    ),
+    "slack_ms": (
+        int,
+        "subtracted too from the reconciliation time: at least the replicas' --max-skew-ms",
+    ),
+    "lease_ms": (int, "how long a range's lease lasts at the replicas without a renewal"),
+    "lease_margin_ms": (int, "stop acting this long before the lease would end"),
+    "batch": (int, "most mutations per delivery call"),
+    "rate": (int, "most mutations delivered per second, over all ranges (back-off when full)"),
+    "rpc_timeout_ms": (int, "deadline of each call to a replica"),
+    "max_ranges": (int, "most ranges held at once (0: a fair share of the known reconcilers)"),
+    "pull_interval_ms": (int, "pull the metadata log from the CMS this often"),
+    "pull_backoff_max_ms": (int, "longest wait between pulls while the CMS is unreachable"),
+    "metadata_snapshot_interval": (int, "store the applied metadata every N epochs"),
+    "metadata_log_retention": (int, "applied log entries kept"),
+    "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
+    "shutdown_grace_s": (float, "seconds to finish a round and release leases on SIGTERM"),
+    "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
+    "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_flag_parser(
+        prog="epochal-reconciler",
+        description="A reconciler: follows the metadata log and continuously reconciles the "
+        "mutation logs of tracked keyspaces — delivers missing mutations, fences, advances low "
+        "bounds, collects logs — sharing ranges with other reconcilers through leases.",
+        env_prefix=ENV_PREFIX,
+        table=_FLAGS,
+        settings_class=ReconcilerSettings,
+    )
+
+
+def settings_from(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> ReconcilerSettings:
+    environment = os.environ if env is None else env
+    values = values_from(build_parser(), _FLAGS, ENV_PREFIX, argv, environment)
+    cms = parse_addresses(str(values.pop("cms", "") or ""), "--cms")
+    listen = str(values.pop("listen", "") or "")
+    return ReconcilerSettings(listen=listen, cms=cms, **values)  # type: ignore[arg-type]

@@ -1,0 +1,250 @@
+"""The reconciler's work: every range of every tracked keyspace, continuously.
+
+Theory of operation
+-------------------
+Each pass (every ``--interval-ms``) lists the ranges of the tracked keyspaces at the follower's
+newest epoch (``targets``), takes the leases it may (``leases``), and runs one round
+(``rounds.Round``) of each range it holds, a few at a time. A renewal task renews every held lease
+each third of a lease, so a long round (a large delivery) does not outlive its lease; a round
+checks its lease before every action. A range that no longer exists at the newest epoch (split,
+merged, moved) is dropped; its pieces are new ranges, taken again (a grant of the old range still
+covers them).
+
+Where each range stands — its low bound, its last round — is kept in the reconciler's database
+and reported by ``status``; every round's record is written when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from epochal.mtrack import physical_ms_of
+from epochal.mtrack.leases import HolderLease
+from epochal.reconciler.leases import Key, Leases, Target
+from epochal.reconciler.metrics import ReconcilerMetrics
+from epochal.reconciler.pacing import Pacer
+from epochal.reconciler.replica_client import ReplicaClient
+from epochal.reconciler.rounds import Round, RoundResult
+from epochal.reconciler.settings import ReconcilerSettings
+from epochal.reconciler.storage import RangeRecord, ReconcilerStorage, RoundRecord
+from epochal.runtime.follower import MetadataFollower
+from epochal.tcm import ClusterMetadata
+from epochal.tcm.schema import ReplicationType
+from epochal.telemetry import enabled as tracing_enabled
+from epochal.telemetry import tracer
+
+log = logging.getLogger(__name__)
+
+ROUNDS_AT_ONCE = 4
+
+
+def targets(metadata: ClusterMetadata) -> list[Target]:
+    """Every range of every tracked keyspace, with its replicas (read and write groups, pending
+    ones included) and their addresses."""
+    found = []
+    for name in sorted(metadata.keyspaces):
+        keyspace = metadata.keyspaces[name]
+        if keyspace.replication_type is not ReplicationType.TRACKED:
+            continue
+        placement = metadata.placements.get(keyspace.replication)
+        if placement is None or not placement.points:
+            continue
+        for token_range, reads, writes in placement.ranges():
+            replicas = {
+                node: metadata.nodes[node].address
+                for node in sorted(reads | writes)
+                if node in metadata.nodes
+            }
+            if replicas:
+                found.append(Target(name, token_range, replicas))
+    return found
+
+
+@dataclass(eq=False, repr=False)
+class Worker:
+    settings: ReconcilerSettings
+    storage: ReconcilerStorage
+    follower: MetadataFollower
+    leases: Leases
+    client: ReplicaClient
+    metrics: ReconcilerMetrics
+    records: dict[Key, RangeRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pacer = Pacer(self.settings.rate)
+        self._tracer = tracer("epochal.reconciler")
+        for record in self.storage.ranges():
+            self.records[(record.keyspace, record.range)] = record
+        self._log_sizes: dict[tuple[Key, str], tuple[int, int]] = {}
+
+    async def run_forever(self) -> None:
+        renewing = asyncio.get_running_loop().create_task(self._renew_forever())
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self.one_pass()
+                except Exception:
+                    log.exception("a reconciliation pass failed; trying again")
+                elapsed = time.monotonic() - started
+                await asyncio.sleep(max(self.settings.interval_ms / 1000 - elapsed, 0.01))
+        finally:
+            renewing.cancel()
+
+    async def one_pass(self) -> None:
+        if not self.follower.caught_up or self.follower.stopped_reason:
+            return
+        current = targets(self.follower.metadata)
+        by_key = {(t.keyspace, t.range): t for t in current}
+        for key in [k for k in self.leases.held if k not in by_key]:
+            self.leases.drop(key, "the range changed at a newer epoch")
+        gate = asyncio.Semaphore(ROUNDS_AT_ONCE)
+
+        async def work(target: Target) -> None:
+            async with gate:
+                lease = await self.leases.acquire(target, len(current))
+                if lease is not None:
+                    await self.run_round(target, lease)
+
+        # Ranges held first: a reconciler keeps what it has before it takes more.
+        ordered = sorted(current, key=lambda t: (t.keyspace, t.range) not in self.leases.held)
+        await asyncio.gather(*(work(t) for t in ordered))
+
+    async def run_round(self, target: Target, lease: HolderLease) -> RoundResult:
+        key = (target.keyspace, target.range)
+        started_ms = time.time_ns() // 1_000_000
+        started = time.monotonic()
+        epoch = self.follower.epoch
+        round_ = Round(
+            self.leases.ref(target, lease.token),
+            target.replicas,
+            self.client,
+            lease,
+            self.pacer,
+            lambda: self._unchanged(target, epoch),
+            self.settings.write_timeout_ms,
+            self.settings.slack_ms,
+            self.settings.batch,
+        )
+        span = (
+            self._tracer.start_span(
+                "reconciler.round",
+                attributes={
+                    "keyspace": target.keyspace,
+                    "range": str(target.range),
+                    "lease_token": lease.token,
+                },
+            )
+            if tracing_enabled()
+            else None
+        )
+        before = self.client.bytes_exchanged
+        result = await round_.run()
+        self.metrics.summary_bytes.inc(self.client.bytes_exchanged - before)
+        if span is not None:
+            span.set_attributes(
+                {
+                    "reconciliation_time": result.reconciliation_time,
+                    "delivered": result.delivered,
+                    "delivered_bytes": result.delivered_bytes,
+                    "collected": result.collected,
+                    "outcome": result.outcome,
+                }
+            )
+            span.end()
+        self._account(target, result, time.monotonic() - started)
+        if result.outcome == "superseded":
+            self.leases.drop(key, result.detail)
+        elif result.outcome not in ("advanced", "delivered"):
+            log.info(
+                "round of %s in %s: %s %s",
+                target.range,
+                target.keyspace,
+                result.outcome,
+                result.detail,
+            )
+        previous = self.records.get(key)
+        record = RangeRecord(
+            target.keyspace,
+            target.range,
+            lease.token,
+            max(result.low_bound, previous.low_bound if previous else 0),
+            (previous.rounds if previous else 0) + 1,
+            (previous.delivered if previous else 0) + result.delivered,
+            result.outcome,
+            time.time_ns() // 1_000_000,
+        )
+        self.records[key] = record
+        self.storage.record_round(
+            RoundRecord(
+                target.keyspace,
+                target.range,
+                lease.token,
+                started_ms,
+                record.last_round_unix_ms,
+                result.reconciliation_time,
+                result.delivered,
+                result.outcome,
+            ),
+            record,
+        )
+        return result
+
+    def _unchanged(self, target: Target, epoch: int) -> bool:
+        metadata = self.follower.metadata
+        if metadata.epoch == epoch:
+            return True
+        return any(
+            t.keyspace == target.keyspace
+            and t.range == target.range
+            and dict(t.replicas) == dict(target.replicas)
+            for t in targets(metadata)
+        )
+
+    def _account(self, target: Target, result: RoundResult, seconds: float) -> None:
+        metrics = self.metrics
+        metrics.rounds.labels(result.outcome).inc()
+        metrics.round_seconds.observe(seconds)
+        metrics.delivered.inc(result.delivered)
+        metrics.delivered_bytes.inc(result.delivered_bytes)
+        metrics.collected.inc(result.collected)
+        labels = (target.keyspace, str(target.range))
+        metrics.unreconciled.labels(*labels).set(result.missing)
+        if result.low_bound:
+            lag = time.time_ns() // 1_000_000 - physical_ms_of(result.low_bound)
+            metrics.lag_ms.labels(*labels).set(lag)
+        key = (target.keyspace, target.range)
+        for node, entries in result.log_entries.items():
+            self._log_sizes[(key, node)] = (
+                entries - (result.collected // max(len(target.replicas), 1)),
+                result.log_bytes.get(node, 0),
+            )
+        per_replica: dict[str, list[int]] = {}
+        for (_, node), (entries, size) in self._log_sizes.items():
+            totals = per_replica.setdefault(node, [0, 0])
+            totals[0] += max(entries, 0)
+            totals[1] += size
+        for node, (entries, size) in per_replica.items():
+            metrics.log_entries.labels(node).set(entries)
+            metrics.log_bytes.labels(node).set(size)
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_ms / 3000)
+            by_key = {(t.keyspace, t.range): t for t in targets(self.follower.metadata)}
+            for key, lease in list(self.leases.held.items()):
+                target = by_key.get(key)
+                if target is None:
+                    self.leases.drop(key, "the range changed at a newer epoch")
+                    continue
+                try:
+                    renewed = await self.leases.renew(target, lease)
+                    if renewed == "superseded":
+                        self.leases.drop(key, "a replica refused its lease token")
+                    elif renewed != "ok" and not lease.may_act(time.monotonic() * 1000):
+                        self.leases.drop(key, "a majority of its replicas did not renew it")
+                except Exception:
+                    log.exception("renewing the lease of %s failed", key)

@@ -1,0 +1,283 @@
+"""This replica's side of reconciliation: what a reconciler asks of it for one token range of a
+tracked keyspace (``ReplicaReconcile``), in domain values.
+
+Theory of operation
+-------------------
+Every call names the reconciler's range as placed at its epoch and its lease token. It is served
+only when this replica, caught up to that epoch, is in the range's read or write group (pending
+replicas included), the keyspace is tracked, and the lease rules of ``epochal.mtrack.leases``
+hold:
+
+* rule 1: a token below the highest seen for the range — in a claim, in an action persisted
+  with its marks, or as a grant in the metadata log — is refused (``SUPERSEDED``);
+* rule 2: an action (a summary, a delivery, a fence, a low bound) under a token not claimed or
+  renewed here within its lease, by this replica's monotonic clock, is refused too, and so is a
+  renewal of a lease that lapsed here: a reconciler paused past its lease acts nowhere when it
+  wakes, even where no successor claimed yet. Renewals live in memory only: after a restart a
+  holder claims again (its token is still the highest, and a lease never claimed here is not
+  lapsed).
+
+Guards are kept per (keyspace, range) as the reconciler names it; a range split or merged by a
+topology step is a new range, claimed anew (its highest token is still the highest of every
+piece it intersects).
+
+``state`` reports this replica's clock, fence, low bounds and log size; ``summary`` the digests
+(and a sketch) of the range's ids from the given per-token low bounds up to ``below``;
+``deliver`` sends ids from this replica's log to another replica over this node's peer stream
+to it (``epochal.replica.handles``: batched, one stream, no call per mutation); ``fence`` and
+``advance`` go through the group commit (``LocalReplica.perform``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
+from epochal.mtrack.leases import TokenGuard, Verdict
+from epochal.mtrack.marks import Mark, RangeMarks
+from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
+from epochal.replica.coordinator import Coordinator
+from epochal.replica.handles import PeerFailed, RemoteHandle
+from epochal.replica.ids import wall_ms
+from epochal.replica.local_replica import LocalReplica, Outcome, PeerReply
+from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.reconcile_ops import AdvanceLowBound, MarkOp, RaiseFence
+from epochal.replica.reconcile_store import MarkKind
+from epochal.replica.settings import ReplicaSettings
+from epochal.replica.storage import ReplicaStorage
+from epochal.runtime.follower import MetadataFollower
+from epochal.tcm import ClusterMetadata
+from epochal.tcm.schema import ReplicationType
+from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
+
+MAX_LEASE_MS = 600_000
+
+
+class Refused(Exception):
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+
+
+class ReconcileNode:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        local: LocalReplica,
+        follower: MetadataFollower,
+        coordinator: Coordinator,
+        storage: ReplicaStorage,
+        metrics: ReplicaMetrics,
+    ) -> None:
+        self.settings = settings
+        self.local = local
+        self.follower = follower
+        self.coordinator = coordinator
+        self.storage = storage
+        self.metrics = metrics
+        self.guards: dict[tuple[str, TokenRange], TokenGuard] = {}
+
+    # ------------------------------------------------------------------ the gate
+
+    async def _gate(self, ref: RangeRef) -> ClusterMetadata:
+        for end in (ref.range.left, ref.range.right):
+            if not MIN_TOKEN <= end <= MAX_TOKEN:
+                raise Refused(Outcome.MALFORMED, f"the range {ref.range} is not one of tokens")
+        follower = self.follower
+        if ref.epoch > follower.epoch and not await follower.catch_up(
+            ref.epoch, self.settings.catch_up_timeout_ms / 1000
+        ):
+            raise Refused(
+                Outcome.BEHIND,
+                f"{self.local.node_id} could not catch up from epoch {follower.epoch} to "
+                f"{ref.epoch} in time",
+            )
+        metadata = follower.metadata
+        keyspace = metadata.keyspace(ref.keyspace)
+        if keyspace is None:
+            raise Refused(
+                Outcome.UNKNOWN_TABLE,
+                f"no keyspace {ref.keyspace!r} at epoch {metadata.epoch}",
+            )
+        if keyspace.replication_type is not ReplicationType.TRACKED:
+            raise Refused(
+                Outcome.MALFORMED, f"keyspace {ref.keyspace!r} is not tracked: nothing to reconcile"
+            )
+        if self.local.node_id not in self._replicas(metadata, ref):
+            raise Refused(
+                Outcome.NOT_A_REPLICA,
+                f"{self.local.node_id} does not replicate {ref.range} of {ref.keyspace!r} at "
+                f"epoch {metadata.epoch}",
+            )
+        return metadata
+
+    @staticmethod
+    def _replicas(metadata: ClusterMetadata, ref: RangeRef) -> frozenset[str]:
+        right = ref.range.right
+        return metadata.replica_group(ref.keyspace, right, write=True) | (
+            metadata.replica_group(ref.keyspace, right, write=False)
+        )
+
+    def _guard(self, metadata: ClusterMetadata, ref: RangeRef) -> TokenGuard | None:
+        """The range's guard, told the highest token known here (None: never claimed here)."""
+        guard = self.guards.get((ref.keyspace, ref.range))
+        if guard is not None:
+            guard.learn(self._highest(metadata, ref))
+        return guard
+
+    def _highest(self, metadata: ClusterMetadata, ref: RangeRef) -> int:
+        stored = self.storage.reconcile.marks(ref.keyspace, MarkKind.LEASE).of(ref.range)
+        grant = metadata.lease_of(ref.keyspace, ref.range)
+        return max(stored, grant.epoch if grant is not None else 0)
+
+    def _admit(self, metadata: ClusterMetadata, ref: RangeRef) -> None:
+        guard = self._guard(metadata, ref)
+        highest = self._highest(metadata, ref)
+        if ref.lease_token < highest:
+            raise self._superseded(ref, f"the highest seen here is {highest}")
+        if guard is None or guard.admit(ref.lease_token, _now_ms()) is not Verdict.OK:
+            raise self._superseded(ref, "it was not claimed or renewed here within its lease")
+
+    def _superseded(self, ref: RangeRef, why: str) -> Refused:
+        self.metrics.reconcile_refusals.inc()
+        return Refused(
+            Outcome.SUPERSEDED,
+            f"{self.local.node_id} refuses lease token {ref.lease_token} for {ref.range} of "
+            f"{ref.keyspace!r}: {why}; claim the range again under a new grant",
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    async def state(self, ref: RangeRef, *, claim: bool, lease_ms: int) -> RangeState:
+        metadata = await self._gate(ref)
+        if claim:
+            if not 0 < lease_ms <= MAX_LEASE_MS:
+                raise Refused(Outcome.MALFORMED, f"lease_ms must be in 1..{MAX_LEASE_MS}")
+            highest = self._highest(metadata, ref)
+            key = (ref.keyspace, ref.range)
+            guard = self.guards.get(key)
+            if guard is None or guard.lease_ms != lease_ms:
+                kept = guard.renewed_ms if guard is not None else None
+                guard = self.guards[key] = TokenGuard(lease_ms, highest, kept)
+            guard.learn(highest)
+            verdict = guard.claim(ref.lease_token, _now_ms())
+            if verdict is Verdict.SUPERSEDED:
+                raise self._superseded(ref, f"the highest seen here is {guard.highest}")
+            if verdict is Verdict.LAPSED:
+                raise self._superseded(ref, f"its lease lapsed here ({lease_ms} ms unrenewed)")
+        guard = self._guard(metadata, ref)
+        reconcile = self.storage.reconcile
+        bounds = reconcile.marks(ref.keyspace, MarkKind.LOW_BOUND)
+        entries, size = self.storage.data.range_log_size(ref.keyspace, ref.range)
+        return RangeState(
+            hlc=self.hlc_now(),
+            fence=reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range),
+            low_bounds=RangeMarks(tuple(p for p in bounds.pieces if p.range.intersects(ref.range))),
+            lease_token=self._highest(metadata, ref),
+            lease_idle_ms=guard.idle_ms(_now_ms()) if guard is not None else None,
+            log_entries=entries,
+            log_bytes=size,
+        )
+
+    def hlc_now(self) -> int:
+        ids = self.coordinator.ids
+        now = make_hlc(wall_ms())
+        return max(now, ids.hlc.last) if ids is not None else now
+
+    async def summary(
+        self,
+        ref: RangeRef,
+        low_bounds: RangeMarks,
+        below: int,
+        sketch_logs: Sequence[tuple[int, int]],
+        sketch_cells: int,
+    ) -> tuple[LogDigests, Sketch | None]:
+        metadata = await self._gate(ref)
+        self._admit(metadata, ref)
+        own = self.storage.reconcile.marks(ref.keyspace, MarkKind.LOW_BOUND)
+        ids = [
+            mutation_id
+            for left, right in ref.range.pieces()
+            for mutation_id, token in self.storage.data.range_ids_by_token(
+                ref.keyspace, left, right, 0, below=below or None
+            )
+            if mutation_id.hlc >= max(own.at(token), low_bounds.at(token))
+        ]
+        sketch = None
+        if sketch_cells:
+            wanted = frozenset(sketch_logs)
+            sketch = Sketch.of([i for i in ids if i.log_key in wanted], sketch_cells)
+        self.metrics.summary_reads.inc()
+        return LogDigests.of(ids, low_bound=0), sketch
+
+    async def deliver(
+        self, ref: RangeRef, target: str, ids: Sequence[MutationId], timeout_s: float
+    ) -> Delivered:
+        metadata = await self._gate(ref)
+        self._admit(metadata, ref)
+        if target == self.local.node_id or target not in self._replicas(metadata, ref):
+            raise Refused(
+                Outcome.NOT_A_REPLICA,
+                f"{target} is not another replica of {ref.range} of {ref.keyspace!r} at epoch "
+                f"{metadata.epoch}",
+            )
+        handle = self.coordinator.handle(metadata, target)
+        assert isinstance(handle, RemoteHandle)  # another node
+        bodies = self.storage.data.mutation_bodies(ids)
+        futures = [handle.deliver(metadata.epoch, body, timeout_s=timeout_s) for body in bodies]
+        delivered = size = failed = 0
+        problem = ""
+        for body, outcome in zip(
+            bodies, await asyncio.gather(*futures, return_exceptions=True), strict=True
+        ):
+            if isinstance(outcome, PeerReply) and outcome.outcome is Outcome.OK:
+                delivered += 1
+                size += len(body)
+                continue
+            failed += 1
+            if not problem:
+                problem = (
+                    f"{outcome.outcome.value}: {outcome.message}"
+                    if isinstance(outcome, PeerReply)
+                    else str(outcome if isinstance(outcome, PeerFailed) else repr(outcome))
+                )
+        self.metrics.reconcile_delivered.inc(delivered)
+        self.metrics.reconcile_delivered_bytes.inc(size)
+        return Delivered(delivered, size, len(ids) - len(bodies), failed, problem)
+
+    async def fence(self, ref: RangeRef, hlc: int) -> PeerReply:
+        return await self._perform(
+            ref, RaiseFence(keyspace=ref.keyspace, range=ref.range, hlc=hlc, token=ref.lease_token)
+        )
+
+    async def advance(
+        self, ref: RangeRef, old_bounds: RangeMarks, new_bound: int, digests: LogDigests
+    ) -> PeerReply:
+        op = AdvanceLowBound(
+            keyspace=ref.keyspace,
+            range=ref.range,
+            old_bounds=old_bounds,
+            new_bound=new_bound,
+            digests=digests,
+            token=ref.lease_token,
+        )
+        return await self._perform(ref, op)
+
+    async def _perform(self, ref: RangeRef, op: MarkOp) -> PeerReply:
+        metadata = await self._gate(ref)
+        self._admit(metadata, ref)
+        return await self.local.perform(ref.epoch, op)
+
+    def fence_of(self, ref: RangeRef) -> int:
+        return self.storage.reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range)
+
+
+def marks_of(pieces: Sequence[tuple[TokenRange, int]]) -> RangeMarks:
+    return RangeMarks.of_pieces(Mark(r, hlc) for r, hlc in pieces)
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000

@@ -1,0 +1,178 @@
+"""The reconciler as a real process with 3 CMS members and 3 replicas on 127.0.0.1 (RF 3, a tracked
+keyspace), driven through the SDK.
+
+Proves: a replica stopped while tracked QUORUM writes land is brought, by the reconciler alone
+(no read touches it), to the same mutation set as the others — asserted id by id against every
+acknowledged write's id — then the low bound advances on all three replicas and every replica's
+log shrinks below a stated bound, and a read at ONE through the restarted replica sees every
+acknowledged write. The size is ``EPOCHAL_RECONCILE_WRITES`` (CI: a short form; the issue's
+50,000 on demand: ``EPOCHAL_RECONCILE_WRITES=50000``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from epochal.client import Client, Consistency
+from epochal.devcluster.cluster import LocalCluster
+from epochal.errors import EpochalError
+from epochal.mtrack import MutationId
+from epochal.tcm.keys import clustering_columns, decode_key
+from tests.harness import run, start_ring, until
+from tests.harness.ring import replica_db
+
+pytestmark = pytest.mark.integration
+
+WRITES = int(os.environ.get("EPOCHAL_RECONCILE_WRITES", "3000"))
+PARTITIONS = 100
+WRITERS = 32
+# After the reconciler's rounds advanced the low bound past every write, a replica's log holds at
+# most this share of the writes (the ids above the last bound: none are written then).
+LOG_LEFT_SHARE = 0.01
+# The stated bound on convergence: the reconciler delivers the missing writes within this.
+CONVERGE_S = 60 + WRITES / 500
+# Fast rounds for a test: a round a quarter-second, t a second behind the replicas' clocks.
+FAST = ("--interval-ms", "250", "--write-timeout-ms", "500", "--slack-ms", "500")
+# Deliveries only: t stays an hour behind the writes, so no write's id is collected.
+DELIVER_ONLY = ("--interval-ms", "250", "--slack-ms", "3600000")
+
+
+def log_ids(cluster: LocalCluster, name: str) -> set[MutationId]:
+    with replica_db(cluster, name) as db:
+        rows = db.execute(
+            "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = 'tks'"
+        ).fetchall()
+    return {MutationId(node=n, log=g, sequence=s, hlc=h) for n, g, s, h in rows}
+
+
+def low_bounds(cluster: LocalCluster, name: str) -> list[int]:
+    with replica_db(cluster, name) as db:
+        return [
+            int(mark)
+            for (mark,) in db.execute(
+                "SELECT mark FROM reconcile_marks WHERE keyspace = 'tks' AND kind = 'low_bound'"
+            )
+        ]
+
+
+def stored_seqs(cluster: LocalCluster, name: str, client: Client) -> set[int]:
+    """The ``seq`` of every row of ``tks.events`` whose column ``a`` the replica stores."""
+    columns = clustering_columns(client.table("tks", "events"))
+    with replica_db(cluster, name) as db:
+        rows = db.execute("SELECT DISTINCT ckey FROM cells WHERE col = 'a'").fetchall()
+    return {int(decode_key(columns, bytes(ckey))[0]) for (ckey,) in rows}  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path / "cluster", test_hooks=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        cluster.close()
+
+
+async def write_all(client: Client, writes: int) -> dict[int, MutationId]:
+    """``writes`` tracked QUORUM writes, ``WRITERS`` at a time: seq -> the acknowledged id."""
+    acknowledged: dict[int, MutationId] = {}
+    numbers = itertools.count()
+
+    async def writer() -> None:
+        for n in iter(lambda: next(numbers), None):
+            if n >= writes:
+                return
+            row = {"id": f"p{n % PARTITIONS}", "seq": n, "a": f"v{n}", "b": n}
+            try:
+                written = await client.write_rows(
+                    "tks", "events", [row], consistency=Consistency.QUORUM
+                )
+            except EpochalError:
+                continue  # not acknowledged: nothing promised
+            acknowledged[n] = written.mutation_id
+
+    await asyncio.gather(*(writer() for _ in range(WRITERS)))
+    return acknowledged
+
+
+def test_a_replica_stopped_during_writes_is_reconciled_then_the_low_bound_advances(
+    cluster: LocalCluster,
+) -> None:
+    async def scenario() -> None:
+        await start_ring(cluster, num_tokens=4)
+        async with Client(cluster.addresses) as client:
+            await client.create_keyspace("tks", replication_factor=3, tracked=True)
+            await client.create_table(
+                "tks",
+                "events",
+                {"id": "text", "seq": "int", "a": "text", "b": "bigint"},
+                partition_key=["id"],
+                clustering_key=["seq"],
+            )
+            cluster.stop_replica("replica3")
+            started = time.monotonic()
+            acknowledged = await write_all(client, WRITES)
+            print(f"{len(acknowledged)} writes acknowledged in {time.monotonic() - started:.1f} s")
+            assert len(acknowledged) >= WRITES * 0.99
+            cluster.start_replica("replica3")
+            await cluster.wait_ready(["replica3"])
+            missing_before = len(log_ids(cluster, "replica1") - log_ids(cluster, "replica3"))
+            assert missing_before >= len(acknowledged) * 0.9  # it missed what was written
+
+            # 1. deliveries only: replica3 gets the same mutation set, id by id.
+            cluster.reconciler_args = DELIVER_ONLY
+            cluster.add_reconciler()
+            cluster.start_reconciler("reconciler1")
+            started = time.monotonic()
+
+            def same_sets() -> bool:
+                sets = [log_ids(cluster, name) for name in cluster.nodes]
+                return all(s == sets[0] for s in sets)
+
+            await until("the three logs hold the same ids", same_sets, CONVERGE_S)
+            converged_s = time.monotonic() - started
+            print(f"replica3 received {missing_before} mutations in {converged_s:.1f} s")
+            ids = log_ids(cluster, "replica3")
+            for seq, mutation_id in acknowledged.items():
+                assert mutation_id in ids, f"write {seq} ({mutation_id}) is not on replica3"
+            oldest = min(i.hlc for i in acknowledged.values())
+            for name in cluster.nodes:  # nothing collected: every bound is an hour back
+                assert all(bound < oldest for bound in low_bounds(cluster, name)), name
+
+            # 2. the same reconciler, restarted with fast rounds: bounds advance, logs shrink.
+            cluster.reconcilers["reconciler1"].stop()
+            cluster.reconciler_args = FAST
+            cluster.start_reconciler("reconciler1")
+            ceiling = int(len(acknowledged) * LOG_LEFT_SHARE)
+
+            def collected() -> bool:
+                return all(
+                    low_bounds(cluster, n) and len(log_ids(cluster, n)) <= ceiling
+                    for n in cluster.nodes
+                )
+
+            await until("every log collected below the low bound", collected, CONVERGE_S)
+            for name in cluster.nodes:
+                assert stored_seqs(cluster, name, client) >= set(acknowledged), name
+
+            # 3. a read at ONE through replica3 sees every acknowledged write.
+            seen: set[int] = set()
+            for p in range(PARTITIONS):
+                result = await client.read(
+                    "tks",
+                    "events",
+                    {"id": f"p{p}"},
+                    consistency=Consistency.ONE,
+                    coordinator=cluster.nodes["replica3"].address,
+                )
+                seen |= {row["seq"] for row in result.rows}
+            assert seen >= set(acknowledged)
+
+    run(cluster, scenario, timeout_s=300 + WRITES / 100)
