@@ -1,32 +1,49 @@
-"""``make run``: a local cluster on 127.0.0.1 with SQLite — 3 CMS members and 3 replicas — a demo
-workload through the SDK, then its status.
+"""``make run``: a local cluster on 127.0.0.1 with SQLite — 3 CMS members, 3 replicas and a
+reconciler — a demo workload through the SDK, then its status.
 
 The replicas register with the CMS and are joined into a new ring (16 tokens each); a tracked
-keyspace with RF 3 gets a table, rows are written and read back at QUORUM. The cluster stays up
-until Ctrl-C or SIGTERM unless ``--exit`` is given; then every process gets SIGTERM at once
-(SIGKILL if one outlives its grace period) and this program exits. The servers run in sessions
-of their own, so the Ctrl-C reaches this program, which stops them; if this program is killed
-outright they get SIGTERM from the kernel (``epochal.runtime.processes``).
+keyspace with RF 3 gets a table, rows are written and read back at QUORUM. Then a reconciler
+starts, takes the leases of the keyspace's ranges and reconciles them every half second; once
+each range has had a round (or 30 s passed) its status is shown as ``epochal reconcile status``
+shows it. The cluster stays up until Ctrl-C or SIGTERM unless ``--exit`` is given; then every
+process — the reconciler too — gets SIGTERM at once (SIGKILL if one outlives its grace period)
+and this program exits. The servers run in sessions of their own, so the Ctrl-C reaches this
+program, which stops them; if this program is killed outright they get SIGTERM from the kernel
+(``epochal.runtime.processes``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import signal
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from epochal.cli import reconcile_summary, reconcile_table
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
+from epochal.reconcile_client import RangeStatus, ReconcileClient, ReconcileStatus
+
+# A round of each range every half second. The write timeout and the slack are not shortened for
+# the demo: --write-timeout-ms must be the replicas' (their default, 2000) and --slack-ms at least
+# their --max-skew-ms (5000), else a write still in flight could carry an id below the new low
+# bound. So each bound trails the clock by 7 s at least.
+RECONCILER_ARGS = ("--interval-ms", "500", "--write-timeout-ms", "2000", "--slack-ms", "5000")
+SERVING_WAIT_S = 60.0  # a reconciler catches up with the metadata log, then serves
+RECONCILED_WAIT_S = 30.0  # for every range of the demo keyspace to have had a round
+RANGES_SHOWN = 6  # of the table; `epochal reconcile status` shows every range
 
 
 async def run(data_dir: Path, exit_after: bool) -> int:
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    cluster = LocalCluster(data_dir)
+    cluster = LocalCluster(data_dir, reconciler_args=RECONCILER_ARGS)
     main_task = asyncio.current_task()
     assert main_task is not None
     # asyncio.run turns Ctrl-C into a cancellation of this task; SIGTERM does the same.
@@ -41,6 +58,7 @@ async def run(data_dir: Path, exit_after: bool) -> int:
         async with Client(cluster.addresses) as client:
             await demo(client)
         await report(cluster)
+        await reconcile(cluster)
         if exit_after:
             return 0
         print(f"\nthe cluster stays up (seeds: {','.join(cluster.addresses)}); Ctrl-C stops it")
@@ -104,6 +122,59 @@ async def report(cluster: LocalCluster) -> None:
     print(f"\nthe metadata log ({len(log.records)} entries):")
     for record in log.records:
         print(f"  epoch {record.epoch:<4} {record.transformation or record.problem!s}")
+
+
+async def reconcile(cluster: LocalCluster) -> None:
+    """Start a reconciler, wait until it has had a round of every demo range, show where the
+    ranges stand."""
+    reconciler = cluster.add_reconciler()
+    cluster.start_reconciler(reconciler.name)
+    print(
+        f"\nstarting a reconciler: {reconciler.name} on {reconciler.address} (a round of each "
+        "range every 0.5 s; a low bound trails the clock by at least the replicas' write "
+        "timeout, 2 s, and their max clock skew, 5 s)"
+    )
+    await reconciler.wait_serving(time.monotonic() + SERVING_WAIT_S)
+    async with ReconcileClient([reconciler.address]) as reconcilers:
+        status = await reconciled(reconcilers, "demo", RECONCILED_WAIT_S)
+    demo_ranges = [r for r in status.ranges if r.keyspace == "demo"]
+    if had_rounds(demo_ranges):
+        rounds = sum(r.rounds for r in demo_ranges)
+        print(f"every range of demo had a round ({rounds} rounds in all):")
+    else:
+        print(f"not every range of demo had a round within {RECONCILED_WAIT_S:.0f} s:")
+    for line in reconcile_table(demo_ranges[:RANGES_SHOWN]):
+        print(f"  {line}")
+    if len(demo_ranges) > RANGES_SHOWN:
+        print(f"  ... and {len(demo_ranges) - RANGES_SHOWN} more ranges")
+    print(f"  {reconcile_summary(status)}")
+    print(f"every range: {epochal_command()} reconcile status --reconciler {reconciler.address}")
+
+
+async def reconciled(
+    reconcilers: ReconcileClient, keyspace: str, timeout_s: float
+) -> ReconcileStatus:
+    """The reconcilers' status once every range of ``keyspace`` has had a round (at most
+    ``timeout_s`` later: the status then)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = await reconcilers.status()
+        ranges = [r for r in status.ranges if r.keyspace == keyspace]
+        if had_rounds(ranges) or time.monotonic() > deadline:
+            return status
+        await asyncio.sleep(0.25)
+
+
+def had_rounds(ranges: Sequence[RangeStatus]) -> bool:
+    """Every one of ``ranges`` (some) has had a round."""
+    return bool(ranges) and all(r.rounds for r in ranges)
+
+
+def epochal_command() -> str:
+    """The ``epochal`` script beside this interpreter, relative to here when it is below."""
+    script = Path(sys.executable).with_name("epochal")
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else str(script)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -182,3 +182,4 @@ class TestHooks:
     stream_delay_ms: int = 0
     drop_write_share: float = 0.0
     isolated: bool = False
+    id_clock_behind_ms: int = 0

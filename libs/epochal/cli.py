@@ -3,6 +3,11 @@
 ``epochal unregister NODE`` forgets a node that registered but never joined (one with a
 software version the others refuse, say) by committing Unregister through the CMS.
 
+``epochal reconcile status --reconciler host:port[,host:port...]`` asks reconcilers
+(``epochal.v1.Reconciler/Status``) where each range of every tracked keyspace stands — owner,
+lease token, low bound, lag, last round — one line per range by keyspace then range, each range
+as its owner reports it (``epochal.reconcile_client``), then a summary line.
+
 Each command calls the replica's ``epochal.v1.ReplicaAdmin`` service (see
 services/replica/README.md, "Topology operations"). A command that runs an operation answers
 when it has finished, failed or been refused; meanwhile it shows the operation's progress (step,
@@ -11,7 +16,8 @@ connection) the operation goes on; ``epochal status`` shows it and ``resume`` / 
 on it.
 
 Exit status: 0 when the operation finished (or was cancelled as asked), 1 when it failed, 2 when
-it was refused or the replica could not be reached — the message says why and what to do.
+it was refused or the replica (a reconciler) could not be reached — the message says why and what
+to do.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
@@ -45,6 +52,9 @@ from epochal.admin import (
 from epochal.admin_client import AdminClient
 from epochal.client import Client
 from epochal.errors import EpochalError
+from epochal.mtrack import format_hlc
+from epochal.reconcile_client import STATUS_TIMEOUT_S, RangeStatus, ReconcileClient, ReconcileStatus
+from epochal.runtime.flags import parse_addresses
 from epochal.status import code_of
 from epochal.tcm import Unregister
 
@@ -60,7 +70,8 @@ REFUSED = {
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="epochal",
-        description="Run and watch topology operations on an Epochal replica.",
+        description="Run and watch topology operations on an Epochal replica; ask reconcilers "
+        "where the tracked ranges stand (reconcile status).",
     )
     top.add_argument(
         "--replica",
@@ -98,7 +109,28 @@ def parser() -> argparse.ArgumentParser:
         help="forget a node that registered but never joined (through the CMS the replica names)",
     )
     unregister.add_argument("node_id")
+    reconcile = commands.add_parser("reconcile", help="ask reconcilers about tracked ranges")
+    reconcile_commands = reconcile.add_subparsers(
+        dest="reconcile_command", required=True, metavar="COMMAND"
+    )
+    reconcile_status = reconcile_commands.add_parser(
+        "status", help="per range: owner, lease token, low bound, lag, last round"
+    )
+    reconcile_status.add_argument(
+        "--reconciler",
+        type=_addresses,
+        default=os.environ.get("EPOCHAL_RECONCILER", ""),
+        help="the reconcilers to ask, host:port[,host:port...] (their --listen) "
+        "[EPOCHAL_RECONCILER]",
+    )
     return top
+
+
+def _addresses(text: str) -> tuple[str, ...]:
+    try:
+        return parse_addresses(text, "--reconciler")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def call_for(args: argparse.Namespace) -> AdminRequest:
@@ -166,6 +198,73 @@ def _megabytes(count: int) -> str:
     return f"{count / 1e6:.1f} MB"
 
 
+# OUTCOME: the last round's; LEASE: the lease's token (the epoch of its grant).
+RECONCILE_COLUMNS = ("KEYSPACE", "RANGE", "OWNER", "LEASE", "LOW BOUND", "LAG", "OUTCOME", "ROUNDS")
+RIGHT_ALIGNED = frozenset({"LEASE", "LAG", "ROUNDS"})
+
+
+def reconcile_table(ranges: Sequence[RangeStatus]) -> list[str]:
+    """One line per range, in the order given, under a header; columns as wide as their
+    widest cell."""
+    rows = [RECONCILE_COLUMNS, *(_reconcile_row(r) for r in ranges)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(RECONCILE_COLUMNS))]
+    return [
+        "  ".join(
+            cell.rjust(width) if name in RIGHT_ALIGNED else cell.ljust(width)
+            for name, cell, width in zip(RECONCILE_COLUMNS, row, widths, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _reconcile_row(report: RangeStatus) -> tuple[str, ...]:
+    return (
+        report.keyspace,
+        str(report.range),
+        report.owner or "-",
+        str(report.lease_token) if report.lease_token else "-",
+        format_hlc(report.low_bound) if report.low_bound else "-",
+        "-" if report.lag_ms is None else f"{report.lag_ms} ms",
+        report.last_outcome or "-",
+        str(report.rounds),
+    )
+
+
+def reconcile_summary(status: ReconcileStatus) -> str:
+    """``48 ranges: 48 owned (reconciler1 48), 0 unowned; max lag 6210 ms``."""
+    by_owner = Counter(report.owner for report in status.ranges if report.owned)
+    owners = ", ".join(f"{owner} {count}" for owner, count in sorted(by_owner.items()))
+    lag = "-" if status.max_lag_ms is None else f"{status.max_lag_ms} ms"
+    return (
+        f"{len(status.ranges)} ranges: {status.owned} owned"
+        f"{f' ({owners})' if owners else ''}, {status.unowned} unowned; max lag {lag}"
+    )
+
+
+def describe_reconcile(status: ReconcileStatus) -> str:
+    """Who answered, the table, the summary."""
+    asked = ", ".join(
+        f"{a.reconciler_id} at {a.address} (epoch {a.epoch})" for a in status.reconcilers
+    )
+    return "\n".join(
+        [f"reconcilers: {asked}", *reconcile_table(status.ranges), reconcile_summary(status)]
+    )
+
+
+async def reconcile_status(
+    args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]
+) -> int:
+    """Ask every reconciler named for its status; print the ranges as their owners see them."""
+    try:
+        async with ReconcileClient(args.reconciler) as reconcilers:
+            status = await reconcilers.status(timeout_s=min(args.timeout_s, STATUS_TIMEOUT_S))
+    except EpochalError as error:
+        err(f"epochal reconcile status: {error}")
+        return 2 if code_of(error) in REFUSED or code_of(error) is None else 1
+    out(describe_reconcile(status))
+    return 0
+
+
 async def unregister(
     args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]
 ) -> int:
@@ -185,6 +284,8 @@ async def run(
 ) -> int:
     if args.command == "unregister":
         return await unregister(args, out, err)
+    if args.command == "reconcile":
+        return await reconcile_status(args, out, err)
     request = call_for(args)
     async with AdminClient(args.replica) as admin:
         try:
@@ -240,7 +341,13 @@ async def _with_progress(
 def main(argv: Sequence[str] | None = None) -> int:
     command_line = parser()
     args = command_line.parse_args(argv)
-    if not args.replica:
+    if args.command == "reconcile":
+        if not args.reconciler:
+            command_line.error(
+                "name the reconcilers to ask: --reconciler host:port[,host:port...] or "
+                "EPOCHAL_RECONCILER"
+            )
+    elif not args.replica:
         command_line.error("name the replica to ask: --replica host:port or EPOCHAL_REPLICA")
     try:
         return asyncio.run(run(args, print, lambda line: print(line, file=sys.stderr, flush=True)))

@@ -25,7 +25,8 @@ class ReconcilerMetrics:
         )
         self.log_entries = m.gauge(
             "reconcile_log_entries",
-            "mutation-log entries per replica, over the ranges this reconciler holds",
+            "mutation-log entries per replica, over the ranges this reconciler holds (as each "
+            "range's last round found them)",
             ("replica",),
         )
         self.log_bytes = m.gauge(

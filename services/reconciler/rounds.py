@@ -92,6 +92,7 @@ class Round:
     write_timeout_ms: int
     slack_ms: int
     batch: int
+    advance: bool = True  # fence, collect and advance after delivering (else deliver only)
     result: RoundResult = field(default_factory=RoundResult)
 
     async def run(self) -> RoundResult:
@@ -122,6 +123,9 @@ class Round:
         lowest_clock = min(s.hlc for s in states.values())
         # 2. deliver everything below the lowest clock (above t too: lag stays near one round)
         self.result.missing = await self._converge(bounds, below=lowest_clock, tries=1)
+        if not self.advance:
+            self._check()
+            raise RoundEnded("delivered")
         # 3. t
         t = reconciliation_time(
             [s.hlc for s in states.values()],
@@ -131,6 +135,7 @@ class Round:
         )
         self.result.reconciliation_time = t
         if t <= bounds.of(self.ref.range):
+            self._check()  # a round that outlived its lease did not finish under it
             raise RoundEnded("delivered", "the reconciliation time has not passed the low bound")
         # 4. fence, then collect below t
         self._check()
@@ -148,6 +153,7 @@ class Round:
         )
         self.result.collected = sum(collected.values())
         self.result.low_bound = t
+        self._check()
 
     def _check(self) -> None:
         if not self.lease.may_act(time.monotonic() * 1000):

@@ -23,6 +23,7 @@ class ReconcilerSettings:
     id: str = ""  # default: the one stored in --data-dir, else a new one
     data_dir: str = ""  # default var/reconciler-<listen port>
     interval_ms: int = 1_000
+    advance_interval_ms: int = 5_000
     write_timeout_ms: int = 2_000
     slack_ms: int = 5_000
     lease_ms: int = 10_000
@@ -79,7 +80,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "cms": (str, "CMS members to follow and commit lease grants to: host:port,..."),
     "id": (str, "this reconciler's id in lease grants (default: stored, else generated)"),
     "data_dir": (str, "where its SQLite state lives (default var/reconciler-<port>)"),
-    "interval_ms": (int, "start a round of each range held at most this often"),
+    "interval_ms": (int, "a round of each range held (deliveries) at most this often"),
+    "advance_interval_ms": (
+        int,
+        "a round also fences, collects and advances the low bound at most this often",
+    ),
     "write_timeout_ms": (
         int,
         "the replicas' --write-timeout-ms: a write in flight may carry an id this old",

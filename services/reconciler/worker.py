@@ -2,9 +2,11 @@
 
 Theory of operation
 -------------------
-Each pass (every ``--interval-ms``) lists the ranges of the tracked keyspaces at the follower's
-newest epoch (``targets``), takes the leases it may (``leases``), and runs one round
-(``rounds.Round``) of each range it holds, a few at a time. A renewal task renews every held lease
+Every quarter lease it lists the ranges of the tracked keyspaces at the follower's newest epoch
+(``targets``) and takes the leases it may (``leases``); each range it holds runs rounds
+(``rounds.Round``) in a loop of its own, one every ``--interval-ms`` (a few ranges' rounds at a
+time): every round delivers what is missing, and a round every ``--advance-interval-ms`` also
+fences, collects and advances the low bound. A renewal task renews every held lease
 each third of a lease, so a long round (a large delivery) does not outlive its lease; a round
 checks its lease before every action. A range that no longer exists at the newest epoch (split,
 merged, moved) is dropped; its pieces are new ranges, taken again (a grant of the old range still
@@ -38,7 +40,7 @@ from epochal.telemetry import tracer
 
 log = logging.getLogger(__name__)
 
-ROUNDS_AT_ONCE = 4
+ROUNDS_AT_ONCE = 8
 
 
 def targets(metadata: ClusterMetadata) -> list[Target]:
@@ -79,41 +81,71 @@ class Worker:
         for record in self.storage.ranges():
             self.records[(record.keyspace, record.range)] = record
         self._log_sizes: dict[tuple[Key, str], tuple[int, int]] = {}
+        self._loops: dict[Key, asyncio.Task[None]] = {}
+        self._gate = asyncio.Semaphore(ROUNDS_AT_ONCE)
 
     async def run_forever(self) -> None:
-        renewing = asyncio.get_running_loop().create_task(self._renew_forever())
+        """Take leases every quarter lease (at once at the start); each range held runs its
+        rounds in a loop of its own until its lease ends or the range changes."""
+        loop = asyncio.get_running_loop()
+        renewing = loop.create_task(self._renew_forever())
         try:
             while True:
-                started = time.monotonic()
                 try:
-                    await self.one_pass()
+                    await self.acquire_pass()
                 except Exception:
-                    log.exception("a reconciliation pass failed; trying again")
-                elapsed = time.monotonic() - started
-                await asyncio.sleep(max(self.settings.interval_ms / 1000 - elapsed, 0.01))
+                    log.exception("taking leases failed; trying again")
+                await asyncio.sleep(self.settings.lease_ms / 4000)
         finally:
             renewing.cancel()
+            for task in self._loops.values():
+                task.cancel()
 
-    async def one_pass(self) -> None:
+    async def acquire_pass(self) -> None:
         if not self.follower.caught_up or self.follower.stopped_reason:
             return
         current = targets(self.follower.metadata)
         by_key = {(t.keyspace, t.range): t for t in current}
         for key in [k for k in self.leases.held if k not in by_key]:
             self.leases.drop(key, "the range changed at a newer epoch")
-        gate = asyncio.Semaphore(ROUNDS_AT_ONCE)
-
-        async def work(target: Target) -> None:
-            async with gate:
-                lease = await self.leases.acquire(target, len(current))
-                if lease is not None:
-                    await self.run_round(target, lease)
-
         # Ranges held first: a reconciler keeps what it has before it takes more.
         ordered = sorted(current, key=lambda t: (t.keyspace, t.range) not in self.leases.held)
-        await asyncio.gather(*(work(t) for t in ordered))
+        for target in ordered:
+            key = (target.keyspace, target.range)
+            running = self._loops.get(key)
+            if running is not None and not running.done():
+                continue
+            lease = await self.leases.acquire(target, len(current))
+            if lease is not None:
+                self._loops[key] = asyncio.get_running_loop().create_task(self._range_loop(key))
 
-    async def run_round(self, target: Target, lease: HolderLease) -> RoundResult:
+    async def _range_loop(self, key: Key) -> None:
+        interval_s = self.settings.interval_ms / 1000
+        advance_s = self.settings.advance_interval_ms / 1000
+        advanced_at = 0.0
+        while True:
+            lease = self.leases.held.get(key)
+            target = next(
+                (t for t in targets(self.follower.metadata) if (t.keyspace, t.range) == key),
+                None,
+            )
+            if lease is None or target is None:
+                return
+            started = time.monotonic()
+            advance = started - advanced_at >= advance_s
+            try:
+                async with self._gate:
+                    result = await self.run_round(target, lease, advance=advance)
+            except Exception:
+                log.exception("a round of %s in %s failed", key[1], key[0])
+                result = None
+            if advance and result is not None and result.outcome == "advanced":
+                advanced_at = started
+            await asyncio.sleep(max(interval_s - (time.monotonic() - started), 0.01))
+
+    async def run_round(
+        self, target: Target, lease: HolderLease, *, advance: bool = True
+    ) -> RoundResult:
         key = (target.keyspace, target.range)
         started_ms = time.time_ns() // 1_000_000
         started = time.monotonic()
@@ -128,6 +160,7 @@ class Worker:
             self.settings.write_timeout_ms,
             self.settings.slack_ms,
             self.settings.batch,
+            advance=advance,
         )
         span = (
             self._tracer.start_span(
@@ -217,11 +250,8 @@ class Worker:
             lag = time.time_ns() // 1_000_000 - physical_ms_of(result.low_bound)
             metrics.lag_ms.labels(*labels).set(lag)
         key = (target.keyspace, target.range)
-        for node, entries in result.log_entries.items():
-            self._log_sizes[(key, node)] = (
-                entries - (result.collected // max(len(target.replicas), 1)),
-                result.log_bytes.get(node, 0),
-            )
+        for node, entries in result.log_entries.items():  # as the round found them
+            self._log_sizes[(key, node)] = (entries, result.log_bytes.get(node, 0))
         per_replica: dict[str, list[int]] = {}
         for (_, node), (entries, size) in self._log_sizes.items():
             totals = per_replica.setdefault(node, [0, 0])

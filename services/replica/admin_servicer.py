@@ -14,6 +14,7 @@ from epochal.errors import Aborted, EpochalError, OperationRefused
 from epochal.replica.codec import operation_status_to_proto
 from epochal.replica.coordinator import Coordinator, Hooks
 from epochal.replica.faults import Faults
+from epochal.replica.ids import wall_ms
 from epochal.replica.operations import Operations
 from epochal.replica.status import abort_with
 from epochal.replica.stream_receiver import StreamReceiver
@@ -146,10 +147,15 @@ class TestingServicer:
             self.follower.fetch_now()  # follow again at once, not at the next pull
         self.coordinator.hooks = Hooks(skip_plan_recheck=request.skip_plan_recheck)
         self.receiver.delay_ms = request.stream_delay_ms
+        ids = self.coordinator.ids
+        behind_ms = request.id_clock_behind_ms
+        if ids is not None:
+            ids.clock_ms = (lambda: wall_ms() - behind_ms) if behind_ms else wall_ms
         return pb.TestHooks(
             hold_metadata_pushes=self.follower.hold_pushes,
             skip_plan_recheck=self.coordinator.hooks.skip_plan_recheck,
             stream_delay_ms=self.receiver.delay_ms,
             drop_write_share=self.faults.drop_write_share,
             isolated=self.faults.isolated,
+            id_clock_behind_ms=behind_ms if ids is not None else 0,
         )

@@ -100,7 +100,21 @@ def fetch_request(epoch: int, ids: Sequence[MutationId]) -> Request:
     )
 
 
+def deliver_request(epoch: int, bodies: Sequence[bytes]) -> Request:
+    """Store the mutations encoded as ``bodies`` (a reconciliation delivery), in one request."""
+    request = pb.PeerRequest(deliver=pb.DeliverMutationsRequest(epoch=epoch))
+    mutations = request.deliver.mutations
+    for body in bodies:
+        mutations.add().MergeFromString(body)
+    return request
+
+
 # --------------------------------------------------------------------------- replies
+
+
+def delivered(reply: Reply) -> PeerReply:
+    _check(reply)
+    return PeerReply(*_outcome(reply.deliver), examined=reply.deliver.stored)
 
 
 def applied(reply: Reply) -> PeerReply:
@@ -141,6 +155,9 @@ def _check(reply: Reply) -> None:
 
 
 def _outcome(
-    response: pb.ApplyResponse | pb.LocalReadResponse | pb.FetchMutationsResponse,
+    response: pb.ApplyResponse
+    | pb.LocalReadResponse
+    | pb.FetchMutationsResponse
+    | pb.DeliverMutationsResponse,
 ) -> tuple[int, Outcome, str]:
     return response.epoch, OUTCOMES.get(response.outcome, Outcome.BEHIND), response.message

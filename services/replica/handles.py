@@ -130,10 +130,13 @@ class RemoteHandle:
         request = codec.apply_request(epoch, body, repair=True)
         return self._call(request, timeout_s, codec.applied)
 
-    def deliver(self, epoch: int, body: bytes, *, timeout_s: float) -> asyncio.Future[PeerReply]:
-        """A reconciliation delivery: a mutation this replica's log holds, stored there as a
-        repair (idempotent; dropped below that replica's low bound)."""
-        return self._call(codec.apply_request(epoch, body, repair=True), timeout_s, codec.applied)
+    def deliver(
+        self, epoch: int, bodies: Sequence[bytes], *, timeout_s: float
+    ) -> asyncio.Future[PeerReply]:
+        """A reconciliation delivery: mutations this replica's log holds, stored there as
+        repairs (idempotent; dropped below that replica's low bound) in one group commit;
+        ``examined`` of the reply says how many are durable there."""
+        return self._call(codec.deliver_request(epoch, bodies), timeout_s, codec.delivered)
 
     def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float

@@ -184,6 +184,22 @@ class LocalReplica:
         refusal = self._enqueue_mutation(mutation, body, repair, future, prepared)
         return refusal if refusal is not None else await future
 
+    async def deliver(self, epoch: int, mutations: Sequence[tuple[Mutation, bytes]]) -> PeerReply:
+        """A reconciliation delivery: each mutation stored as a repair, all in the same group
+        commit; OK with ``examined`` = how many are durable here, else the first refusal."""
+        if epoch > self.follower.epoch:
+            await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
+        futures = [
+            self.apply_soon(self.follower.epoch, mutation, body, repair=True)
+            for mutation, body in mutations
+        ]
+        replies = await asyncio.gather(*futures)
+        refused = [r for r in replies if r.outcome is not Outcome.OK]
+        stored = len(replies) - len(refused)
+        if refused:
+            return replace(refused[0], examined=stored)
+        return self._ok(examined=stored)
+
     def _enqueue_mutation(
         self,
         mutation: Mutation,

@@ -151,10 +151,13 @@ class PeerServicer:
                     sketch_cells=cells,
                 )
             )
+        if kind == "deliver":
+            delivered = [(mutation_from_proto(m), m.SerializeToString()) for m in request.mutations]
+            return asyncio.ensure_future(local.deliver(request.epoch, delivered))
         if kind == "fetch":
             ids = [id_from_proto(i, "ids") for i in request.ids]
             return asyncio.ensure_future(local.fetch(request.epoch, ids))
-        raise MalformedInput("a peer request needs a body: apply, read or fetch")
+        raise MalformedInput("a peer request needs a body: apply, read, fetch or deliver")
 
 
 def _refused(local: LocalReplica, outcome: Outcome, message: str) -> asyncio.Future[PeerReply]:
@@ -179,6 +182,8 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
             digest=reply.digest,
             sketch=reply.sketch.encode() if reply.sketch is not None else b"",
         )
+    if kind == "deliver":
+        return pb.DeliverMutationsResponse(**common, stored=reply.examined)
     return pb.FetchMutationsResponse(
         **common,
         mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies],

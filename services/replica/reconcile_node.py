@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
 from epochal.mtrack.leases import TokenGuard, Verdict
-from epochal.mtrack.marks import Mark, RangeMarks
+from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.handles import PeerFailed, RemoteHandle
@@ -53,6 +53,9 @@ from epochal.tcm.schema import ReplicationType
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
 MAX_LEASE_MS = 600_000
+# A delivery goes to its target in requests of about this many bytes of mutations (one group
+# commit each there), well under a stream message's limit.
+DELIVERY_REQUEST_BYTES = 1 << 20
 
 
 class Refused(Exception):
@@ -135,7 +138,7 @@ class ReconcileNode:
 
     def _admit(self, metadata: ClusterMetadata, ref: RangeRef) -> None:
         guard = self._guard(metadata, ref)
-        highest = self._highest(metadata, ref)
+        highest = max(self._highest(metadata, ref), guard.highest if guard is not None else 0)
         if ref.lease_token < highest:
             raise self._superseded(ref, f"the highest seen here is {highest}")
         if guard is None or guard.admit(ref.lease_token, _now_ms()) is not Verdict.OK:
@@ -151,7 +154,7 @@ class ReconcileNode:
 
     # ------------------------------------------------------------------ calls
 
-    async def state(self, ref: RangeRef, *, claim: bool, lease_ms: int) -> RangeState:
+    async def state(self, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0) -> RangeState:
         metadata = await self._gate(ref)
         if claim:
             if not 0 < lease_ms <= MAX_LEASE_MS:
@@ -176,7 +179,9 @@ class ReconcileNode:
             hlc=self.hlc_now(),
             fence=reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range),
             low_bounds=RangeMarks(tuple(p for p in bounds.pieces if p.range.intersects(ref.range))),
-            lease_token=self._highest(metadata, ref),
+            lease_token=max(
+                self._highest(metadata, ref), guard.highest if guard is not None else 0
+            ),
             lease_idle_ms=guard.idle_ms(_now_ms()) if guard is not None else None,
             log_entries=entries,
             log_bytes=size,
@@ -227,25 +232,37 @@ class ReconcileNode:
         handle = self.coordinator.handle(metadata, target)
         assert isinstance(handle, RemoteHandle)  # another node
         bodies = self.storage.data.mutation_bodies(ids)
-        futures = [handle.deliver(metadata.epoch, body, timeout_s=timeout_s) for body in bodies]
-        delivered = size = failed = 0
+        chunks: list[list[bytes]] = [[]]
+        size = 0
+        for body in bodies:
+            if chunks[-1] and (size + len(body) > DELIVERY_REQUEST_BYTES):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(body)
+            size += len(body)
+        answers = await asyncio.gather(
+            *(handle.deliver(metadata.epoch, chunk, timeout_s=timeout_s) for chunk in chunks),
+            return_exceptions=True,
+        )
+        delivered = size = 0
         problem = ""
-        for body, outcome in zip(
-            bodies, await asyncio.gather(*futures, return_exceptions=True), strict=True
-        ):
-            if isinstance(outcome, PeerReply) and outcome.outcome is Outcome.OK:
-                delivered += 1
-                size += len(body)
-                continue
-            failed += 1
+        for chunk, answer in zip(chunks, answers, strict=True):
+            if isinstance(answer, PeerReply):
+                delivered += answer.examined
+                size += sum(len(b) for b in chunk[: answer.examined])
+                if answer.outcome is Outcome.OK:
+                    continue
             if not problem:
                 problem = (
-                    f"{outcome.outcome.value}: {outcome.message}"
-                    if isinstance(outcome, PeerReply)
-                    else str(outcome if isinstance(outcome, PeerFailed) else repr(outcome))
+                    f"{answer.outcome.value}: {answer.message}"
+                    if isinstance(answer, PeerReply)
+                    else str(answer)
+                    if isinstance(answer, PeerFailed)
+                    else repr(answer)
                 )
         self.metrics.reconcile_delivered.inc(delivered)
         self.metrics.reconcile_delivered_bytes.inc(size)
+        failed = len(bodies) - delivered
         return Delivered(delivered, size, len(ids) - len(bodies), failed, problem)
 
     async def fence(self, ref: RangeRef, hlc: int) -> PeerReply:
@@ -273,10 +290,6 @@ class ReconcileNode:
 
     def fence_of(self, ref: RangeRef) -> int:
         return self.storage.reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range)
-
-
-def marks_of(pieces: Sequence[tuple[TokenRange, int]]) -> RangeMarks:
-    return RangeMarks.of_pieces(Mark(r, hlc) for r, hlc in pieces)
 
 
 def _now_ms() -> float:

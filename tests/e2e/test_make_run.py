@@ -1,8 +1,10 @@
 """`make run`'s program, end to end: 3 CMS members and 3 replicas up, the ring formed, rows
-written and read back at QUORUM through the SDK, the status and the metadata log printed.
+written and read back at QUORUM through the SDK, the status and the metadata log printed; then a
+reconciler up, holding every range of the demo keyspace, each of which had a round that advanced
+its low bound, its status printed as `epochal reconcile status` prints it.
 
 And stopping it: Ctrl-C (SIGINT to its process group, as a terminal sends it) stops the dev
-cluster and all six servers within 10 s, each server logging that it shut down and no
+cluster and all seven servers within 10 s, each server logging that it shut down and no
 traceback; SIGKILL to the dev cluster leaves no server behind either (they get SIGTERM from the
 kernel when their parent dies)."""
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +52,19 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     assert "InitializeCMS(cms1, cms2, cms3)" in out
     assert "CreateKeyspace(demo, SimpleStrategy(rf=3), tracked)" in out
     assert out.count("AdvanceSequence(node-") == 9  # three joins, START, MID and FINISH each
+    assert "starting a reconciler: reconciler1 on 127.0.0.1:" in out
+    assert "every range of demo had a round" in out, out
+    # 3 nodes of 16 tokens: 48 ranges, all held by the one reconciler.
+    assert "  48 ranges: 48 owned (reconciler1 48), 0 unowned; max lag " in out
+    shown = [line for line in out.splitlines() if line.startswith("  demo      (")]
+    assert len(shown) == 6 and "  ... and 42 more ranges" in out
+    row = re.compile(r"reconciler1 +\d+  (?P<low_bound>\S+) +(\d+ ms|-)  \w+ +[1-9]\d*$")
+    rows = [row.search(line) for line in shown]  # owner, lease token, bound, lag, outcome, rounds
+    assert all(rows), shown
+    # A round normally advances the bound at once (a slow replica may make one round fail).
+    bound = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\+\d+")
+    assert any(bound.fullmatch(found["low_bound"]) for found in rows if found), shown
+    assert re.search(r"reconcile status --reconciler 127\.0\.0\.1:\d+$", out, re.MULTILINE)
 
 
 # ---------------------------------------------------------------------- stopping `make run`
@@ -96,14 +112,14 @@ class DevCluster:
 
 @contextlib.contextmanager
 def dev_cluster(tmp_path: Path) -> Iterator[tuple[DevCluster, list[Pid]]]:
-    """The dev cluster up and serving, and its six servers; whatever happens, every one of
+    """The dev cluster up and serving, and its seven servers; whatever happens, every one of
     those processes is gone afterwards (SIGKILL, by pid)."""
     cluster = DevCluster.start(tmp_path / "dc")
     servers: list[Pid] = []
     try:
         cluster.wait_for("Ctrl-C stops it", timeout_s=180)
         servers.extend(Pid.children_of(cluster.process.pid))
-        assert len(servers) == 6, servers  # 3 CMS members, 3 replicas
+        assert len(servers) == 7, servers  # 3 CMS members, 3 replicas, a reconciler
         yield cluster, servers
     finally:
         if cluster.process.poll() is None:
@@ -137,7 +153,7 @@ def test_ctrl_c_stops_the_dev_cluster_and_every_server(tmp_path: Path) -> None:
         cluster.wait_for("stopped; logs and databases are in", timeout_s=1)
         assert cluster.process.returncode == 0, "".join(cluster.output)
     logs = [*(tmp_path / "dc").glob("*.log"), *(tmp_path / "dc" / "cms").glob("*.log")]
-    assert len(logs) == 6, logs
+    assert len(logs) == 7, logs
     for log in logs:
         text = log.read_text()
         assert text.count("shutting down on SIGTERM") == 1, (log, text)

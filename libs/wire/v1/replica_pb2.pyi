@@ -517,16 +517,18 @@ class FetchMutationsResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ...) -> None: ...
 
 class PeerRequest(_message.Message):
-    __slots__ = ("id", "apply", "read", "fetch")
+    __slots__ = ("id", "apply", "read", "fetch", "deliver")
     ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_FIELD_NUMBER: _ClassVar[int]
     id: int
     apply: ApplyRequest
     read: LocalReadRequest
     fetch: FetchMutationsRequest
-    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ...) -> None: ...
+    deliver: DeliverMutationsRequest
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ..., deliver: _Optional[_Union[DeliverMutationsRequest, _Mapping]] = ...) -> None: ...
 
 class PeerRequests(_message.Message):
     __slots__ = ("requests",)
@@ -535,18 +537,40 @@ class PeerRequests(_message.Message):
     def __init__(self, requests: _Optional[_Iterable[_Union[PeerRequest, _Mapping]]] = ...) -> None: ...
 
 class PeerReply(_message.Message):
-    __slots__ = ("id", "apply", "read", "fetch", "malformed")
+    __slots__ = ("id", "apply", "read", "fetch", "malformed", "deliver")
     ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_FIELD_NUMBER: _ClassVar[int]
     id: int
     apply: ApplyResponse
     read: LocalReadResponse
     fetch: FetchMutationsResponse
     malformed: str
-    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyResponse, _Mapping]] = ..., read: _Optional[_Union[LocalReadResponse, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsResponse, _Mapping]] = ..., malformed: _Optional[str] = ...) -> None: ...
+    deliver: DeliverMutationsResponse
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyResponse, _Mapping]] = ..., read: _Optional[_Union[LocalReadResponse, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsResponse, _Mapping]] = ..., malformed: _Optional[str] = ..., deliver: _Optional[_Union[DeliverMutationsResponse, _Mapping]] = ...) -> None: ...
+
+class DeliverMutationsRequest(_message.Message):
+    __slots__ = ("epoch", "mutations")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    mutations: _containers.RepeatedCompositeFieldContainer[StoredMutation]
+    def __init__(self, epoch: _Optional[int] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ...) -> None: ...
+
+class DeliverMutationsResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "stored")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    stored: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., stored: _Optional[int] = ...) -> None: ...
 
 class PeerReplies(_message.Message):
     __slots__ = ("replies",)
@@ -743,18 +767,20 @@ class OperationStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ..., reconciled_mutations: _Optional[int] = ...) -> None: ...
 
 class TestHooks(_message.Message):
-    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms", "drop_write_share", "isolated")
+    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms", "drop_write_share", "isolated", "id_clock_behind_ms")
     HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]
     SKIP_PLAN_RECHECK_FIELD_NUMBER: _ClassVar[int]
     STREAM_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DROP_WRITE_SHARE_FIELD_NUMBER: _ClassVar[int]
     ISOLATED_FIELD_NUMBER: _ClassVar[int]
+    ID_CLOCK_BEHIND_MS_FIELD_NUMBER: _ClassVar[int]
     hold_metadata_pushes: bool
     skip_plan_recheck: bool
     stream_delay_ms: int
     drop_write_share: float
     isolated: bool
-    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ...) -> None: ...
+    id_clock_behind_ms: int
+    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ..., id_clock_behind_ms: _Optional[int] = ...) -> None: ...
 
 class ReconcileRange(_message.Message):
     __slots__ = ("epoch", "keyspace", "range", "lease_token")
