@@ -8,8 +8,9 @@ action that the lease still allows acting (``HolderLease.may_act``) and that the
 the same — its split points and groups at the follower's newest epoch; a round whose range
 changed is abandoned (its fences stay; a fence never hurts).
 
-1. **State**: every replica's clock, fence and low bounds. The round's bounds are, per token,
-   the highest any replica holds (a replica summarizes from the higher of its own and these).
+1. **State**: every replica's clock, fence and low bounds (each call a claim: it renews the
+   lease there). The round's bounds are, per token, the highest any replica holds (a replica
+   summarizes from the higher of its own and these).
 2. **Deliver**: summaries of every id below the lowest replica clock, each compared with the
    pivot's (digests, then sketches sized by the difference, doubled until they decode),
    ``holders`` and ``deliveries``: each missing id to each replica lacking it, batched, from the
@@ -114,7 +115,15 @@ class Round:
         return self.result
 
     async def _run(self) -> None:
-        states = await self._each(lambda address: self.client.state(address, self.ref))
+        # Every round claims (renews) too: a replica that restarted since the last renewal
+        # (its renewals are in memory) accepts the round's actions at once.
+        sent_ms = time.monotonic() * 1000
+        states = await self._each(
+            lambda address: self.client.state(
+                address, self.ref, claim=True, lease_ms=self.lease.lease_ms
+            )
+        )
+        self.lease.renewed(sent_ms)
         for node, state in states.items():
             self.result.log_entries[node] = state.log_entries
             self.result.log_bytes[node] = state.log_bytes

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
-from epochal.replica.codec import bounds_to_proto, cell_to_proto, cells_from_proto, id_to_proto
+from epochal.replica.codec import (
+    bounds_to_proto,
+    cell_to_proto,
+    cells_from_proto,
+    id_from_proto,
+    id_to_proto,
+)
 from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.wire.v1 import replica_pb2 as pb
@@ -94,9 +100,13 @@ def read_request(
     )
 
 
-def fetch_request(epoch: int, ids: Sequence[MutationId]) -> Request:
+def fetch_request(
+    epoch: int, ids: Sequence[MutationId], keyspace: str = "", token: int = 0
+) -> Request:
     return pb.PeerRequest(
-        fetch=pb.FetchMutationsRequest(epoch=epoch, ids=[id_to_proto(i) for i in ids])
+        fetch=pb.FetchMutationsRequest(
+            epoch=epoch, ids=[id_to_proto(i) for i in ids], keyspace=keyspace, token=token
+        )
     )
 
 
@@ -146,7 +156,15 @@ def fetched(reply: Reply) -> PeerReply:
         *_outcome(response),
         bodies=tuple(m.SerializeToString() for m in response.mutations),
         examined=response.examined,
+        held=tuple(_held(response.held)),
     )
+
+
+def _held(messages: Sequence[pb.MutationId]) -> list[MutationId]:
+    try:
+        return [id_from_proto(m, "held") for m in messages]
+    except ValueError as error:
+        raise UnusableReply(f"sent a malformed held id: {error}") from None
 
 
 def _check(reply: Reply) -> None:

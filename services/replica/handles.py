@@ -84,9 +84,15 @@ class LocalHandle:
         )
 
     def fetch(
-        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+        self,
+        epoch: int,
+        ids: Sequence[MutationId],
+        *,
+        timeout_s: float,
+        keyspace: str = "",
+        token: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        return asyncio.ensure_future(self.replica.fetch(epoch, ids))
+        return asyncio.ensure_future(self.replica.fetch(epoch, ids, keyspace=keyspace, token=token))
 
 
 class RemoteHandle:
@@ -168,9 +174,16 @@ class RemoteHandle:
         return self._call(request, timeout_s, codec.read_reply)
 
     def fetch(
-        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+        self,
+        epoch: int,
+        ids: Sequence[MutationId],
+        *,
+        timeout_s: float,
+        keyspace: str = "",
+        token: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        return self._call(codec.fetch_request(epoch, ids), timeout_s, codec.fetched)
+        request = codec.fetch_request(epoch, ids, keyspace, token)
+        return self._call(request, timeout_s, codec.fetched)
 
     def close(self) -> None:
         self.stream.close()

@@ -77,6 +77,7 @@ class PeerReply:
     bodies: tuple[bytes, ...] = ()  # fetched mutations, encoded
     examined: int = 0  # how many of the ids asked for a fetch looked up
     fence: int = 0  # FENCED: the reconciliation fence the write's id was below
+    held: tuple[MutationId, ...] = ()  # fetched ids below the low bound: collected, held
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,19 +453,30 @@ class LocalReplica:
             read.keyspace, read.table_id, read.token, read.partition_key, low_bound
         )
 
-    async def fetch(self, epoch: int, ids: Sequence[MutationId]) -> PeerReply:
+    async def fetch(
+        self, epoch: int, ids: Sequence[MutationId], *, keyspace: str = "", token: int = 0
+    ) -> PeerReply:
         """The bodies of those of ``ids`` held here, in order, up to a size budget; ``examined``
-        says how many of the ids were looked up (the caller asks again for the rest)."""
+        says how many of the ids were looked up (the caller asks again for the rest). With the
+        partition's ``keyspace`` and ``token``, an id not in the log because it is below the
+        low bound there is answered as ``held``."""
         if epoch > self.follower.epoch:
             await self.follower.catch_up(epoch, self.settings.catch_up_timeout_ms / 1000)
+        bound = (
+            self.storage.reconcile.marks(keyspace, MarkKind.LOW_BOUND).at(token) if keyspace else 0
+        )
         bodies: list[bytes] = []
+        held: list[MutationId] = []
         size = 0
         examined = 0
         for mutation_id in ids:
             if bodies and size >= FETCH_REPLY_BYTES:
                 break
             examined += 1
-            for body in self.storage.data.mutation_bodies([mutation_id]):
+            found = self.storage.data.mutation_bodies([mutation_id])
+            for body in found:
                 bodies.append(body)
                 size += len(body)
-        return self._ok(bodies=tuple(bodies), examined=examined)
+            if not found and mutation_id.hlc < bound:
+                held.append(mutation_id)
+        return self._ok(bodies=tuple(bodies), examined=examined, held=tuple(held))

@@ -23,6 +23,7 @@ from epochal.replica.codec import (
     cells_from_proto,
     chunk_to_proto,
     id_from_proto,
+    id_to_proto,
     mutation_from_proto,
     pull_report_to_proto,
     pull_request_from_proto,
@@ -156,7 +157,9 @@ class PeerServicer:
             return asyncio.ensure_future(local.deliver(request.epoch, delivered))
         if kind == "fetch":
             ids = [id_from_proto(i, "ids") for i in request.ids]
-            return asyncio.ensure_future(local.fetch(request.epoch, ids))
+            return asyncio.ensure_future(
+                local.fetch(request.epoch, ids, keyspace=request.keyspace, token=request.token)
+            )
         raise MalformedInput("a peer request needs a body: apply, read, fetch or deliver")
 
 
@@ -188,6 +191,7 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
         **common,
         mutations=[pb.StoredMutation.FromString(b) for b in reply.bodies],
         examined=reply.examined,
+        held=[id_to_proto(i) for i in reply.held],
     )
 
 

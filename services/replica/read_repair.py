@@ -18,6 +18,8 @@ lacks it before it answers.
 A summary covers the ids at or above the replica's low bound (below it, the reconciler found
 every id on every replica and the logs were collected). Replicas at different low bounds — one
 advanced, another not yet — are asked again together at the highest bound, and compared there.
+A holder whose bound passed an id between the round that found it missing and the fetch answers
+it as *held*; the read then takes another round at the bounds as they are.
 
 So the answer is exactly the union of what the contacted replicas held in the settling round,
 and every contacted replica holds all of it when the read returns: every write acknowledged
@@ -57,6 +59,13 @@ from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
 
 REPAIRS_IN_FLIGHT = 256
+
+
+class HeldBelowBound(Exception):
+    """The ids a repair could not fetch were collected below a holder's low bound since the
+    round that found them missing: every replica held them then, so a new round settles it."""
+
+
 LogKey = tuple[int, int]
 
 if TYPE_CHECKING:
@@ -114,7 +123,19 @@ class ReadRepair:
                 except Undecodable:
                     cells = more_cells(cells)
                 else:
-                    return await self._repair(epoch, state, data_node, found, stats, deadline)
+                    try:
+                        return await self._repair(
+                            epoch, read, state, data_node, found, stats, deadline
+                        )
+                    except HeldBelowBound:
+                        # A holder's low bound passed ids since this round (every replica held
+                        # them then): another round compares at the bounds as they are now.
+                        if round_number > MAX_SKETCH_ROUNDS:
+                            break
+                        state = await self._sketch_round(
+                            epoch, read, state, sorted(logs), cells, deadline
+                        )
+                        continue
             if round_number > MAX_SKETCH_ROUNDS:
                 break  # the last round's answer is in; another would be thrown away
             logs |= wanted
@@ -202,6 +223,7 @@ class ReadRepair:
     async def _repair(
         self,
         epoch: int,
+        read: PartitionRead,
         state: Mapping[str, PeerReply],
         data_node: str,
         found: Mapping[str, tuple[frozenset[MutationId], frozenset[MutationId]]],
@@ -220,7 +242,7 @@ class ReadRepair:
                     missing_on_data - only_other.get(node, frozenset())
                 )
         holders = {data_node: frozenset().union(*only_data.values()), **only_other}
-        mutations = await self._fetch(epoch, holders, deadline)
+        mutations = await self._fetch(epoch, read, holders, deadline)
         cells = list(state[data_node].cells)
         for mutation_id in missing_on_data:
             cells.extend(mutations[mutation_id.key][0].cells())
@@ -232,22 +254,30 @@ class ReadRepair:
     async def _fetch(
         self,
         epoch: int,
+        read: PartitionRead,
         holders: Mapping[str, frozenset[MutationId]],
         deadline: float,
     ) -> dict[tuple[int, int, int], tuple[Mutation, bytes]]:
         """Every id in ``holders``, fetched whole from a replica that holds it (an answer stops
-        at a size budget; the rest is asked for again)."""
+        at a size budget; the rest is asked for again). Raises HeldBelowBound when every id not
+        fetched was answered as held below the holder's low bound."""
         fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
+        held: set[tuple[int, int, int]] = set()
 
         async def from_holder(node: str, ids: list[MutationId]) -> None:
             while ids:
                 reply = await self._call(
                     node,
                     lambda handle, timeout_s, chunk=ids: handle.fetch(
-                        epoch, chunk, timeout_s=timeout_s
+                        epoch,
+                        chunk,
+                        timeout_s=timeout_s,
+                        keyspace=read.keyspace,
+                        token=read.token,
                     ),
                     deadline,
                 )
+                held.update(i.key for i in reply.held)
                 for body in reply.bodies:
                     mutation = mutation_from_body(body)
                     fetched[mutation.id.key] = (mutation, body)
@@ -256,6 +286,8 @@ class ReadRepair:
         wanted = {node: sorted(ids) for node, ids in holders.items() if ids}
         await asyncio.gather(*(from_holder(node, ids) for node, ids in wanted.items()))
         missing = [i for ids in wanted.values() for i in ids if i.key not in fetched]
+        if missing and all(i.key in held for i in missing):
+            raise HeldBelowBound()
         if missing:
             raise Unavailable(
                 f"read repair could not fetch {len(missing)} mutation(s) (e.g. {missing[0]}) "

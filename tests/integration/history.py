@@ -8,8 +8,13 @@ its invocation and completion time and what the client saw. Meanwhile a nemesis 
 replica at a time: SIGKILL then restart, or SIGSTOP then SIGCONT. At the end every fault is
 healed, each partition is read once through each replica, and the history is checked.
 
-The history (and the faults, with their times) is written as JSON beside the cluster's logs, so
-that a violation can be traced to the servers' logs.
+Optionally (``Workload``; off by default) a reconciler runs all along, and the ring changes in
+the middle of the run: a new replica bootstraps, later a founder decommissions and is stopped.
+A fault and a topology operation never overlap (``Ring.calm``): a replica killed while it streams
+fails the operation, which the topology tests check, not this one.
+
+The history (and the faults and operations, with their times) is written as JSON beside the
+cluster's logs, so that a violation can be traced to the servers' logs.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epochal.admin import Decommission, OperationStatus
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
@@ -33,6 +39,7 @@ from tests.harness import start_ring
 KEYSPACE = "hist"
 TABLE = "rows"
 COLUMNS = {"p": "int", "k": "text", "v": "text"}
+NUM_TOKENS = 4  # of each founder, and of a replica that joins
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,11 @@ class Workload:
     fault_length_s: tuple[float, float] = (1.0, 4.0)
     client_timeout_s: float = 3.0
     seed: int = 0
+    # A reconciler runs all along with these flags (None: none runs).
+    reconciler_args: tuple[str, ...] | None = None
+    # At these shares of the run a new replica bootstraps, then a founder decommissions.
+    join_at: float | None = None
+    decommission_at: float | None = None
 
 
 @dataclass
@@ -66,6 +78,15 @@ class Recorder:
 
 
 @dataclass
+class Ring:
+    """The replicas in the ring, which faults and the final reads pick from. A fault and a
+    topology operation each hold ``calm``: they never overlap."""
+
+    members: list[str]
+    calm: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
 class RunResult:
     verdict: Verdict
     ops: int
@@ -75,11 +96,13 @@ class RunResult:
     kills: int
     pauses: int
     history_path: Path
+    operations: list[OperationStatus]  # the topology operations' final statuses, in order
 
 
 async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> RunResult:
-    """Form the ring, run the workload under faults, heal, read everything, check."""
-    await start_ring(cluster, num_tokens=4)
+    """Form the ring, run the workload under faults (and topology operations), heal, read
+    everything, check."""
+    await start_ring(cluster, num_tokens=NUM_TOKENS)
     async with Client(cluster.addresses) as admin:
         await admin.create_keyspace(KEYSPACE, replication_factor=3, tracked=True)
         await admin.create_table(
@@ -87,6 +110,10 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
         )
         epoch = admin.epoch
     await cluster.wait_for_epoch(epoch)
+    if workload.reconciler_args is not None:
+        cluster.reconciler_args = workload.reconciler_args
+        cluster.start_reconciler(cluster.add_reconciler().name)
+    ring = Ring(sorted(cluster.nodes))
     recorder = Recorder()
     rng = random.Random(workload.seed)
     deadline = recorder.now() + workload.duration_s
@@ -99,13 +126,16 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
         asyncio.create_task(_reader(cluster, workload, recorder, f"r{i}", rng.random(), deadline))
         for i in range(workload.readers)
     ]
-    nemesis = asyncio.create_task(_nemesis(cluster, workload, recorder, rng.random(), stop))
+    nemesis = asyncio.create_task(_nemesis(cluster, workload, recorder, ring, rng.random(), stop))
+    topology = asyncio.create_task(_topology(cluster, workload, recorder, ring, rng.random()))
     try:
         await asyncio.gather(*tasks)
+        operations = await topology
     finally:
+        topology.cancel()
         stop.set()
         await nemesis
-    finals = await _final_reads(cluster, workload, recorder)
+    finals = await _final_reads(cluster, workload, recorder, ring)
     verdict = check(recorder.ops, finals)
     path = out / "history.json"
     path.write_text(
@@ -133,6 +163,7 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
         kills=sum(1 for f in recorder.faults if f["what"] == "kill"),
         pauses=sum(1 for f in recorder.faults if f["what"] == "pause"),
         history_path=path,
+        operations=operations,
     )
 
 
@@ -264,55 +295,108 @@ async def _read(
 
 
 async def _nemesis(
-    cluster: LocalCluster, workload: Workload, recorder: Recorder, seed: float, stop: asyncio.Event
+    cluster: LocalCluster,
+    workload: Workload,
+    recorder: Recorder,
+    ring: Ring,
+    seed: float,
+    stop: asyncio.Event,
 ) -> None:
-    """One fault at a time: a replica SIGKILLed and restarted, or SIGSTOPped and continued."""
+    """One fault at a time, of a ring member: a replica SIGKILLed and restarted, or SIGSTOPped
+    and continued."""
     if not workload.faults:
         return
     rng = random.Random(seed)
-    names = sorted(cluster.nodes)
     kill = rng.random() < 0.5  # the kinds alternate, so a short run has both
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), rng.uniform(*workload.fault_every_s))
-        if stop.is_set():
-            return
-        name = rng.choice(names)
-        length_s = rng.uniform(*workload.fault_length_s)
-        replica = cluster.nodes[name]
-        kill = not kill
-        if kill:
-            cluster.kill_replica(name)
-            recorder.fault("kill", name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), length_s)
+        async with ring.calm:
+            if stop.is_set():
+                return
+            name = rng.choice(ring.members)
+            length_s = rng.uniform(*workload.fault_length_s)
+            kill = not kill
+            await _fault(cluster, recorder, name, kill, length_s, stop)
+
+
+async def _fault(
+    cluster: LocalCluster,
+    recorder: Recorder,
+    name: str,
+    kill: bool,
+    length_s: float,
+    stop: asyncio.Event,
+) -> None:
+    """``name`` SIGKILLed, restarted ``length_s`` later (or at ``stop``) and serving again; or
+    SIGSTOPped and continued."""
+    replica = cluster.nodes[name]
+    if kill:
+        cluster.kill_replica(name)
+        recorder.fault("kill", name)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), length_s)
+        cluster.start_replica(name)
+        recorder.fault("restart", name)
+        await cluster.wait_ready([name], timeout_s=60.0)
+        recorder.fault("serving", name)
+        return
+    assert replica.process is not None
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    recorder.fault("pause", name)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), length_s)
+    finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
+        recorder.fault("continue", name)
+
+
+async def _topology(
+    cluster: LocalCluster, workload: Workload, recorder: Recorder, ring: Ring, seed: float
+) -> list[OperationStatus]:
+    """At ``join_at`` of the run a new replica bootstraps into the ring; at ``decommission_at``
+    a founder leaves it and is stopped. Each holds ``ring.calm``; their final statuses."""
+    rng = random.Random(seed)
+    founders = list(ring.members)
+    statuses = []
+    if workload.join_at is not None:
+        await asyncio.sleep(workload.join_at * workload.duration_s - recorder.now())
+        async with ring.calm:
+            name = cluster.add_replica().name
             cluster.start_replica(name)
-            recorder.fault("restart", name)
             await cluster.wait_ready([name], timeout_s=60.0)
-            recorder.fault("serving", name)
-        else:
-            assert replica.process is not None
-            os.kill(replica.process.pid, signal.SIGSTOP)
-            recorder.fault("pause", name)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), length_s)
-            finally:
-                os.kill(replica.process.pid, signal.SIGCONT)
-                recorder.fault("continue", name)
+            recorder.fault("bootstrap", name)
+            statuses.append(await cluster.bootstrap(name, num_tokens=NUM_TOKENS))
+            recorder.fault("bootstrapped", name, state=statuses[-1].state)
+            ring.members.append(name)
+    if workload.decommission_at is not None:
+        await asyncio.sleep(workload.decommission_at * workload.duration_s - recorder.now())
+        async with ring.calm:
+            name = rng.choice(founders)
+            ring.members.remove(name)
+            recorder.fault("decommission", name)
+            statuses.append(await cluster.operation(name, Decommission()))
+            recorder.fault("decommissioned", name, state=statuses[-1].state)
+            cluster.stop_replica(name)
+            recorder.fault("stop", name)
+    return statuses
 
 
-async def _final_reads(cluster: LocalCluster, workload: Workload, recorder: Recorder) -> list[Op]:
-    """Once every replica serves again: each partition read once through each replica."""
-    for name, replica in cluster.nodes.items():
-        if not replica.running:
+async def _final_reads(
+    cluster: LocalCluster, workload: Workload, recorder: Recorder, ring: Ring
+) -> list[Op]:
+    """Once every ring member serves again: each partition read once through each of them."""
+    for name in ring.members:
+        if not cluster.nodes[name].running:
             cluster.start_replica(name)
-    await cluster.wait_ready(timeout_s=60.0)
+    await cluster.wait_ready(ring.members, timeout_s=60.0)
+    addresses = [cluster.nodes[name].address for name in ring.members]
     finals = []
-    async with Client(cluster.addresses, timeout_s=10.0) as client:
+    async with Client(addresses, timeout_s=10.0) as client:
         for partition in range(workload.partitions):
-            for replica in cluster.nodes.values():
-                finals.append(await _read(client, recorder, "final", partition, replica.address))
+            for address in addresses:
+                finals.append(await _read(client, recorder, "final", partition, address))
     # Final reads are checked as reads too; they are kept apart so that the end is checked
     # against them.
     del recorder.ops[len(recorder.ops) - len(finals) :]

@@ -46,6 +46,7 @@ class FakeReplica:
     reads: int = 0
     low_bound: int = 0
     bounds_asked: list[int] = field(default_factory=list)
+    raised_after: dict[int, int] = field(default_factory=dict)  # read k -> new low bound
 
     def _done(self, reply: PeerReply) -> asyncio.Future[PeerReply]:
         future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
@@ -81,18 +82,24 @@ class FakeReplica:
         )
         for arrived in self.arrivals.get(self.reads, ()):
             self.held.setdefault(arrived.id.key, arrived)
+        self.low_bound = max(self.low_bound, self.raised_after.get(self.reads, 0))
         self.reads += 1
         return self._done(reply)
 
     def fetch(
-        self, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+        self,
+        epoch: int,
+        ids: Sequence[MutationId],
+        *,
+        timeout_s: float,
+        keyspace: str = "",
+        token: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        bodies = tuple(
-            mutation_to_proto(self.held[i.key]).SerializeToString()
-            for i in ids
-            if i.key in self.held
-        )
-        return self._done(PeerReply(epoch, Outcome.OK, bodies=bodies, examined=len(ids)))
+        """Below its low bound its log is collected: those ids are answered as held."""
+        logged = [i for i in ids if i.key in self.held and i.hlc >= self.low_bound]
+        bodies = tuple(mutation_to_proto(self.held[i.key]).SerializeToString() for i in logged)
+        held = tuple(i for i in ids if i.hlc < self.low_bound) if keyspace else ()
+        return self._done(PeerReply(epoch, Outcome.OK, bodies=bodies, examined=len(ids), held=held))
 
     def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
@@ -243,3 +250,16 @@ def test_replicas_at_different_low_bounds_that_agree_above_it_answer_without_rep
     answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
     assert answer == {m1.id.key, m2.id.key}
     assert stats.repaired == [] and stats.summary_rounds == 2
+
+
+def test_an_id_collected_below_a_holders_bound_before_the_fetch_takes_another_round() -> None:
+    """D lacks m3, which S holds; before the coordinator fetches m3 from S, the reconciler
+    delivers it to D and S's low bound passes it (its log entry collected). S answers m3 as
+    held; the read takes another round at the bounds as they are now, and D's data of that
+    round has m3."""
+    m1, m2, m3 = (mutation(1, 1, s) for s in (1, 2, 3))  # hlc 1001 .. 1003
+    data = FakeReplica("d", {m.id.key: m for m in (m1, m2)}, arrivals={1: [m3]})
+    other = FakeReplica("s", {m.id.key: m for m in (m1, m2, m3)}, raised_after={1: 1004})
+    answer, stats, _ = asyncio.run(reconcile({"d": data, "s": other}))
+    assert answer == {m.id.key for m in (m1, m2, m3)}
+    assert stats.repaired == [] and data.bounds_asked[-1] == 1004

@@ -4,7 +4,8 @@ writes below it from its place in the queue on and is acknowledged after the wri
 before it are durable; deliveries pass it; a lease token below the highest seen is refused; a
 low bound is advanced only when the agreed digests match, deletes the log below it (never at
 it; the data stays) and from then on drops deliveries below it; every mark survives a restart;
-a range split from a fenced range inherits the fence."""
+a range split from a fenced range inherits the fence; a fetch of an id below the bound answers
+it as held."""
 
 from __future__ import annotations
 
@@ -189,6 +190,12 @@ def test_a_low_bound_needs_the_agreed_digests_and_collects_the_log_below_it(stor
             collected.table_id, collected.token, collected.partition_key, EVERYTHING
         )
         assert [c.hlc for c in cells if c.column == "v"] == [100]
+        # A fetch of a collected id answers it as held (with the partition), never as absent.
+        fetched = await local.fetch(
+            epoch, [collected.id, written[4].id], keyspace="tr", token=collected.token
+        )
+        assert fetched.held == (collected.id,) and len(fetched.bodies) == 1
+        assert (await local.fetch(epoch, [collected.id])).held == ()  # no partition: not said
         # A read's summary covers the ids at or above the bound, and names it.
         for m, count in ((written[0], 0), (written[4], 1)):
             read = PartitionRead("tr", m.table_id, m.token, m.partition_key)

@@ -495,26 +495,32 @@ class LogKey(_message.Message):
     def __init__(self, node: _Optional[int] = ..., log: _Optional[int] = ...) -> None: ...
 
 class FetchMutationsRequest(_message.Message):
-    __slots__ = ("epoch", "ids")
+    __slots__ = ("epoch", "ids", "keyspace", "token")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    KEYSPACE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     ids: _containers.RepeatedCompositeFieldContainer[MutationId]
-    def __init__(self, epoch: _Optional[int] = ..., ids: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
+    keyspace: str
+    token: int
+    def __init__(self, epoch: _Optional[int] = ..., ids: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ..., keyspace: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
 
 class FetchMutationsResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "mutations", "examined")
+    __slots__ = ("epoch", "outcome", "message", "mutations", "examined", "held")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
     mutations: _containers.RepeatedCompositeFieldContainer[StoredMutation]
     examined: int
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ...) -> None: ...
+    held: _containers.RepeatedCompositeFieldContainer[MutationId]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ..., held: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
 
 class PeerRequest(_message.Message):
     __slots__ = ("id", "apply", "read", "fetch", "deliver")
