@@ -352,7 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(run(args, print, lambda line: print(line, file=sys.stderr, flush=True)))
     except KeyboardInterrupt:
-        print("interrupted: the operation goes on; `epochal status` shows it", file=sys.stderr)
+        if args.command == "reconcile":
+            print("interrupted", file=sys.stderr)  # a read: nothing goes on
+        else:
+            print("interrupted: the operation goes on; `epochal status` shows it", file=sys.stderr)
         return 130
 
 
