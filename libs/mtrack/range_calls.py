@@ -17,6 +17,7 @@ class RangeRef:
     keyspace: str
     range: TokenRange
     lease_token: int
+    replicas: tuple[str, ...] = ()  # the range's read and write groups at that epoch
 
 
 @dataclass(frozen=True, slots=True)

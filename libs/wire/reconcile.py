@@ -43,6 +43,7 @@ def ref_to_proto(ref: RangeRef) -> pb.ReconcileRange:
         keyspace=ref.keyspace,
         range=range_to_proto(ref.range),
         lease_token=ref.lease_token,
+        replicas=ref.replicas,
     )
 
 
@@ -56,4 +57,5 @@ def ref_from_proto(message: pb.ReconcileRange) -> RangeRef:
         message.keyspace,
         range_from_proto(message.range, "range.range"),
         message.lease_token,
+        tuple(message.replicas),
     )

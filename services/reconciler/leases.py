@@ -41,7 +41,7 @@ from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.leases import GrantReconcileLease
-from epochal.tcm.tokens import TokenRange
+from epochal.tcm.tokens import TokenRange, covers
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,13 @@ class Leases:
         self.held: dict[Key, HolderLease] = {}
 
     def ref(self, target: Target, token: int) -> RangeRef:
-        return RangeRef(self.follower.epoch, target.keyspace, target.range, token)
+        return RangeRef(
+            self.follower.epoch,
+            target.keyspace,
+            target.range,
+            token,
+            tuple(sorted(target.replicas)),
+        )
 
     def share(self, ranges: int) -> int:
         if self.max_ranges:
@@ -102,9 +108,11 @@ class Leases:
             return lease
         grant = self.follower.metadata.lease_of(target.keyspace, target.range)
         token = 0
-        if grant is not None and grant.holder == self.id:
-            token = grant.epoch  # ours (granted before a restart, or a piece of a split)
-        elif grant is None or not grant.holder:
+        if grant is not None and grant.holder == self.id and covers(grant.range, target.range):
+            # Ours (granted before a restart, or a piece of a split). A range merged from ours
+            # and another's needs a grant of its own, replacing the highest token it meets.
+            token = grant.epoch
+        elif grant is None or not grant.holder or grant.holder == self.id:
             if len(self.held) >= self.share(ranges):
                 return None
         elif not await self._lapsed(target, grant.epoch):
@@ -114,16 +122,16 @@ class Leases:
             if not token:
                 return None
         lease = HolderLease(token, self.lease_ms, self.margin_ms)
-        if await self.renew(target, lease) != "ok":
-            if token == (grant.epoch if grant is not None else -1):
-                # Our own grant lapsed at the replicas (this reconciler was down past it):
-                # only a new grant may act.
-                token = await self._grant(target, token)
-                lease = HolderLease(token, self.lease_ms, self.margin_ms)
-                if not token or await self.renew(target, lease) != "ok":
-                    return None
-            else:
-                return None
+        renewed = await self.renew(target, lease)
+        if renewed == "lapsed" and grant is not None and token == grant.epoch:
+            # Our own grant lapsed at the replicas (this reconciler was down or paused past
+            # it): only a new grant may act. (A renewal a majority did not answer is no lapse:
+            # granting again then would only flood the log.)
+            token = await self._grant(target, token)
+            lease = HolderLease(token, self.lease_ms, self.margin_ms)
+            renewed = await self.renew(target, lease) if token else "short"
+        if renewed != "ok":
+            return None
         self.held[key] = lease
         self.metrics.lease_changes.labels("taken").inc()
         self.metrics.ranges_held.set(len(self.held))
@@ -160,8 +168,9 @@ class Leases:
         return committed.epoch
 
     async def renew(self, target: Target, lease: HolderLease) -> str:
-        """Claim (renew) at every replica: "ok" when a majority acknowledged, "superseded" when a
-        replica refused the token (the holding ends: the caller steps back), else "short"."""
+        """Claim (renew) at every replica: "ok" when a majority acknowledged; "superseded" when
+        a replica has seen a higher token, "lapsed" when one saw this one lapse (either ends
+        the holding: the caller steps back); else "short" (no majority answered)."""
         sent = now_ms()
         ref = self.ref(target, lease.token)
         answers = await asyncio.gather(
@@ -172,9 +181,11 @@ class Leases:
             return_exceptions=True,
         )
         acknowledged = 0
+        refusals = {a.outcome for a in answers if isinstance(a, Refused)}
+        for outcome in ("superseded", "lapsed"):
+            if outcome in refusals:
+                return outcome
         for answer in answers:
-            if isinstance(answer, Refused) and answer.outcome == "superseded":
-                return "superseded"
             if not isinstance(answer, BaseException):
                 acknowledged += 1
         if acknowledged > len(target.replicas) // 2:

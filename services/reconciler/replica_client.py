@@ -43,9 +43,17 @@ class ReplicaClient:
         self.bytes_exchanged = 0  # summaries and sketches received
 
     async def state(
-        self, address: str, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0
+        self,
+        address: str,
+        ref: RangeRef,
+        *,
+        claim: bool = False,
+        lease_ms: int = 0,
+        sizes: bool = False,
     ) -> RangeState:
-        request = pb.RangeStateRequest(range=ref_to_proto(ref), claim=claim, lease_ms=lease_ms)
+        request = pb.RangeStateRequest(
+            range=ref_to_proto(ref), claim=claim, lease_ms=lease_ms, sizes=sizes
+        )
         with _reached(address):
             reply = await self.channels.reconcile(address).RangeState(
                 request, timeout=self.timeout_s
@@ -99,10 +107,15 @@ class ReplicaClient:
         )
         with _reached(address):
             reply = await self.channels.reconcile(address).Deliver(request, timeout=self.timeout_s)
-        if reply.outcome not in (pb.OK, pb.OVERLOADED):
-            _check(address, reply)
+        if reply.outcome in (pb.SUPERSEDED, pb.LAPSED, pb.NOT_A_REPLICA, pb.MALFORMED):
+            _check(address, reply)  # about the call itself, not its mutations
         failed = len(ids) - reply.absent - reply.delivered
-        return Delivered(reply.delivered, reply.bytes, reply.absent, failed, reply.message)
+        problem = (
+            f"{OUTCOME_NAMES.get(reply.outcome, reply.outcome)}: {reply.message}"
+            if reply.outcome != pb.OK
+            else ""
+        )
+        return Delivered(reply.delivered, reply.bytes, reply.absent, failed, problem)
 
     async def fence(self, address: str, ref: RangeRef, hlc: int) -> int:
         """The range's fence at the replica once ``hlc`` holds there."""

@@ -75,7 +75,8 @@ class RoundResult:
     low_bound: int = 0  # the bound every replica holds over the whole range after the round
     delivered: int = 0
     delivered_bytes: int = 0
-    missing: int = 0  # (id, replica) pairs missing at the first comparison
+    missing: int = -1  # (id, replica) pairs missing at the first comparison (-1: none made)
+    acted_unix_ms: int = 0  # when the replicas last accepted a call of the round
     collected: int = 0
     log_entries: dict[str, int] = field(default_factory=dict)
     log_bytes: dict[str, int] = field(default_factory=dict)
@@ -106,8 +107,8 @@ class Round:
             self.result.outcome = ended.outcome
             self.result.detail = ended.detail
         except Refused as refused:
-            lost = refused.outcome == "superseded"
-            self.result.outcome = "superseded" if lost else "refused"
+            lost = refused.outcome in ("superseded", "lapsed")
+            self.result.outcome = refused.outcome if lost else "refused"
             self.result.detail = str(refused)
         except Unreachable as unreachable:
             self.result.outcome = "unavailable"
@@ -120,7 +121,7 @@ class Round:
         sent_ms = time.monotonic() * 1000
         states = await self._each(
             lambda address: self.client.state(
-                address, self.ref, claim=True, lease_ms=self.lease.lease_ms
+                address, self.ref, claim=True, lease_ms=self.lease.lease_ms, sizes=self.advance
             )
         )
         self.lease.renewed(sent_ms)
@@ -172,13 +173,21 @@ class Round:
 
     async def _each(self, call: Callable[[str], Awaitable[T]]) -> dict[str, T]:
         nodes = list(self.replicas)
+        sent_ms = time.time_ns() // 1_000_000
         answers = await asyncio.gather(
             *(call(self.replicas[n]) for n in nodes), return_exceptions=True
         )
         for answer in answers:
             if isinstance(answer, BaseException):
                 raise answer
+        self._acted(sent_ms)
         return dict(zip(nodes, answers, strict=True))  # type: ignore[arg-type]
+
+    def _acted(self, sent_ms: int) -> None:
+        """The replicas accepted calls of this round sent at ``sent_ms`` (its record says until
+        when it worked the range: a call is served when it arrives, however long this process
+        takes to read the answer — a pause, say)."""
+        self.result.acted_unix_ms = max(self.result.acted_unix_ms, sent_ms)
 
     async def _converge(self, bounds: RangeMarks, *, below: int, tries: int) -> int:
         """Deliver until every replica holds every id below ``below`` (``tries`` comparisons);
@@ -268,20 +277,25 @@ class Round:
             async with gate:
                 self._check()
                 await self.pacer.take(len(ids))
+                sent_ms = time.time_ns() // 1_000_000
                 done = await self.client.deliver(
                     self.replicas[source],
                     self.ref,
                     target,
                     ids,  # type: ignore[arg-type]
                 )
+                self._acted(sent_ms)
                 self.result.delivered += done.delivered
                 self.result.delivered_bytes += done.bytes
-                if done.failed:
+                if done.failed and done.problem.startswith(("overloaded", "behind")):
                     self.pacer.back_off()
-                    log.debug(
-                        "delivery %s -> %s: %d failed (%s)",
+                elif done.failed:
+                    log.warning(
+                        "delivery of %d mutations %s -> %s in %s: %d refused (%s)",
+                        len(ids),
                         source,
                         target,
+                        self.ref.range,
                         done.failed,
                         done.problem,
                     )

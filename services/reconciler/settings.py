@@ -14,6 +14,7 @@ from epochal.runtime.flags import check_numbers, parse_addresses, values_from
 from epochal.runtime.follower import FollowerSettings
 
 ENV_PREFIX = "EPOCHAL_RECONCILER_"
+MAX_LEASE_MS = 600_000  # the longest lease a replica takes a claim for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +55,8 @@ class ReconcilerSettings:
         check_numbers(self, zero_means_off=frozenset({"max_ranges"}))
         if self.lease_margin_ms >= self.lease_ms:
             raise ValueError("--lease-margin-ms must be below --lease-ms")
+        if self.lease_ms > MAX_LEASE_MS:
+            raise ValueError(f"--lease-ms must be at most {MAX_LEASE_MS} (replicas refuse more)")
 
     @property
     def follower(self) -> FollowerSettings:

@@ -43,6 +43,7 @@ class RoundRecord:
     lease_token: int
     started_unix_ms: int
     ended_unix_ms: int
+    acted_unix_ms: int  # when the replicas last accepted a call of the round (0: never)
     reconciliation_time: int
     delivered: int
     outcome: str
@@ -151,8 +152,8 @@ class ReconcilerStorage:
         with transaction(self.raw) as cursor:
             cursor.execute(
                 "INSERT INTO rounds (keyspace, range_left, range_right, lease_token, "
-                "started_unix_ms, ended_unix_ms, reconciliation_time, delivered, outcome) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "started_unix_ms, ended_unix_ms, acted_unix_ms, reconciliation_time, delivered, "
+                "outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     done.keyspace,
                     done.range.left,
@@ -160,6 +161,7 @@ class ReconcilerStorage:
                     done.lease_token,
                     done.started_unix_ms,
                     done.ended_unix_ms,
+                    done.acted_unix_ms,
                     done.reconciliation_time,
                     done.delivered,
                     done.outcome,
@@ -196,6 +198,7 @@ class ReconcilerStorage:
             RoundRecord(ks, TokenRange(left, right), *rest)
             for ks, left, right, *rest in self._query(
                 "SELECT keyspace, range_left, range_right, lease_token, started_unix_ms, "
-                "ended_unix_ms, reconciliation_time, delivered, outcome FROM rounds ORDER BY round"
+                "ended_unix_ms, acted_unix_ms, reconciliation_time, delivered, outcome "
+                "FROM rounds ORDER BY round"
             )
         ]

@@ -56,6 +56,7 @@ rounds = Table(
     Column("lease_token", BigInteger, nullable=False),
     Column("started_unix_ms", BigInteger, nullable=False),
     Column("ended_unix_ms", BigInteger, nullable=False),
+    Column("acted_unix_ms", BigInteger, nullable=False),
     Column("reconciliation_time", BigInteger, nullable=False),
     Column("delivered", BigInteger, nullable=False),
     Column("outcome", String(64), nullable=False),

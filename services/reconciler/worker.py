@@ -41,6 +41,7 @@ from epochal.telemetry import tracer
 log = logging.getLogger(__name__)
 
 ROUNDS_AT_ONCE = 8
+ACQUIRES_AT_ONCE = 8
 
 
 def targets(metadata: ClusterMetadata) -> list[Target]:
@@ -110,14 +111,21 @@ class Worker:
             self.leases.drop(key, "the range changed at a newer epoch")
         # Ranges held first: a reconciler keeps what it has before it takes more.
         ordered = sorted(current, key=lambda t: (t.keyspace, t.range) not in self.leases.held)
-        for target in ordered:
+        gate = asyncio.Semaphore(ACQUIRES_AT_ONCE)
+
+        async def take(target: Target) -> None:
             key = (target.keyspace, target.range)
             running = self._loops.get(key)
             if running is not None and not running.done():
-                continue
-            lease = await self.leases.acquire(target, len(current))
+                return
+            async with gate:
+                lease = await self.leases.acquire(target, len(current))
             if lease is not None:
                 self._loops[key] = asyncio.get_running_loop().create_task(self._range_loop(key))
+
+        # A few at a time (an unreachable replica must not make taking N ranges take N calls'
+        # timeouts); the ranges already held first.
+        await asyncio.gather(*(take(t) for t in ordered))
 
     async def _range_loop(self, key: Key) -> None:
         interval_s = self.settings.interval_ms / 1000
@@ -175,23 +183,27 @@ class Worker:
             else None
         )
         before = self.client.bytes_exchanged
-        result = await round_.run()
+        try:
+            result = await round_.run()
+        finally:
+            if span is not None:
+                span.set_attributes(
+                    {
+                        "reconciliation_time": round_.result.reconciliation_time,
+                        "delivered": round_.result.delivered,
+                        "delivered_bytes": round_.result.delivered_bytes,
+                        "collected": round_.result.collected,
+                        "outcome": round_.result.outcome,
+                    }
+                )
+                span.end()
         self.metrics.summary_bytes.inc(self.client.bytes_exchanged - before)
-        if span is not None:
-            span.set_attributes(
-                {
-                    "reconciliation_time": result.reconciliation_time,
-                    "delivered": result.delivered,
-                    "delivered_bytes": result.delivered_bytes,
-                    "collected": result.collected,
-                    "outcome": result.outcome,
-                }
-            )
-            span.end()
-        self._account(target, result, time.monotonic() - started)
-        if result.outcome == "superseded":
+        previous = self.records.get(key)
+        if result.outcome in ("superseded", "lapsed"):
             self.leases.drop(key, result.detail)
-        elif result.outcome not in ("advanced", "delivered"):
+        elif result.outcome not in ("advanced", "delivered") and (
+            previous is None or previous.last_outcome != result.outcome
+        ):  # said once when a range's rounds start failing, not every round
             log.info(
                 "round of %s in %s: %s %s",
                 target.range,
@@ -199,7 +211,6 @@ class Worker:
                 result.outcome,
                 result.detail,
             )
-        previous = self.records.get(key)
         record = RangeRecord(
             target.keyspace,
             target.range,
@@ -211,6 +222,7 @@ class Worker:
             time.time_ns() // 1_000_000,
         )
         self.records[key] = record
+        self._account(target, record, result, time.monotonic() - started)
         self.storage.record_round(
             RoundRecord(
                 target.keyspace,
@@ -218,6 +230,7 @@ class Worker:
                 lease.token,
                 started_ms,
                 record.last_round_unix_ms,
+                result.acted_unix_ms,
                 result.reconciliation_time,
                 result.delivered,
                 result.outcome,
@@ -237,17 +250,22 @@ class Worker:
             for t in targets(metadata)
         )
 
-    def _account(self, target: Target, result: RoundResult, seconds: float) -> None:
+    def _account(
+        self, target: Target, record: RangeRecord, result: RoundResult, seconds: float
+    ) -> None:
         metrics = self.metrics
         metrics.rounds.labels(result.outcome).inc()
         metrics.round_seconds.observe(seconds)
         metrics.delivered.inc(result.delivered)
         metrics.delivered_bytes.inc(result.delivered_bytes)
         metrics.collected.inc(result.collected)
+        if result.outcome == "advanced":
+            metrics.fences.inc(len(target.replicas))
         labels = (target.keyspace, str(target.range))
-        metrics.unreconciled.labels(*labels).set(result.missing)
-        if result.low_bound:
-            lag = time.time_ns() // 1_000_000 - physical_ms_of(result.low_bound)
+        if result.missing >= 0:
+            metrics.unreconciled.labels(*labels).set(result.missing)
+        if record.low_bound:  # the lag grows while rounds fail: from the last bound reached
+            lag = time.time_ns() // 1_000_000 - physical_ms_of(record.low_bound)
             metrics.lag_ms.labels(*labels).set(lag)
         key = (target.keyspace, target.range)
         for node, entries in result.log_entries.items():  # as the round found them
@@ -272,8 +290,8 @@ class Worker:
                     continue
                 try:
                     renewed = await self.leases.renew(target, lease)
-                    if renewed == "superseded":
-                        self.leases.drop(key, "a replica refused its lease token")
+                    if renewed in ("superseded", "lapsed"):
+                        self.leases.drop(key, f"a replica refused its lease token ({renewed})")
                     elif renewed != "ok" and not lease.may_act(time.monotonic() * 1000):
                         self.leases.drop(key, "a majority of its replicas did not renew it")
                 except Exception:

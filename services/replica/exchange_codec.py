@@ -36,6 +36,7 @@ OUTCOMES = {
     pb.FENCED: Outcome.FENCED,
     pb.SUPERSEDED: Outcome.SUPERSEDED,
     pb.MISMATCH: Outcome.MISMATCH,
+    pb.LAPSED: Outcome.LAPSED,
 }
 OUTCOME_NUMBERS = {v: k for k, v in OUTCOMES.items()}
 

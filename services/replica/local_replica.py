@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from epochal.mtrack import LogDigests, MutationId, Sketch, physical_ms_of
+from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc, physical_ms_of
 from epochal.replica.data_store import CellRepair, Stored
 from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
@@ -53,6 +53,7 @@ class Outcome(enum.Enum):
     FENCED = "fenced"  # below the reconciliation fence of its range: retry with a fresh id
     SUPERSEDED = "superseded"  # a reconciler lease token below the highest seen
     MISMATCH = "mismatch"  # own ids differ from a low bound's agreed digests
+    LAPSED = "lapsed"  # a reconciler lease token not claimed or renewed here within its lease
 
 
 # What another node may send: its coordinator applied its own --max-value-bytes and
@@ -105,6 +106,11 @@ class LocalReplica:
         self._ops: list[tuple[int, MarkOp, asyncio.Future[PeerReply]]] = []
         self.admission = Admission(self.storage.reconcile, self.storage.data)
         self._flush_scheduled = False
+
+    def write_floor(self) -> int:
+        """The oldest id a new tracked write may carry here: the write timeout ago
+        (``reconcile_ops``: the write timeout's fence)."""
+        return make_hlc(max(wall_ms() - self.settings.write_timeout_ms, 0))
 
     # ------------------------------------------------------------------ the epoch gate
 
@@ -332,6 +338,7 @@ class LocalReplica:
             self.follower.metadata,
             [(m, repair) for m, _, repair, _ in queued],
             [(position, op) for position, op, _ in ops],
+            floor=self.write_floor(),
         )
         mutations = []
         for entry, verdict in zip(queued, verdicts, strict=True):

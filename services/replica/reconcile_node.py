@@ -31,8 +31,10 @@ to it (``epochal.replica.handles``: batched, one stream, no call per mutation); 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
 from epochal.mtrack.leases import TokenGuard, Verdict
@@ -63,6 +65,12 @@ class Refused(Exception):
         super().__init__(message)
         self.outcome = outcome
         self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    done: Delivered
+    outcome: Outcome  # OK, else the first refusal's (the target's)
 
 
 class ReconcileNode:
@@ -117,6 +125,22 @@ class ReconcileNode:
             )
         return metadata
 
+    def _same_range(self, metadata: ClusterMetadata, ref: RangeRef) -> None:
+        """A fence or a low bound acts on the round's range as its replicas are now: refused
+        when the range is no longer a range of the placement here, or its replicas changed
+        (a join, a leave: the round must start again with the new replicas, or a replica the
+        round never saw would miss what the bound collects)."""
+        now = self._replicas(metadata, ref)
+        if metadata.token_range(ref.keyspace, ref.range.right) != ref.range or now != frozenset(
+            ref.replicas
+        ):
+            raise Refused(
+                Outcome.NOT_A_REPLICA,
+                f"at epoch {metadata.epoch} the range {ref.range} of {ref.keyspace!r} is "
+                f"{metadata.token_range(ref.keyspace, ref.range.right)} with replicas "
+                f"{sorted(now)}, not the round's {sorted(ref.replicas)}: start the round again",
+            )
+
     @staticmethod
     def _replicas(metadata: ClusterMetadata, ref: RangeRef) -> frozenset[str]:
         right = ref.range.right
@@ -142,19 +166,29 @@ class ReconcileNode:
         if ref.lease_token < highest:
             raise self._superseded(ref, f"the highest seen here is {highest}")
         if guard is None or guard.admit(ref.lease_token, _now_ms()) is not Verdict.OK:
-            raise self._superseded(ref, "it was not claimed or renewed here within its lease")
+            raise self._lapsed(ref, "it was not claimed or renewed here within its lease")
 
     def _superseded(self, ref: RangeRef, why: str) -> Refused:
         self.metrics.reconcile_refusals.inc()
         return Refused(
             Outcome.SUPERSEDED,
             f"{self.local.node_id} refuses lease token {ref.lease_token} for {ref.range} of "
-            f"{ref.keyspace!r}: {why}; claim the range again under a new grant",
+            f"{ref.keyspace!r}: {why}; another reconciler holds the range",
+        )
+
+    def _lapsed(self, ref: RangeRef, why: str) -> Refused:
+        self.metrics.reconcile_refusals.inc()
+        return Refused(
+            Outcome.LAPSED,
+            f"{self.local.node_id} refuses lease token {ref.lease_token} for {ref.range} of "
+            f"{ref.keyspace!r}: {why}; claim it again (a lapsed lease needs a new grant)",
         )
 
     # ------------------------------------------------------------------ calls
 
-    async def state(self, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0) -> RangeState:
+    async def state(
+        self, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0, sizes: bool = False
+    ) -> RangeState:
         metadata = await self._gate(ref)
         if claim:
             if not 0 < lease_ms <= MAX_LEASE_MS:
@@ -164,17 +198,20 @@ class ReconcileNode:
             guard = self.guards.get(key)
             if guard is None or guard.lease_ms != lease_ms:
                 kept = guard.renewed_ms if guard is not None else None
-                guard = self.guards[key] = TokenGuard(lease_ms, highest, kept)
+                known = max(highest, guard.highest if guard is not None else 0)
+                guard = self.guards[key] = TokenGuard(lease_ms, known, kept)
             guard.learn(highest)
             verdict = guard.claim(ref.lease_token, _now_ms())
             if verdict is Verdict.SUPERSEDED:
                 raise self._superseded(ref, f"the highest seen here is {guard.highest}")
             if verdict is Verdict.LAPSED:
-                raise self._superseded(ref, f"its lease lapsed here ({lease_ms} ms unrenewed)")
+                raise self._lapsed(ref, f"its lease lapsed here ({lease_ms} ms unrenewed)")
         guard = self._guard(metadata, ref)
         reconcile = self.storage.reconcile
         bounds = reconcile.marks(ref.keyspace, MarkKind.LOW_BOUND)
-        entries, size = self.storage.data.range_log_size(ref.keyspace, ref.range)
+        entries, size = (
+            self.storage.data.range_log_size(ref.keyspace, ref.range) if sizes else (0, 0)
+        )
         return RangeState(
             hlc=self.hlc_now(),
             fence=reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range),
@@ -205,11 +242,10 @@ class ReconcileNode:
         own = self.storage.reconcile.marks(ref.keyspace, MarkKind.LOW_BOUND)
         ids = [
             mutation_id
-            for left, right in ref.range.pieces()
-            for mutation_id, token in self.storage.data.range_ids_by_token(
-                ref.keyspace, left, right, 0, below=below or None
+            for left, right, bound in bounded_segments(ref.range, own, low_bounds)
+            for mutation_id, _ in self.storage.data.range_ids_by_token(
+                ref.keyspace, left, right, bound, below=below or None
             )
-            if mutation_id.hlc >= max(own.at(token), low_bounds.at(token))
         ]
         sketch = None
         if sketch_cells:
@@ -220,7 +256,7 @@ class ReconcileNode:
 
     async def deliver(
         self, ref: RangeRef, target: str, ids: Sequence[MutationId], timeout_s: float
-    ) -> Delivered:
+    ) -> Delivery:
         metadata = await self._gate(ref)
         self._admit(metadata, ref)
         if target == self.local.node_id or target not in self._replicas(metadata, ref):
@@ -246,6 +282,7 @@ class ReconcileNode:
         )
         delivered = size = 0
         problem = ""
+        outcome = Outcome.OK
         for chunk, answer in zip(chunks, answers, strict=True):
             if isinstance(answer, PeerReply):
                 delivered += answer.examined
@@ -253,8 +290,13 @@ class ReconcileNode:
                 if answer.outcome is Outcome.OK:
                     continue
             if not problem:
+                # The target's refusal as it named it (a transport failure: overloaded); a
+                # lease refusal there is the target's business, not this call's lease.
+                outcome = answer.outcome if isinstance(answer, PeerReply) else Outcome.OVERLOADED
+                if outcome in (Outcome.SUPERSEDED, Outcome.LAPSED):
+                    outcome = Outcome.OVERLOADED
                 problem = (
-                    f"{answer.outcome.value}: {answer.message}"
+                    f"{target}: {answer.message}"
                     if isinstance(answer, PeerReply)
                     else str(answer)
                     if isinstance(answer, PeerFailed)
@@ -263,7 +305,9 @@ class ReconcileNode:
         self.metrics.reconcile_delivered.inc(delivered)
         self.metrics.reconcile_delivered_bytes.inc(size)
         failed = len(bodies) - delivered
-        return Delivered(delivered, size, len(ids) - len(bodies), failed, problem)
+        return Delivery(
+            Delivered(delivered, size, len(ids) - len(bodies), failed, problem), outcome
+        )
 
     async def fence(self, ref: RangeRef, hlc: int) -> PeerReply:
         return await self._perform(
@@ -285,6 +329,7 @@ class ReconcileNode:
 
     async def _perform(self, ref: RangeRef, op: MarkOp) -> PeerReply:
         metadata = await self._gate(ref)
+        self._same_range(metadata, ref)
         self._admit(metadata, ref)
         return await self.local.perform(ref.epoch, op)
 
@@ -294,3 +339,19 @@ class ReconcileNode:
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
+
+
+def bounded_segments(token_range: TokenRange, *marks: RangeMarks) -> list[tuple[int, int, int]]:
+    """``token_range`` as non-wrapping pieces ``(left, right, bound)`` over which the highest of
+    ``marks``' low bounds is one value: marks are constant between their pieces' ends, so a
+    query per segment filters by bound in SQL instead of a lookup per id."""
+    ends = {
+        end for m in marks for piece in m.pieces for end in (piece.range.left, piece.range.right)
+    }
+    segments = []
+    for left, right in token_range.pieces():
+        cuts = sorted({left, right, *(e for e in ends if left < e < right)})
+        for low, high in itertools.pairwise(cuts):
+            bound = max((m.at(high) for m in marks), default=0)
+            segments.append((low, high, bound))
+    return segments

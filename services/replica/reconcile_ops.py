@@ -26,12 +26,21 @@ is one durable transaction. The reconciler's operations go through the same queu
 * Both carry the reconciler's **lease token**; one below the highest the replica has seen for
   the range is refused (``Outcome.SUPERSEDED``) and the highest is recorded in the transaction
   of the operation it allows (``epochal.mtrack.leases``, rule 1). Rule 2 — refuse a token not
-  renewed here within the lease — comes with the reconciler's claim and renew calls, which do
-  not exist yet.
+  renewed here within the lease — is ``reconcile_node``'s, which checks it before it queues the
+  operation.
 
 Writes queued after a fence in the same pass are judged against it as if it will hold (a fence
 that is then refused only cost those writes a retry); a low bound drops deliveries only once it
 is committed.
+
+**The write timeout's fence.** Besides the reconciler's fences, a new tracked write whose id is
+older than the replica's write timeout (by its own clock) is refused the same way: no
+coordinator still waits for it (it is a client's retry of an old write, or a late copy), and it
+keeps a replica that holds no fence for a range — one new to it (a joining node, one taking a
+leaving node's ranges) or one whose marks the others' rounds raised before it replicated the
+range — from storing, alone, an id below the others' low bound, which no round would compare or
+deliver again. It holds whatever a replica knows: every *t* is at least the write timeout and a
+slack of at least the clock skew behind every replica's clock.
 """
 
 from __future__ import annotations
@@ -114,10 +123,13 @@ class Admission:
         metadata: ClusterMetadata,
         writes: list[tuple[Mutation, bool]],
         ops: list[tuple[int, MarkOp]],
+        *,
+        floor: int = 0,
     ) -> list[Verdict]:
         """Per queued write (``(mutation, delivered)``, in order; ``ops`` each with the number
         of writes queued before it): a Refusal, DROP (acknowledged, not stored), or None to
-        store it."""
+        store it. ``floor``: a new tracked write whose id is below it is refused like a fenced
+        one (the write timeout's fence, module docstring)."""
         staged: dict[str, RangeMarks] = {}  # keyspace -> fences as the ops queued so far raise
         pending = sorted(ops, key=lambda op: op[0])
         verdicts: list[Verdict] = []
@@ -128,7 +140,7 @@ class Admission:
                 fence = op.hlc if isinstance(op, RaiseFence) else op.new_bound
                 fences = staged.get(op.keyspace) or self.store.marks(op.keyspace, MarkKind.FENCE)
                 staged[op.keyspace] = fences.raised(op.range, fence)
-            verdicts.append(self._verdict(metadata, mutation, delivered, staged))
+            verdicts.append(self._verdict(metadata, mutation, delivered, staged, floor))
         return verdicts
 
     def _verdict(
@@ -137,6 +149,7 @@ class Admission:
         mutation: Mutation,
         delivered: bool,
         staged: dict[str, RangeMarks],
+        floor: int,
     ) -> Verdict:
         if not mutation.tracked:
             return None
@@ -144,6 +157,13 @@ class Admission:
         if delivered:
             bound = self.store.marks(mutation.keyspace, MarkKind.LOW_BOUND).at(mutation.token)
             return DROP if hlc < bound else None
+        if hlc < floor:
+            return Refusal(
+                "fenced",
+                f"mutation {mutation.id} is older than the write timeout at this replica: retry "
+                "with a fresh id",
+                floor,
+            )
         staged_fences = staged.get(mutation.keyspace)
         fences = staged_fences or self.store.marks(mutation.keyspace, MarkKind.FENCE)
         if not fences.pieces:

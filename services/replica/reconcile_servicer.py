@@ -61,7 +61,10 @@ class ReconcileServicer:
     ) -> pb.RangeStateResponse:
         async def call() -> pb.RangeStateResponse:
             state = await self.node.state(
-                ref_from_proto(request.range), claim=request.claim, lease_ms=request.lease_ms
+                ref_from_proto(request.range),
+                claim=request.claim,
+                lease_ms=request.lease_ms,
+                sizes=request.sizes,
             )
             return pb.RangeStateResponse(
                 **self._common(Outcome.OK),
@@ -109,11 +112,12 @@ class ReconcileServicer:
             ids = [id_from_proto(i, "ids") for i in request.ids]
             remaining = context.time_remaining()
             timeout_s = DELIVERY_TIMEOUT_S if remaining is None else max(remaining - 0.5, 0.1)
-            done = await self.node.deliver(
+            delivery = await self.node.deliver(
                 ref_from_proto(request.range), request.target, ids, timeout_s
             )
+            done = delivery.done
             return pb.DeliverResponse(
-                **self._common(Outcome.OK if not done.failed else Outcome.OVERLOADED, done.problem),
+                **self._common(delivery.outcome, done.problem),
                 delivered=done.delivered,
                 bytes=done.bytes,
                 absent=done.absent,

@@ -56,13 +56,14 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.close()
 
 
-def rounds(cluster: LocalCluster, name: str) -> list[tuple[TokenRange, int, int, int, str]]:
-    """(range, lease token, started, ended (Unix ms), outcome) of every round ``name`` recorded."""
+def rounds(cluster: LocalCluster, name: str) -> list[tuple[TokenRange, int, int, int, int, str]]:
+    """(range, lease token, started, acted until, ended (Unix ms), outcome) of every round
+    ``name`` recorded; "acted until": when the replicas last accepted one of its calls."""
     path = cluster.data_dir / name / "reconciler.db"
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         rows = db.execute(
-            "SELECT range_left, range_right, lease_token, started_unix_ms, ended_unix_ms, "
-            "outcome FROM rounds WHERE keyspace = 'tks'"
+            "SELECT range_left, range_right, lease_token, started_unix_ms, acted_unix_ms, "
+            "ended_unix_ms, outcome FROM rounds WHERE keyspace = 'tks'"
         ).fetchall()
     return [(TokenRange(left, right), *rest) for left, right, *rest in rows]
 
@@ -94,31 +95,35 @@ def owners(metadata: ClusterMetadata) -> dict[TokenRange, str]:
 
 
 def assert_never_both_at_once(cluster: LocalCluster) -> int:
-    """No two successful rounds of different reconcilers on intersecting ranges overlap in time;
-    how many successful rounds were compared."""
-    done = {
-        name: [r for r in rounds(cluster, name) if r[4] in SUCCESS] for name in cluster.reconcilers
-    }
-    names = sorted(done)
-    for a, b in itertools.combinations(names, 2):
-        for range_a, token_a, start_a, end_a, _ in done[a]:
-            for range_b, token_b, start_b, end_b, _ in done[b]:
+    """No two rounds of different reconcilers on intersecting ranges worked at once: from a
+    round's start to the last call of it a replica accepted (every round that acted, whatever
+    its outcome), under different tokens; how many rounds that acted were compared."""
+    worked = {name: [r for r in rounds(cluster, name) if r[3]] for name in cluster.reconcilers}
+    for a, b in itertools.combinations(sorted(worked), 2):
+        for range_a, token_a, start_a, acted_a, _, _ in worked[a]:
+            for range_b, token_b, start_b, acted_b, _, _ in worked[b]:
                 if range_a.intersects(range_b):
                     assert token_a != token_b, (range_a, range_b, token_a)
-                    assert end_a < start_b or end_b < start_a, (
-                        f"{a} worked {range_a} under token {token_a} in [{start_a}, {end_a}] "
-                        f"and {b} worked {range_b} under token {token_b} in [{start_b}, {end_b}]"
+                    assert acted_a < start_b or acted_b < start_a, (
+                        f"{a} worked {range_a} under token {token_a} in [{start_a}, {acted_a}] "
+                        f"and {b} worked {range_b} under token {token_b} in [{start_b}, {acted_b}]"
                     )
-    return sum(len(v) for v in done.values())
+    return sum(len(v) for v in worked.values())
 
 
-def assert_replicas_hold_the_newest_tokens(
-    cluster: LocalCluster, metadata: ClusterMetadata
-) -> None:
+def replicas_hold_the_newest_tokens(cluster: LocalCluster, metadata: ClusterMetadata) -> bool:
+    """Every replica persisted, with a fence or a bound, the token of the newest grant of every
+    range (and none newer)."""
     for name in cluster.nodes:
-        for token_range, token in replica_tokens(cluster, name).items():
+        tokens = replica_tokens(cluster, name)
+        for token_range in ranges_of(metadata):
             grant = metadata.lease_of("tks", token_range)
-            assert grant is not None and token <= grant.epoch, (name, token_range, token, grant)
+            assert grant is not None
+            seen = max((t for r, t in tokens.items() if r.intersects(token_range)), default=0)
+            assert seen <= grant.epoch, (name, token_range, seen, grant)
+            if seen != grant.epoch:
+                return False
+    return True
 
 
 def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_replaced(
@@ -146,7 +151,7 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
             await until(
                 "both reconcilers ran successful rounds",
                 lambda: all(
-                    any(r[4] in SUCCESS for r in rounds(cluster, n)) for n in cluster.reconcilers
+                    any(r[5] in SUCCESS for r in rounds(cluster, n)) for n in cluster.reconcilers
                 ),
                 30,
             )
@@ -170,7 +175,7 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
                     sum(
                         1
                         for r in rounds(cluster, "reconciler2")
-                        if r[4] in SUCCESS and r[2] > taken_ms
+                        if r[5] in SUCCESS and r[2] > taken_ms
                     )
                     >= len(ranges_of(metadata))
                 ),
@@ -183,13 +188,14 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
             resumed_ms = time.time_ns() // 1_000_000
 
             async def stepped_back() -> bool:
-                after = [r for r in rounds(cluster, "reconciler1") if r[3] >= resumed_ms]
+                after = [r for r in rounds(cluster, "reconciler1") if r[4] >= resumed_ms]
                 return bool(after)
 
             await until("reconciler1 ended the round it was in", stepped_back, 30)
             await writers.more(50)
-            after = [r for r in rounds(cluster, "reconciler1") if r[3] >= resumed_ms]
-            assert all(r[4] not in SUCCESS for r in after), after  # nothing it tried held
+            after = [r for r in rounds(cluster, "reconciler1") if r[4] >= resumed_ms]
+            assert all(r[5] not in SUCCESS for r in after), after  # nothing it tried held
+            assert all(r[3] < paused_ms + LEASE_MS for r in after), after  # nor acted after
             assert owners(await latest(cluster, client)) == dict.fromkeys(
                 ranges_of(metadata), "reconciler2"
             )
@@ -198,7 +204,7 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
             )
             print(
                 f"paused at {paused_ms}, taken over after {taken_ms - paused_ms} ms; after the "
-                f"resume reconciler1 ended {len(after)} rounds ({sorted({r[4] for r in after})}); "
+                f"resume reconciler1 ended {len(after)} rounds ({sorted({r[5] for r in after})}); "
                 f"replicas refused {refused - refused_before} calls for a stale token"
             )
             assert refused > refused_before  # its calls reached the replicas and were refused
@@ -215,15 +221,19 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
             await until(
                 "reconciler1 ran successful rounds again",
                 lambda: any(
-                    r[4] in SUCCESS and r[2] > killed_ms for r in rounds(cluster, "reconciler1")
+                    r[5] in SUCCESS and r[2] > killed_ms for r in rounds(cluster, "reconciler1")
                 ),
                 30,
             )
-            await writers.stop()
             metadata = await latest(cluster, client)
+            await until(
+                "every replica persisted the newest grant's token of every range",
+                lambda: replicas_hold_the_newest_tokens(cluster, metadata),
+                30,
+            )
+            await writers.stop()
             compared = assert_never_both_at_once(cluster)
             assert compared >= 2 * len(ranges_of(metadata))
-            assert_replicas_hold_the_newest_tokens(cluster, metadata)
             print(f"{compared} successful rounds compared; grants {len(grants(metadata))}")
 
     run(cluster, scenario, timeout_s=240)

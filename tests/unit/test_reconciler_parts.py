@@ -103,7 +103,7 @@ def test_a_restart_reads_its_id_its_ranges_and_its_rounds_back(tmp_path: Path) -
     assert chosen.startswith("reconciler-")
     where = RangeRecord("tk", TokenRange(1, 2), 7, 123, 1, 5, "advanced", 1_000)
     storage.record_round(
-        RoundRecord("tk", TokenRange(1, 2), 7, 900, 1_000, 123, 5, "advanced"), where
+        RoundRecord("tk", TokenRange(1, 2), 7, 900, 1_000, 990, 123, 5, "advanced"), where
     )
     storage.close()
     reopened = ReconcilerStorage(url)

@@ -93,6 +93,7 @@ def replica(storage: ReplicaStorage, made: Cluster) -> LocalReplica:
     follower._set(made.md, ())  # the metadata as if applied from the log
     local = LocalReplica(settings, storage, follower, metrics)
     local.node_id = made.ids["A"]
+    local.write_floor = lambda: 0  # type: ignore[method-assign]  # these ids are from 1970
     return local
 
 
@@ -396,5 +397,26 @@ def test_a_fence_the_coordinators_clock_cannot_pass_fails_the_write_clearly(stor
         assert code_of(skewed.value) is grpc.StatusCode.FAILED_PRECONDITION
         assert "ahead" in skewed.value.message
         assert local.metrics.writes_fenced._value.get() == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_new_write_older_than_the_write_timeout_is_fenced_where_no_fence_is(storage) -> None:
+    """A replica new to a range holds no fence for it; the write timeout fences it anyway, so a
+    client's retry of an old id (below the others' low bound, maybe) is retried past it, not
+    stored alone where no round would ever compare it. Deliveries still pass."""
+    made = cluster()
+    now = make_hlc(wall_ms())
+    old = mutation(made, 1, hlc=now - (10_000 << LOGICAL_BITS))  # ten seconds old
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        del local.write_floor  # the real one: the write timeout (2 s) ago
+        assert storage.reconcile.marks("tr", MarkKind.FENCE).pieces == ()
+        refused = await submit(local, old)
+        assert refused.outcome is Outcome.FENCED and refused.fence > old.id.hlc
+        assert (await submit(local, mutation(made, 2, hlc=now))).outcome is Outcome.OK
+        assert (await submit(local, old, delivered=True)).outcome is Outcome.OK
+        assert {i.sequence for i in storage.data.range_ids("tr", 0, 0)} == {1, 2}
 
     asyncio.run(scenario())

@@ -54,8 +54,9 @@ def node(storage: ReplicaStorage, made: Cluster) -> tuple[ReconcileNode, LocalRe
     )
 
 
-def ref(made: Cluster, token: int) -> RangeRef:
-    return RangeRef(made.md.epoch, "tr", RING, token)
+def ref(made: Cluster, token: int, replicas: tuple[str, ...] | None = None) -> RangeRef:
+    every = tuple(made.ids.values()) if replicas is None else replicas
+    return RangeRef(made.md.epoch, "tr", RING, token, every)
 
 
 def refused(call: object) -> Refused:
@@ -69,14 +70,14 @@ def test_an_action_needs_a_claim_renewed_within_the_lease(storage, clock) -> Non
     reconciler, _ = node(storage, made)
     hlc = make_hlc(1_000)
     first = refused(reconciler.fence(ref(made, 7), hlc))
-    assert first.outcome is Outcome.SUPERSEDED and "not claimed" in first.message
+    assert first.outcome is Outcome.LAPSED and "not claimed" in first.message
     asyncio.run(reconciler.state(ref(made, 7), claim=True, lease_ms=LEASE_MS))
     assert asyncio.run(reconciler.fence(ref(made, 7), hlc)).outcome is Outcome.OK
     clock.ms += LEASE_MS  # a pause as long as the lease: nothing it sent since was renewed
     late = refused(reconciler.fence(ref(made, 7), hlc + 1))
-    assert late.outcome is Outcome.SUPERSEDED
+    assert late.outcome is Outcome.LAPSED
     renewal = refused(reconciler.state(ref(made, 7), claim=True, lease_ms=LEASE_MS))
-    assert "lapsed" in renewal.message  # only a new grant may act now
+    assert renewal.outcome is Outcome.LAPSED  # only a new grant may act now
     asyncio.run(reconciler.state(ref(made, 8), claim=True, lease_ms=LEASE_MS))
     assert asyncio.run(reconciler.fence(ref(made, 8), hlc + 1)).outcome is Outcome.OK
     assert reconciler.fence_of(ref(made, 8)) == hlc + 1
@@ -126,7 +127,7 @@ def test_a_range_summary_counts_ids_from_the_bounds_per_token_up_to_below(storag
             writes[2].id,
             writes[3].id,
         }
-        state = await reconciler.state(ref(made, 1))
+        state = await reconciler.state(ref(made, 1), sizes=True)
         assert state.log_entries == 5 and state.log_bytes > 0 and state.fence == 0
         assert storage.reconcile.marks("tr", MarkKind.LOW_BOUND).pieces == ()
 
@@ -142,3 +143,14 @@ def test_a_range_not_of_tokens_or_of_an_untracked_keyspace_is_refused(storage, c
     assert unknown.outcome is Outcome.UNKNOWN_TABLE
     lease = refused(reconciler.state(ref(made, 1), claim=True, lease_ms=0))
     assert lease.outcome is Outcome.MALFORMED
+
+
+def test_a_fence_names_the_rounds_replicas_and_a_changed_set_is_refused(storage, clock) -> None:
+    """A round that did not see a replica join must not fence or advance: the replica the round
+    never saw would miss what the bound collects."""
+    made = cluster()
+    reconciler, _ = node(storage, made)
+    asyncio.run(reconciler.state(ref(made, 7), claim=True, lease_ms=LEASE_MS))
+    stale = refused(reconciler.fence(ref(made, 7, replicas=("node-9",)), make_hlc(1_000)))
+    assert stale.outcome is Outcome.NOT_A_REPLICA and "start the round again" in stale.message
+    assert reconciler.fence_of(ref(made, 7)) == 0

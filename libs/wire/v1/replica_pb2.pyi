@@ -31,6 +31,7 @@ class PeerOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FENCED: _ClassVar[PeerOutcome]
     SUPERSEDED: _ClassVar[PeerOutcome]
     MISMATCH: _ClassVar[PeerOutcome]
+    LAPSED: _ClassVar[PeerOutcome]
 CONSISTENCY_LEVEL_UNSPECIFIED: ConsistencyLevel
 ONE: ConsistencyLevel
 QUORUM: ConsistencyLevel
@@ -48,6 +49,7 @@ MALFORMED: PeerOutcome
 FENCED: PeerOutcome
 SUPERSEDED: PeerOutcome
 MISMATCH: PeerOutcome
+LAPSED: PeerOutcome
 
 class Value(_message.Message):
     __slots__ = ("text", "int", "boolean", "double", "blob", "uuid", "timestamp")
@@ -789,16 +791,18 @@ class TestHooks(_message.Message):
     def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ..., id_clock_behind_ms: _Optional[int] = ...) -> None: ...
 
 class ReconcileRange(_message.Message):
-    __slots__ = ("epoch", "keyspace", "range", "lease_token")
+    __slots__ = ("epoch", "keyspace", "range", "lease_token", "replicas")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspace: str
     range: _metadata_pb2.TokenRange
     lease_token: int
-    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., lease_token: _Optional[int] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., lease_token: _Optional[int] = ..., replicas: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RangeMark(_message.Message):
     __slots__ = ("range", "hlc")
@@ -809,14 +813,16 @@ class RangeMark(_message.Message):
     def __init__(self, range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
 
 class RangeStateRequest(_message.Message):
-    __slots__ = ("range", "claim", "lease_ms")
+    __slots__ = ("range", "claim", "lease_ms", "sizes")
     RANGE_FIELD_NUMBER: _ClassVar[int]
     CLAIM_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
     range: ReconcileRange
     claim: bool
     lease_ms: int
-    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    sizes: bool
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., sizes: _Optional[bool] = ...) -> None: ...
 
 class RangeStateResponse(_message.Message):
     __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes")

@@ -53,6 +53,7 @@ def upgrade() -> None:
         sa.Column("lease_token", sa.BigInteger, nullable=False),
         sa.Column("started_unix_ms", sa.BigInteger, nullable=False),
         sa.Column("ended_unix_ms", sa.BigInteger, nullable=False),
+        sa.Column("acted_unix_ms", sa.BigInteger, nullable=False),
         sa.Column("reconciliation_time", sa.BigInteger, nullable=False),
         sa.Column("delivered", sa.BigInteger, nullable=False),
         sa.Column("outcome", sa.String(64), nullable=False),
