@@ -12,7 +12,9 @@ holder claims the range at each replica (``ReplicaReconcile.RangeState`` with ``
 replica notes by its own clock when the token was last renewed there (``epochal.mtrack.leases``).
 
 * A free range (no grant, or a released one) is granted to this reconciler when it holds fewer
-  than its share (``--max-ranges``, else the ranges over the reconcilers the grants name).
+  than its share (``--max-ranges``, else the ranges over the reconcilers the grants name). A
+  grant in its own name from before this process started counts as free: each process start
+  takes fresh tokens, so two processes under one ``--id`` never share one.
 * A range granted to another reconciler is taken over only when a majority of its replicas say
   the token has not been renewed there for a whole lease (``may_take_over``).
 * After a grant, the holder claims every replica before it acts; it acts while a majority
@@ -40,7 +42,7 @@ from epochal.mtrack.range_calls import RangeRef
 from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
 from epochal.runtime.follower import MetadataFollower
-from epochal.tcm.leases import GrantReconcileLease
+from epochal.tcm.leases import GrantReconcileLease, LeaseGrant
 from epochal.tcm.tokens import TokenRange, covers
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class Leases:
         self.margin_ms = margin_ms
         self.max_ranges = max_ranges
         self.held: dict[Key, HolderLease] = {}
+        self.granted: set[int] = set()  # the tokens of the grants this process committed
+        self._reserved = 0  # free ranges being taken
 
     def ref(self, target: Target, token: int) -> RangeRef:
         return RangeRef(
@@ -101,20 +105,38 @@ class Leases:
         return math.ceil(ranges / len(holders))
 
     async def acquire(self, target: Target, ranges: int) -> HolderLease | None:
-        """The lease on ``target`` if this reconciler holds it or may take it now; else None."""
+        """The lease on ``target`` if this reconciler holds it or may take it now; else None.
+        Several run at once: a free range is taken only while the ranges held and being taken
+        stay within the share."""
         key = (target.keyspace, target.range)
         lease = self.held.get(key)
         if lease is not None:
             return lease
         grant = self.follower.metadata.lease_of(target.keyspace, target.range)
+        mine = grant is not None and grant.epoch in self.granted
+        if not mine and (grant is None or not grant.holder or grant.holder == self.id):
+            # A free range: taken only within the share, counting those being taken.
+            if len(self.held) + self._reserved >= self.share(ranges):
+                return None
+            self._reserved += 1
+            try:
+                return await self._acquire(key, target, grant)
+            finally:
+                self._reserved -= 1
+        return await self._acquire(key, target, grant)
+
+    async def _acquire(
+        self, key: Key, target: Target, grant: LeaseGrant | None
+    ) -> HolderLease | None:
         token = 0
-        if grant is not None and grant.holder == self.id and covers(grant.range, target.range):
-            # Ours (granted before a restart, or a piece of a split). A range merged from ours
-            # and another's needs a grant of its own, replacing the highest token it meets.
+        if grant is not None and grant.epoch in self.granted and covers(grant.range, target.range):
+            # Granted to this process (a piece of a split keeps it). A range merged from ours
+            # and another's needs a grant of its own, replacing the highest token it meets; so
+            # does one granted before this process started (another process with the same
+            # --id must not share its tokens).
             token = grant.epoch
         elif grant is None or not grant.holder or grant.holder == self.id:
-            if len(self.held) >= self.share(ranges):
-                return None
+            pass  # free (the caller checked the share)
         elif not await self._lapsed(target, grant.epoch):
             return None
         if not token:
@@ -165,6 +187,7 @@ class Leases:
             log.info("lease grant of %s in %s refused: %s", target.range, target.keyspace, error)
             return 0
         await self.follower.catch_up(committed.epoch, 5.0)
+        self.granted.add(committed.epoch)
         return committed.epoch
 
     async def renew(self, target: Target, lease: HolderLease) -> str:
