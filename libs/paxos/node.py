@@ -40,6 +40,10 @@ of every configuration governing that span it becomes leader, re-proposes the hi
 value it learned for each open slot (a no-op where none was accepted), then runs phase 2 per
 slot. At most ``max_in_flight_slots`` (α) slots are proposed and not chosen; values queue and
 are batched into the next free slot. Any higher ballot makes a candidate or leader a follower.
+A leader whose promises report a chosen prefix beyond its own copies it from the member that
+reported it before it proposes; when that member stops answering that it holds it for an
+election timeout (it is down, lost applied slots it had not written, or the promise was
+forged), the leader runs phase 1 again rather than wait for good.
 
 Learning: an acceptor sends its ``Accepted`` vote to the leader and to the slot's *learners* —
 members the proposer named because they wait to answer a value in the slot (a follower that
@@ -48,9 +52,11 @@ for the ballot in which it accepted the slot itself (a leader proposes one value
 ballot, so that ballot names the value): a learner about when the leader does, without waiting
 for the leader to tell it. ``Accept`` and ``Commit`` (the heartbeat) also carry the leader's
 chosen prefix, for everyone else; a follower marks those slots chosen when it accepted them in
-the same ballot and otherwise asks the sender for the chosen values (catch-up). A member that
-asks for slots the peer has compacted is told so and must copy the peer's state
-(``StateTransfer``).
+the same ballot and otherwise asks the sender for the chosen values (catch-up). A reply's values
+are taken only where they extend the chosen prefix (a leader's, only up to the prefix its
+promises reported): a value held past a gap would be delivered later over whatever the group
+chose there. A member that asks for slots the peer has compacted is told so and must copy the
+peer's state (``StateTransfer``).
 
 The leader's own vote (``leader_vote_delay_ms`` > 0): the followers of a 3-member group are a
 quorum by themselves, so the leader need not make its own acceptance durable for every slot. It
@@ -165,6 +171,7 @@ class Stats:
     small_slots: int = 0  # slots sent to a quorum only
     small_slot_fallbacks: int = 0  # of those, slots that had to be sent to everyone
     rounds_exhausted: int = 0  # elections not started: no round is left above the highest seen
+    catch_up_elections: int = 0  # phase 1 again: the prefix the promises reported did not come
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,9 +276,11 @@ class PaxosNode:
         self._durable_through = chosen_up_to
         self._parked: dict[int, SlotValue] = {}  # re-proposals beyond the known configurations
         self._catch_up_retry_ms = 0
-        # The highest chosen prefix a peer reported and who reported it (leader catch-up).
+        # The highest chosen prefix a peer reported and who reported it (leader catch-up), and
+        # when the leader gives up waiting for it (see _tick_leader).
         self._catch_up_target = 0
         self._catch_up_peer: str | None = None
+        self._catch_up_deadline_ms = 0
 
         self._role = Role.FOLLOWER
         self._leader_id: str | None = None
@@ -690,19 +699,33 @@ class PaxosNode:
         self._send(reply)
 
     def _on_catch_up_reply(self, m: CatchUpReply) -> None:
+        leading = self._role is Role.LEADER
+        if leading and m.src == self._catch_up_peer and m.chosen_up_to >= self._catch_up_target:
+            # The peer still holds what it reported (pages, or its state to copy, will come):
+            # the leader waits on for it (_tick_leader).
+            self._catch_up_deadline_ms = self._now_ms + self.settings.election_timeout_ms
         if not m.chosen:
             if m.compacted_up_to > self._chosen_up_to:
                 self._out.state_transfer = StateTransfer(peer=m.src, up_to=m.compacted_up_to)
             return
-        horizon = self._chosen_up_to + self.settings.accept_window_slots
+        # Values only where they extend the chosen prefix, delivered at once ("Learning"). Held
+        # past a gap, a value was delivered once the gap filled, over what the group chose
+        # there, and on a leader past the next slot it proposes, which it then never proposed
+        # (the CMS proposes only from an idle leader): a forged reply naming a slot ahead of the
+        # log stopped a CMS leader so. A leader takes none past the prefix its promises
+        # reported; it learns the slots it proposes from their votes. A real reply starts at
+        # the slot asked for, and a value past a gap comes again on the page asked for next. A
+        # forged reply naming exactly the next slot, as a real one would, only authenticated
+        # peers keep out (epochal.paxos.ballot).
+        wanted = min(m.chosen_up_to, self._catch_up_target) if leading else m.chosen_up_to
         for record in m.chosen:
-            # Values past the window are learned on a later page: a reply naming far slots
-            # (a forged one) cannot make this member hold them without bound.
-            if self._chosen_up_to < record.slot <= horizon:
-                slot = self._log.setdefault(record.slot, _Slot())
-                slot.chosen_value = record.value
-        self._advance_chosen()
-        if self._chosen_up_to < m.chosen_up_to:
+            if record.slot <= self._chosen_up_to:
+                continue
+            if record.slot != self._chosen_up_to + 1 or (leading and record.slot > wanted):
+                break
+            self._log.setdefault(record.slot, _Slot()).chosen_value = record.value
+            self._advance_chosen()
+        if self._chosen_up_to < wanted:
             # A page of an answer to our request: ask for the next one at once. Otherwise (a
             # leader's unasked value of one slot, past a gap here) ask at the usual pace, so
             # that each such value does not start a chain of requests of its own.
@@ -778,6 +801,7 @@ class PaxosNode:
         self._send_parked()
         self._next_slot = last_slot + 1
         self._catch_up_target, self._catch_up_peer = max_chosen, most_advanced
+        self._catch_up_deadline_ms = self._now_ms + self.settings.election_timeout_ms
         if self._chosen_up_to < max_chosen:
             self._request_catch_up(most_advanced, force=True)
         self._broadcast_commit()
@@ -956,6 +980,14 @@ class PaxosNode:
         if self._now_ms >= self._next_heartbeat_ms:
             self._broadcast_commit()
         if self._catch_up_peer is not None and self._chosen_up_to < self._catch_up_target:
+            if self._now_ms >= self._catch_up_deadline_ms:
+                # The peer no longer answers that it holds the prefix it reported: it is down,
+                # lost applied slots it had not written, or never held them (a forged Promise).
+                # Until the leader has them it proposes nothing, so it runs phase 1 again; the
+                # new promises say what the members hold now, and their accepted values.
+                self.stats.catch_up_elections += 1
+                self._start_election()
+                return
             # Nobody sends the leader heartbeats, so it retries its own catch-up.
             self._request_catch_up(self._catch_up_peer)
         for slot, proposal in sorted(self._proposals.items()):

@@ -78,6 +78,7 @@ class Coverage:
     leader_votes_needed: int = 0  # lazy own votes cast because the followers lagged
     small_slots: int = 0  # slots whose Accept went to a quorum only
     small_slot_fallbacks: int = 0  # of those, sent to everyone because the quorum lagged
+    catch_up_elections: int = 0  # leaders that ran phase 1 again: their catch-up never came
 
     def add(self, other: Coverage) -> None:
         for name in self.__slots__:  # type: ignore[attr-defined]
@@ -714,6 +715,7 @@ class PaxosCluster:
             self.coverage.leader_votes_needed += stats.own_votes_needed
             self.coverage.small_slots += stats.small_slots
             self.coverage.small_slot_fallbacks += stats.small_slot_fallbacks
+            self.coverage.catch_up_elections += stats.catch_up_elections
         self.coverage.duplicated_messages = self.world.counters.duplicated
         self.coverage.dropped_messages = self.world.counters.dropped
 

@@ -149,7 +149,7 @@ def test_a_leader_whose_most_advanced_promiser_dies_campaigns_again_and_commits(
     net.run()
     expected = [(1, (b"v1",)), (2, (b"v2",)), (3, (b"v3",)), (4, (b"v4",))]
     assert net.applied[leader] == expected
-    assert c.stats.elections_started == 2
+    assert c.stats.elections_started == 2 and c.stats.catch_up_elections == 1
 
 
 def test_a_forged_promise_naming_a_prefix_nobody_holds_costs_one_more_election() -> None:
