@@ -40,7 +40,7 @@ from epochal.errors import EpochalError
 from epochal.mtrack.leases import HolderLease, may_take_over
 from epochal.mtrack.range_calls import RangeRef
 from epochal.reconciler.metrics import ReconcilerMetrics
-from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
+from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.leases import GrantReconcileLease, LeaseGrant
 from epochal.tcm.tokens import TokenRange, covers
@@ -168,7 +168,7 @@ class Leases:
         )
         idle: dict[str, float | None] = {}
         for node, answer in zip(target.replicas, answers, strict=True):
-            if isinstance(answer, Unreachable | Refused):
+            if isinstance(answer, Unreachable | ReplicaRefused):
                 continue  # an unreachable replica says nothing either way
             if isinstance(answer, BaseException):
                 raise answer
@@ -204,7 +204,7 @@ class Leases:
             return_exceptions=True,
         )
         acknowledged = 0
-        refusals = {a.outcome for a in answers if isinstance(a, Refused)}
+        refusals = {a.outcome for a in answers if isinstance(a, ReplicaRefused)}
         for outcome in ("superseded", "lapsed"):
             if outcome in refusals:
                 return outcome

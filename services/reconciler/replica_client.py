@@ -1,9 +1,9 @@
 """The reconciler's calls to replicas (``epochal.v1.ReplicaReconcile``), in domain values: the one
 place the reconciler meets protobuf on that side.
 
-A call the replica answered with a refusal raises ``Refused`` (its outcome, as the replica named
-it, and its message); a call that failed at the transport raises ``Unreachable``. Both name the
-replica."""
+A call the replica answered with a refusal raises ``ReplicaRefused`` (its outcome, as the
+replica named it, and its message); a call that failed at the transport raises ``Unreachable``.
+Both name the replica."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from epochal.wire.v1 import replica_pb2 as pb
 OUTCOME_NAMES = {number: name.lower() for name, number in pb.PeerOutcome.items()}
 
 
-class Refused(Exception):
+class ReplicaRefused(Exception):
     def __init__(self, replica: str, outcome: str, message: str) -> None:
         super().__init__(f"{replica} refused ({outcome}): {message}")
         self.replica = replica
@@ -151,7 +151,7 @@ class ReplicaClient:
 def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:
     outcome = getattr(reply, "outcome", pb.OK)
     if outcome != pb.OK:
-        raise Refused(address, OUTCOME_NAMES.get(outcome, str(outcome)), reply.message)  # type: ignore[attr-defined]
+        raise ReplicaRefused(address, OUTCOME_NAMES.get(outcome, str(outcome)), reply.message)  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

@@ -50,7 +50,7 @@ from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import RangeRef, RangeState
 from epochal.mtrack.reconciliation import deliveries, holders, reconciliation_time
 from epochal.reconciler.pacing import Pacer
-from epochal.reconciler.replica_client import Refused, ReplicaClient, Unreachable
+from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class Round:
         except RoundEnded as ended:
             self.result.outcome = ended.outcome
             self.result.detail = ended.detail
-        except Refused as refused:
+        except ReplicaRefused as refused:
             lost = refused.outcome in ("superseded", "lapsed")
             self.result.outcome = refused.outcome if lost else "refused"
             self.result.detail = str(refused)
