@@ -64,14 +64,13 @@ class RangeMarks:
         return max((p.hlc for p in self.pieces if p.range.contains(token)), default=0)
 
     def at_most(self, other: RangeMarks, token_range: TokenRange) -> bool:
-        """Whether ``self.at(t) <= other.at(t)`` for every token ``t`` of ``token_range``. Both
-        are constant between piece ends, so the tokens just inside each piece end decide."""
-        ends = {token_range.left + 1, token_range.right, MIN_TOKEN + 1, MAX_TOKEN}
-        for piece in (*self.pieces, *other.pieces):
-            ends |= {piece.range.left, piece.range.left + 1, piece.range.right}
-            ends |= {piece.range.right + 1}
-        tokens = [t for t in ends if MIN_TOKEN < t <= MAX_TOKEN and token_range.contains(t)]
-        return all(self.at(t) <= other.at(t) for t in tokens)
+        """Whether ``self.at(t) <= other.at(t)`` for every token ``t`` of ``token_range``."""
+        return all(self.at(t) <= other.at(t) for t in _deciding_tokens(token_range, self, other))
+
+    def lowest(self, token_range: TokenRange) -> int:
+        """The lowest low bound over ``token_range``: the least ``at(t)`` of its tokens (0
+        where no piece holds one)."""
+        return min((self.at(t) for t in _deciding_tokens(token_range, self)), default=0)
 
     def raised(self, token_range: TokenRange, hlc: int) -> RangeMarks:
         """These marks with ``token_range`` marked at ``hlc`` (where it has less)."""
@@ -81,3 +80,13 @@ class RangeMarks:
             return self  # a piece at least as high covers it already
         kept = tuple(p for p in self.pieces if not (p.hlc <= hlc and covers(token_range, p.range)))
         return RangeMarks((*kept, Mark(token_range, hlc)))
+
+
+def _deciding_tokens(token_range: TokenRange, *marks: RangeMarks) -> list[int]:
+    """Tokens of ``token_range`` that decide a question about every token of it: marks are
+    constant between piece ends, so the tokens just inside each piece end do."""
+    ends = {token_range.left + 1, token_range.right, MIN_TOKEN + 1, MAX_TOKEN}
+    for piece in (p for m in marks for p in m.pieces):
+        ends |= {piece.range.left, piece.range.left + 1, piece.range.right}
+        ends |= {piece.range.right + 1}
+    return [t for t in ends if MIN_TOKEN < t <= MAX_TOKEN and token_range.contains(t)]

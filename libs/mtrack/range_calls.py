@@ -23,7 +23,8 @@ class RangeRef:
 @dataclass(frozen=True, slots=True)
 class RangeState:
     """A replica's view of a range: its clock, fence and low bounds, the highest lease token it
-    has seen and how long since that was claimed or renewed there, and its log's size."""
+    has seen and how long since that was claimed or renewed there, its log's size, and where
+    windows of its ids end."""
 
     hlc: int
     fence: int
@@ -32,6 +33,9 @@ class RangeState:
     lease_idle_ms: float | None  # None: never claimed or renewed there since it started
     log_entries: int
     log_bytes: int
+    # Per window asked (its ``from``), where a window of at most the asked number of ids from it
+    # ends here (``window_end``); 0: the window reaches the top of the log.
+    window_ends: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

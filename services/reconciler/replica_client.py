@@ -50,15 +50,28 @@ class ReplicaClient:
         claim: bool = False,
         lease_ms: int = 0,
         sizes: bool = False,
+        window_ids: int = 0,
+        window_from: Sequence[int] = (),
     ) -> RangeState:
         request = pb.RangeStateRequest(
-            range=ref_to_proto(ref), claim=claim, lease_ms=lease_ms, sizes=sizes
+            range=ref_to_proto(ref),
+            claim=claim,
+            lease_ms=lease_ms,
+            sizes=sizes,
+            window_ids=window_ids,
+            window_from=window_from,
         )
         with _reached(address):
             reply = await self.channels.reconcile(address).RangeState(
                 request, timeout=self.timeout_s
             )
         _check(address, reply)
+        if len(reply.window_ends) != len(window_from):
+            raise ReplicaRefused(
+                address,
+                "malformed",
+                f"{len(reply.window_ends)} window ends for {len(window_from)} windows asked",
+            )
         return RangeState(
             hlc=reply.hlc,
             fence=reply.fence,
@@ -67,6 +80,7 @@ class ReplicaClient:
             lease_idle_ms=None if reply.lease_idle_ms < 0 else reply.lease_idle_ms,
             log_entries=reply.log_entries,
             log_bytes=reply.log_bytes,
+            window_ends=tuple(reply.window_ends),
         )
 
     async def summary(

@@ -9,16 +9,23 @@ the same — its split points and groups at the follower's newest epoch; a round
 changed is abandoned (its fences stay; a fence never hurts).
 
 1. **State**: every replica's clock, fence and low bounds (each call a claim: it renews the
-   lease there). The round's bounds are, per token, the highest any replica holds (a replica
-   summarizes from the higher of its own and these).
-2. **Deliver**: summaries of every id below the lowest replica clock, each compared with the
-   pivot's (digests, then sketches sized by the difference, doubled until they decode),
-   ``holders`` and ``deliveries``: each missing id to each replica lacking it, batched, from the
-   holder given the least so far, over the source's peer stream to the target.
+   lease there), and where windows of ``window_ids`` ids end there (``epochal.mtrack.windows``:
+   from the backlog cursor, and from the bound when the round advances). The round's bounds
+   are, per token, the highest any replica holds (a replica summarizes from the higher of its
+   own and these).
+2. **Deliver**: summaries of the recent window and the backlog window (``compare_windows``),
+   each compared with the pivot's (digests, then sketches sized by the difference, doubled until
+   they decode; the other replicas at once), ``holders`` and ``deliveries``: each missing id to
+   each replica lacking it, batched, from the holder given the least so far, over the source's
+   peer stream to the target. A round that advances from the bound leaves the backlog window to
+   its collection (4), which compares the same ids after the fence.
 3. **t** = the lowest replica clock less the write timeout and the slack, and not below any
-   replica's fence. Nothing more when *t* does not pass the bounds.
+   replica's fence, and no further than the window from the bound ends (``capped_time``: the
+   worker advances again at once when it stopped short). Nothing more when *t* does not pass the
+   lowest bound.
 4. **Fence** every replica at *t*; then **collect**: summaries below *t*, compared and delivered
-   as in 2, until every replica reports the same digests (a few tries).
+   as in 2, until every replica reports the same digests (a few tries; the last comparison's
+   digests, when alike, are the advance's).
 5. **Advance** every replica's low bound to *t* with those digests (a replica whose own differ
    refuses: the next round starts again from its bounds).
 
@@ -49,6 +56,7 @@ from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import RangeRef, RangeState
 from epochal.mtrack.reconciliation import deliveries, holders, reconciliation_time
+from epochal.mtrack.windows import capped_time, compare_windows, lowest_end, recent_ms
 from epochal.reconciler.pacing import Pacer
 from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
 
@@ -78,6 +86,8 @@ class RoundResult:
     missing: int = -1  # (id, replica) pairs missing at the first comparison (-1: none made)
     acted_unix_ms: int = 0  # when the replicas last accepted a call of the round
     collected: int = 0
+    next_cursor: int = 0  # where the next round's backlog window starts
+    capped: bool = False  # the advance stopped at a window's end, short of the reconciliation time
     log_entries: dict[str, int] = field(default_factory=dict)
     log_bytes: dict[str, int] = field(default_factory=dict)
     detail: str = ""
@@ -94,8 +104,15 @@ class Round:
     write_timeout_ms: int
     slack_ms: int
     batch: int
+    window_ids: int
+    interval_ms: int
     advance: bool = True  # fence, collect and advance after delivering (else deliver only)
+    cursor: int = 0  # where the backlog walk stands (``epochal.mtrack.windows``; 0: the bound)
+    sizes: bool = False  # also count each replica's log of the range (a scan of it: now and then)
     result: RoundResult = field(default_factory=RoundResult)
+    # The digests every replica reported alike at the last comparison, and below what.
+    _settled: LogDigests | None = field(default=None, init=False)
+    _settled_below: int = field(default=0, init=False)
 
     async def run(self) -> RoundResult:
         try:
@@ -119,32 +136,61 @@ class Round:
         # Every round claims (renews) too: a replica that restarted since the last renewal
         # (its renewals are in memory) accepts the round's actions at once.
         sent_ms = time.monotonic() * 1000
+        # Windows from the backlog cursor and, to cap the advance, from the bound.
+        starts = [self.cursor, 0] if self.advance and self.cursor else [self.cursor]
         states = await self._each(
             lambda address: self.client.state(
-                address, self.ref, claim=True, lease_ms=self.lease.lease_ms, sizes=self.advance
+                address,
+                self.ref,
+                claim=True,
+                lease_ms=self.lease.lease_ms,
+                sizes=self.sizes,
+                window_ids=self.window_ids,
+                window_from=starts,
             )
         )
         self.lease.renewed(sent_ms)
-        for node, state in states.items():
+        for node, state in states.items() if self.sizes else ():
             self.result.log_entries[node] = state.log_entries
             self.result.log_bytes[node] = state.log_bytes
         bounds = RangeMarks.of_pieces(p for s in states.values() for p in s.low_bounds.pieces)
         self.result.low_bound = _lowest_bound(states, self.ref)
         lowest_clock = min(s.hlc for s in states.values())
-        # 2. deliver everything below the lowest clock (above t too: lag stays near one round)
-        self.result.missing = await self._converge(bounds, below=lowest_clock, tries=1)
-        if not self.advance:
-            self._check()
-            raise RoundEnded("delivered")
-        # 3. t
-        t = reconciliation_time(
+        # t, no further than a window from the bound (when this round advances)
+        full = reconciliation_time(
             [s.hlc for s in states.values()],
             write_timeout_ms=self.write_timeout_ms,
             slack_ms=self.slack_ms,
             fence=max(s.fence for s in states.values()),
         )
+        lowest = bounds.lowest(self.ref.range)
+        t = capped_time(full, lowest_end(s.window_ends[-1] for s in states.values()), lowest)
+        advancing = self.advance and t > lowest
+        # 2. deliver what is missing in the recent window and the backlog window (above t too:
+        # the lag stays near one round)
+        windows = compare_windows(
+            cursor=self.cursor,
+            cursor_end=lowest_end(s.window_ends[0] for s in states.values()),
+            lowest_clock=lowest_clock,
+            recent=recent_ms(write_timeout_ms=self.write_timeout_ms, interval_ms=self.interval_ms),
+        )
+        spans, self.result.next_cursor = windows.spans, windows.next_cursor
+        if advancing and self.cursor == 0 and len(spans) == 2:
+            # The backlog window from the bound is the advance's: its collection (4) compares
+            # it after the fence; the walk goes on from where the advance stops.
+            spans, self.result.next_cursor = spans[1:], min(windows.next_cursor, t)
+        self.result.missing = 0
+        for start, below in spans:
+            self.result.missing += await self._converge(
+                bounds.raised(self.ref.range, start), below=below, tries=1
+            )
+        if not self.advance:
+            self._check()
+            raise RoundEnded("delivered")
+        # 3. t
         self.result.reconciliation_time = t
-        if t <= bounds.of(self.ref.range):
+        self.result.capped = t < full
+        if not advancing:
             self._check()  # a round that outlived its lease did not finish under it
             raise RoundEnded("delivered", "the reconciliation time has not passed the low bound")
         # 4. fence, then collect below t
@@ -153,8 +199,9 @@ class Round:
         self._check()
         if await self._converge(bounds, below=t, tries=COLLECT_TRIES) < 0:
             raise RoundEnded("unconverged", f"the replicas still differ below {t}")
-        # 5. advance
-        agreed = await self._agreed(bounds, t)
+        # 5. advance (the collect's last comparison agreed already, mostly)
+        agreed = self._settled if self._settled_below == t else None
+        agreed = agreed or await self._agreed(bounds, t)
         if agreed is None:
             raise RoundEnded("unconverged", f"the replicas' digests below {t} differ")
         self._check()
@@ -214,12 +261,16 @@ class Round:
         nodes = list(self.replicas)
         pivot, others = nodes[0], nodes[1:]
         digests = await self._each(lambda address: self._digests(address, bounds, below))
-        differences = {}
-        for other in others:
-            differences[other] = await self._difference(
-                pivot, digests[pivot], other, digests[other], bounds, below
+        values = list(digests.values())
+        same = all(v == values[0] for v in values)
+        self._settled, self._settled_below = (values[0], below) if same else (None, 0)
+        found = await asyncio.gather(
+            *(
+                self._difference(pivot, digests[pivot], other, digests[other], bounds, below)
+                for other in others
             )
-        held = holders(pivot, nodes, differences)
+        )
+        held = holders(pivot, nodes, dict(zip(others, found, strict=True)))
         missing = sum(len(nodes) - len(h) for h in held.values())
         return held, missing  # type: ignore[return-value]
 

@@ -15,6 +15,7 @@ from epochal.runtime.follower import FollowerSettings
 
 ENV_PREFIX = "EPOCHAL_RECONCILER_"
 MAX_LEASE_MS = 600_000  # the longest lease a replica takes a claim for
+MAX_WINDOW_IDS = 1_000_000  # the largest window a replica reads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +31,7 @@ class ReconcilerSettings:
     lease_ms: int = 10_000
     lease_margin_ms: int = 2_000
     batch: int = 500
+    window_ids: int = 5_000
     rate: int = 20_000
     rpc_timeout_ms: int = 10_000
     max_ranges: int = 0
@@ -55,6 +57,10 @@ class ReconcilerSettings:
         check_numbers(self, zero_means_off=frozenset({"max_ranges"}))
         if self.lease_margin_ms >= self.lease_ms:
             raise ValueError("--lease-margin-ms must be below --lease-ms")
+        if self.window_ids > MAX_WINDOW_IDS:
+            raise ValueError(
+                f"--window-ids must be at most {MAX_WINDOW_IDS} (replicas read no more)"
+            )
         if self.lease_ms > MAX_LEASE_MS:
             raise ValueError(f"--lease-ms must be at most {MAX_LEASE_MS} (replicas refuse more)")
 
@@ -99,6 +105,10 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "lease_ms": (int, "how long a range's lease lasts at the replicas without a renewal"),
     "lease_margin_ms": (int, "stop acting this long before the lease would end"),
     "batch": (int, "most mutations per delivery call"),
+    "window_ids": (
+        int,
+        "most ids a round compares per window, and a low bound collects per advance",
+    ),
     "rate": (int, "most mutations delivered per second, over all ranges (back-off when full)"),
     "rpc_timeout_ms": (int, "deadline of each call to a replica"),
     "max_ranges": (int, "most ranges held at once (0: a fair share of the known reconcilers)"),

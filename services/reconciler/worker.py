@@ -41,6 +41,9 @@ from epochal.telemetry import tracer
 log = logging.getLogger(__name__)
 
 ROUNDS_AT_ONCE = 8
+# The replicas count a range's log (entries and bytes, for the metrics) at most this often: the
+# count scans the range's log, which is long while a backlog is collected.
+SIZES_EVERY_S = 10.0
 ACQUIRES_AT_ONCE = 8
 
 
@@ -131,6 +134,8 @@ class Worker:
         interval_s = self.settings.interval_ms / 1000
         advance_s = self.settings.advance_interval_ms / 1000
         advanced_at = 0.0
+        cursor = 0  # the backlog walk (``epochal.mtrack.windows``), from the bound
+        sized_at = -SIZES_EVERY_S  # when the replicas last counted their logs of the range
         while True:
             lease = self.leases.held.get(key)
             target = next(
@@ -141,18 +146,31 @@ class Worker:
                 return
             started = time.monotonic()
             advance = started - advanced_at >= advance_s
+            sizes = started - sized_at >= SIZES_EVERY_S
             try:
                 async with self._gate:
-                    result = await self.run_round(target, lease, advance=advance)
+                    result = await self.run_round(
+                        target, lease, advance=advance, cursor=cursor, sizes=sizes
+                    )
             except Exception:
                 log.exception("a round of %s in %s failed", key[1], key[0])
                 result = None
+            if result is not None and result.outcome in ("advanced", "delivered"):
+                cursor = result.next_cursor
+                sized_at = started if sizes else sized_at
             if advance and result is not None and result.outcome == "advanced":
-                advanced_at = started
+                # An advance stopped at a window's end is followed by another at once.
+                advanced_at = -advance_s if result.capped else started
             await asyncio.sleep(max(interval_s - (time.monotonic() - started), 0.01))
 
     async def run_round(
-        self, target: Target, lease: HolderLease, *, advance: bool = True
+        self,
+        target: Target,
+        lease: HolderLease,
+        *,
+        advance: bool = True,
+        cursor: int = 0,
+        sizes: bool = True,
     ) -> RoundResult:
         key = (target.keyspace, target.range)
         started_ms = time.time_ns() // 1_000_000
@@ -168,7 +186,11 @@ class Worker:
             self.settings.write_timeout_ms,
             self.settings.slack_ms,
             self.settings.batch,
+            self.settings.window_ids,
+            self.settings.interval_ms,
             advance=advance,
+            cursor=cursor,
+            sizes=sizes,
         )
         span = (
             self._tracer.start_span(

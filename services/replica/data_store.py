@@ -6,6 +6,8 @@ longer owned."""
 from __future__ import annotations
 
 import enum
+import heapq
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +128,26 @@ class DataStore:
             sql += "AND (token > ? OR token <= ?)"
         rows = self._db.query(sql, (*params, left, right))
         return [(MutationId(node=n, log=g, sequence=q, hlc=h), t) for n, g, q, h, t in rows]
+
+    def window_end(self, keyspace: str, segments: Sequence[tuple[int, int, int]], ids: int) -> int:
+        """The HLC of the ``ids + 1``-th lowest id of ``keyspace`` over ``segments`` (each a
+        non-wrapping ``(left, right, from)``: tokens ``left < token <= right``, ids at or above
+        ``from``), so that at most ``ids`` ids lie below it; 0 when there are not that many."""
+        sql = (
+            "SELECT hlc FROM mutations WHERE keyspace = ? AND token > ? AND token <= ? "
+            "AND hlc >= ? ORDER BY hlc LIMIT ?"
+        )
+        if len(segments) == 1:
+            left, right, low = segments[0]
+            row = self._db.query_one(sql + " OFFSET ?", (keyspace, left, right, low, 1, ids))
+            return int(row[0]) if row is not None else 0
+        lowest = heapq.merge(
+            *(
+                [int(h) for (h,) in self._db.query(sql, (keyspace, left, right, low, ids + 1))]
+                for left, right, low in segments
+            )
+        )
+        return next(itertools.islice(lowest, ids, None), 0)
 
     def range_log_size(self, keyspace: str, token_range: TokenRange) -> tuple[int, int]:
         """How many log entries of ``keyspace`` the range holds here, and their bytes."""

@@ -55,6 +55,9 @@ from epochal.tcm.schema import ReplicationType
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
 
 MAX_LEASE_MS = 600_000
+# A window is read from the log in one query: at most this many ids, this many windows a call.
+MAX_WINDOW_IDS = 1_000_000
+MAX_WINDOWS = 4
 # A delivery goes to its target in requests of about this many bytes of mutations (one group
 # commit each there), well under a stream message's limit.
 DELIVERY_REQUEST_BYTES = 1 << 20
@@ -187,9 +190,20 @@ class ReconcileNode:
     # ------------------------------------------------------------------ calls
 
     async def state(
-        self, ref: RangeRef, *, claim: bool = False, lease_ms: int = 0, sizes: bool = False
+        self,
+        ref: RangeRef,
+        *,
+        claim: bool = False,
+        lease_ms: int = 0,
+        sizes: bool = False,
+        window_ids: int = 0,
+        window_from: Sequence[int] = (),
     ) -> RangeState:
         metadata = await self._gate(ref)
+        if window_from and not 0 < window_ids <= MAX_WINDOW_IDS:
+            raise Refused(Outcome.MALFORMED, f"window_ids must be in 1..{MAX_WINDOW_IDS}")
+        if len(window_from) > MAX_WINDOWS:
+            raise Refused(Outcome.MALFORMED, f"at most {MAX_WINDOWS} windows a call")
         if claim:
             if not 0 < lease_ms <= MAX_LEASE_MS:
                 raise Refused(Outcome.MALFORMED, f"lease_ms must be in 1..{MAX_LEASE_MS}")
@@ -212,6 +226,16 @@ class ReconcileNode:
         entries, size = (
             self.storage.data.range_log_size(ref.keyspace, ref.range) if sizes else (0, 0)
         )
+        own = bounds
+        ends = tuple(
+            self.storage.data.window_end(
+                ref.keyspace,
+                [(left, right, max(bound, start)) for left, right, bound in
+                 bounded_segments(ref.range, own)],
+                window_ids,
+            )
+            for start in window_from
+        )  # fmt: skip
         return RangeState(
             hlc=self.hlc_now(),
             fence=reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range),
@@ -222,6 +246,7 @@ class ReconcileNode:
             lease_idle_ms=guard.idle_ms(_now_ms()) if guard is not None else None,
             log_entries=entries,
             log_bytes=size,
+            window_ends=ends,
         )
 
     def hlc_now(self) -> int:

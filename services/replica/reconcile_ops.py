@@ -232,10 +232,10 @@ class Admission:
         return deleted
 
     def _check_digests(self, op: AdvanceLowBound) -> Refusal | None:
-        if op.old_bounds.of(op.range) > op.new_bound:
+        if op.old_bounds.lowest(op.range) > op.new_bound:
             return Refusal(
                 "mismatch",
-                f"a low bound only rises: {op.old_bounds.of(op.range)} -> {op.new_bound}",
+                f"a low bound only rises: {op.old_bounds.lowest(op.range)} -> {op.new_bound}",
             )
         own_bounds = self.store.marks(op.keyspace, MarkKind.LOW_BOUND)
         if not own_bounds.at_most(op.old_bounds, op.range):

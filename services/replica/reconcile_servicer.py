@@ -65,6 +65,8 @@ class ReconcileServicer:
                 claim=request.claim,
                 lease_ms=request.lease_ms,
                 sizes=request.sizes,
+                window_ids=request.window_ids,
+                window_from=tuple(request.window_from),
             )
             return pb.RangeStateResponse(
                 **self._common(Outcome.OK),
@@ -75,6 +77,7 @@ class ReconcileServicer:
                 lease_idle_ms=-1.0 if state.lease_idle_ms is None else state.lease_idle_ms,
                 log_entries=state.log_entries,
                 log_bytes=state.log_bytes,
+                window_ends=state.window_ends,
             )
 
         return await self._serve(context, call, lambda c: pb.RangeStateResponse(**c))

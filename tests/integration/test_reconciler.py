@@ -38,13 +38,17 @@ WRITERS = 32
 LOG_LEFT_SHARE = 0.01
 # The stated bound on convergence: the reconciler delivers the missing writes within this.
 CONVERGE_S = 60 + WRITES / 500
+# Windows of 100 ids, fewer than a range's share of the writes (12 ranges): the missing ids older
+# than the recent window are found only by the backlog walk, and a low bound reaches the writes'
+# end only through several advances, each stopped at a window's end.
+WINDOW = ("--window-ids", "100")
 # Fast rounds for a test: a round a quarter-second, t a second behind the replicas' clocks.
 FAST = (
     "--interval-ms", "250", "--advance-interval-ms", "500",
-    "--write-timeout-ms", "500", "--slack-ms", "500",
+    "--write-timeout-ms", "500", "--slack-ms", "500", *WINDOW,
 )  # fmt: skip
 # Deliveries only: t stays an hour behind the writes, so no write's id is collected.
-DELIVER_ONLY = ("--interval-ms", "250", "--slack-ms", "3600000")
+DELIVER_ONLY = ("--interval-ms", "250", "--slack-ms", "3600000", *WINDOW)
 
 
 def log_ids(cluster: LocalCluster, name: str) -> set[MutationId]:

@@ -19,7 +19,7 @@ from epochal.replica.reconcile_node import ReconcileNode, Refused
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.storage import ReplicaStorage
 from epochal.tcm.leases import GrantReconcileLease
-from epochal.tcm.tokens import TokenRange
+from epochal.tcm.tokens import MAX_TOKEN, TokenRange
 from epochal.wire.channels import Channels
 
 from .seed_ring import Cluster
@@ -130,6 +130,45 @@ def test_a_range_summary_counts_ids_from_the_bounds_per_token_up_to_below(storag
         state = await reconciler.state(ref(made, 1), sizes=True)
         assert state.log_entries == 5 and state.log_bytes > 0 and state.fence == 0
         assert storage.reconcile.marks("tr", MarkKind.LOW_BOUND).pieces == ()
+
+    asyncio.run(scenario())
+
+
+def test_a_window_ends_after_its_ids_from_the_bounds_or_a_start(storage, clock) -> None:
+    made = cluster()
+    reconciler, local = node(storage, made)
+    # Ids at 1..6 s, on both sides of the whole ring's wrap (two segments), token 10 bounded.
+    writes = [
+        mutation(made, n, make_hlc(n * 1_000), token=10 if n % 2 else MAX_TOKEN - n)
+        for n in range(1, 7)
+    ]
+
+    async def scenario() -> None:
+        for write in writes:
+            assert (await submit(local, write)).outcome is Outcome.OK
+        window = await reconciler.state(
+            ref(made, 1),
+            claim=True,
+            lease_ms=LEASE_MS,
+            window_ids=2,
+            window_from=(0, make_hlc(2_500), make_hlc(5_000)),
+        )
+        # From the bound: ids at 1 and 2 s lie below the third's time; from 2.5 s: 3 and 4 s;
+        # from 5 s: only two ids (5 and 6 s) above, so no end.
+        assert window.window_ends == (make_hlc(3_000), make_hlc(5_000), 0)
+        # One segment (a non-wrapping piece) answers the same way.
+        assert storage.data.window_end("tr", [(0, 100, 0)], 1) == make_hlc(3_000)
+        assert storage.data.window_end("tr", [(0, 100, make_hlc(4_000))], 1) == 0
+        # The replica's own low bound at a token counts: ids below it are not in a window.
+        with storage.reconcile.transaction() as cursor:
+            marks = storage.reconcile.stage(
+                cursor, "tr", MarkKind.LOW_BOUND, TokenRange(0, 100), make_hlc(4_000)
+            )
+        storage.reconcile.committed("tr", MarkKind.LOW_BOUND, marks)
+        window = await reconciler.state(ref(made, 1), window_ids=2, window_from=(0,))
+        assert window.window_ends == (make_hlc(5_000),)  # 2 s, 4 s below it; 1 s, 3 s bounded
+        with pytest.raises(Refused, match="window_ids"):
+            await reconciler.state(ref(made, 1), window_ids=0, window_from=(0,))
 
     asyncio.run(scenario())
 

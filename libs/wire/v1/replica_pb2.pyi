@@ -813,19 +813,23 @@ class RangeMark(_message.Message):
     def __init__(self, range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
 
 class RangeStateRequest(_message.Message):
-    __slots__ = ("range", "claim", "lease_ms", "sizes")
+    __slots__ = ("range", "claim", "lease_ms", "sizes", "window_ids", "window_from")
     RANGE_FIELD_NUMBER: _ClassVar[int]
     CLAIM_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     SIZES_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_IDS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FROM_FIELD_NUMBER: _ClassVar[int]
     range: ReconcileRange
     claim: bool
     lease_ms: int
     sizes: bool
-    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., sizes: _Optional[bool] = ...) -> None: ...
+    window_ids: int
+    window_from: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., sizes: _Optional[bool] = ..., window_ids: _Optional[int] = ..., window_from: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangeStateResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes")
+    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes", "window_ends")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -836,6 +840,7 @@ class RangeStateResponse(_message.Message):
     LEASE_IDLE_MS_FIELD_NUMBER: _ClassVar[int]
     LOG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_ENDS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
@@ -846,7 +851,8 @@ class RangeStateResponse(_message.Message):
     lease_idle_ms: float
     log_entries: int
     log_bytes: int
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ...) -> None: ...
+    window_ends: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangeSummaryRequest(_message.Message):
     __slots__ = ("range", "low_bounds", "below", "sketch_logs", "sketch_cells")
