@@ -86,7 +86,10 @@ class RoundResult:
     missing: int = -1  # (id, replica) pairs missing at the first comparison (-1: none made)
     acted_unix_ms: int = 0  # when the replicas last accepted a call of the round
     collected: int = 0
-    next_cursor: int = 0  # where the next round's backlog window starts
+    # Where the next round's backlog window starts, once this round compared its windows
+    # (``compared``; else the walk stays where it was).
+    next_cursor: int = 0
+    compared: bool = False
     capped: bool = False  # the advance stopped at a window's end, short of the reconciliation time
     log_entries: dict[str, int] = field(default_factory=dict)
     log_bytes: dict[str, int] = field(default_factory=dict)
@@ -109,6 +112,7 @@ class Round:
     advance: bool = True  # fence, collect and advance after delivering (else deliver only)
     cursor: int = 0  # where the backlog walk stands (``epochal.mtrack.windows``; 0: the bound)
     sizes: bool = False  # also count each replica's log of the range (a scan of it: now and then)
+    may_skip: bool = True  # the last round of the range ended well (``_run``, 2)
     result: RoundResult = field(default_factory=RoundResult)
     # The digests every replica reported alike at the last comparison, and below what.
     _settled: LogDigests | None = field(default=None, init=False)
@@ -174,16 +178,18 @@ class Round:
             lowest_clock=lowest_clock,
             recent=recent_ms(write_timeout_ms=self.write_timeout_ms, interval_ms=self.interval_ms),
         )
-        spans, self.result.next_cursor = windows.spans, windows.next_cursor
-        if advancing and self.cursor == 0 and len(spans) == 2:
-            # The backlog window from the bound is the advance's: its collection (4) compares
-            # it after the fence; the walk goes on from where the advance stops.
-            spans, self.result.next_cursor = spans[1:], min(windows.next_cursor, t)
+        spans = windows.spans
+        # The backlog window from the bound is the advance's: its collection (4) compares the
+        # same ids after the fence, so the deliver phase leaves it — unless the last round of
+        # the range failed (its collection may fail again: the walk must not wait on it).
+        skipped = advancing and self.may_skip and self.cursor == 0 and len(spans) == 2
         self.result.missing = 0
-        for start, below in spans:
+        for start, below in spans[1:] if skipped else spans:
             self.result.missing += await self._converge(
                 bounds.raised(self.ref.range, start), below=below, tries=1
             )
+        if not skipped:
+            self.result.next_cursor, self.result.compared = windows.next_cursor, True
         if not self.advance:
             self._check()
             raise RoundEnded("delivered")
@@ -199,6 +205,8 @@ class Round:
         self._check()
         if await self._converge(bounds, below=t, tries=COLLECT_TRIES) < 0:
             raise RoundEnded("unconverged", f"the replicas still differ below {t}")
+        if skipped:  # the backlog window compared up to t (t is within it)
+            self.result.next_cursor, self.result.compared = t, True
         # 5. advance (the collect's last comparison agreed already, mostly)
         agreed = self._settled if self._settled_below == t else None
         agreed = agreed or await self._agreed(bounds, t)
@@ -210,6 +218,8 @@ class Round:
         )
         self.result.collected = sum(collected.values())
         self.result.low_bound = t
+        if skipped:
+            self.result.next_cursor = 0  # t is the bound now: the walk goes on from it
         self._check()
 
     def _check(self) -> None:
@@ -359,6 +369,43 @@ class Round:
         digests = await self._each(lambda address: self._digests(address, bounds, t))
         values = list(digests.values())
         return values[0] if all(v == values[0] for v in values) else None
+
+
+# The replicas count a range's log (entries and bytes, for the metrics) at most this often: the
+# count scans the range's log, which is long while a backlog is collected.
+SIZES_EVERY_S = 10.0
+
+
+@dataclass(slots=True)
+class RangePace:
+    """Where one range's rounds stand between rounds (monotonic seconds): when the next advances
+    (every ``advance_s``, at once after one stopped at a window's end), when the replicas count
+    their logs again, where the backlog walk stands, and whether the last round went well."""
+
+    advance_s: float
+    advanced_at: float = float("-inf")
+    sized_at: float = float("-inf")
+    cursor: int = 0
+    went_well: bool = True
+
+    def advance_due(self, now: float) -> bool:
+        return now - self.advanced_at >= self.advance_s
+
+    def sizes_due(self, now: float) -> bool:
+        return now - self.sized_at >= SIZES_EVERY_S
+
+    def after(
+        self, started: float, result: RoundResult | None, *, advance: bool, sizes: bool
+    ) -> None:
+        """The round started at ``started`` ended with ``result`` (None: it failed outright)."""
+        if result is not None and result.compared:
+            self.cursor = result.next_cursor
+        self.went_well = result is not None and result.outcome in ("advanced", "delivered")
+        if self.went_well and sizes:
+            self.sized_at = started
+        if advance and result is not None and result.outcome == "advanced":
+            # An advance stopped at a window's end is followed by another at once.
+            self.advanced_at = float("-inf") if result.capped else started
 
 
 def _lowest_bound(states: Mapping[str, RangeState], ref: RangeRef) -> int:

@@ -29,7 +29,7 @@ from epochal.reconciler.leases import Key, Leases, Target
 from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.reconciler.pacing import Pacer
 from epochal.reconciler.replica_client import ReplicaClient
-from epochal.reconciler.rounds import Round, RoundResult
+from epochal.reconciler.rounds import RangePace, Round, RoundResult
 from epochal.reconciler.settings import ReconcilerSettings
 from epochal.reconciler.storage import RangeRecord, ReconcilerStorage, RoundRecord
 from epochal.runtime.follower import MetadataFollower
@@ -41,9 +41,6 @@ from epochal.telemetry import tracer
 log = logging.getLogger(__name__)
 
 ROUNDS_AT_ONCE = 8
-# The replicas count a range's log (entries and bytes, for the metrics) at most this often: the
-# count scans the range's log, which is long while a backlog is collected.
-SIZES_EVERY_S = 10.0
 ACQUIRES_AT_ONCE = 8
 
 
@@ -132,10 +129,7 @@ class Worker:
 
     async def _range_loop(self, key: Key) -> None:
         interval_s = self.settings.interval_ms / 1000
-        advance_s = self.settings.advance_interval_ms / 1000
-        advanced_at = 0.0
-        cursor = 0  # the backlog walk (``epochal.mtrack.windows``), from the bound
-        sized_at = -SIZES_EVERY_S  # when the replicas last counted their logs of the range
+        pace = RangePace(self.settings.advance_interval_ms / 1000)
         while True:
             lease = self.leases.held.get(key)
             target = next(
@@ -145,22 +139,17 @@ class Worker:
             if lease is None or target is None:
                 return
             started = time.monotonic()
-            advance = started - advanced_at >= advance_s
-            sizes = started - sized_at >= SIZES_EVERY_S
+            advance, sizes = pace.advance_due(started), pace.sizes_due(started)
             try:
                 async with self._gate:
                     result = await self.run_round(
-                        target, lease, advance=advance, cursor=cursor, sizes=sizes
-                    )
+                        target, lease, advance=advance, cursor=pace.cursor, sizes=sizes,
+                        may_skip=pace.went_well,
+                    )  # fmt: skip
             except Exception:
                 log.exception("a round of %s in %s failed", key[1], key[0])
                 result = None
-            if result is not None and result.outcome in ("advanced", "delivered"):
-                cursor = result.next_cursor
-                sized_at = started if sizes else sized_at
-            if advance and result is not None and result.outcome == "advanced":
-                # An advance stopped at a window's end is followed by another at once.
-                advanced_at = -advance_s if result.capped else started
+            pace.after(started, result, advance=advance, sizes=sizes)
             await asyncio.sleep(max(interval_s - (time.monotonic() - started), 0.01))
 
     async def run_round(
@@ -171,6 +160,7 @@ class Worker:
         advance: bool = True,
         cursor: int = 0,
         sizes: bool = True,
+        may_skip: bool = True,
     ) -> RoundResult:
         key = (target.keyspace, target.range)
         started_ms = time.time_ns() // 1_000_000
@@ -191,6 +181,7 @@ class Worker:
             advance=advance,
             cursor=cursor,
             sizes=sizes,
+            may_skip=may_skip,
         )
         span = (
             self._tracer.start_span(

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
@@ -204,6 +205,8 @@ class ReconcileNode:
             raise Refused(Outcome.MALFORMED, f"window_ids must be in 1..{MAX_WINDOW_IDS}")
         if len(window_from) > MAX_WINDOWS:
             raise Refused(Outcome.MALFORMED, f"at most {MAX_WINDOWS} windows a call")
+        if not all(0 <= start <= MAX_HLC for start in window_from):
+            raise Refused(Outcome.MALFORMED, "a window starts at an HLC in 0..2^63-1")
         if claim:
             if not 0 < lease_ms <= MAX_LEASE_MS:
                 raise Refused(Outcome.MALFORMED, f"lease_ms must be in 1..{MAX_LEASE_MS}")

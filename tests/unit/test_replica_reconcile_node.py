@@ -169,6 +169,11 @@ def test_a_window_ends_after_its_ids_from_the_bounds_or_a_start(storage, clock) 
         assert window.window_ends == (make_hlc(5_000),)  # 2 s, 4 s below it; 1 s, 3 s bounded
         with pytest.raises(Refused, match="window_ids"):
             await reconciler.state(ref(made, 1), window_ids=0, window_from=(0,))
+        with pytest.raises(Refused, match="at most 4 windows"):
+            await reconciler.state(ref(made, 1), window_ids=2, window_from=(0,) * 5)
+        with pytest.raises(Refused, match=r"0\.\.2\^63-1") as caught:
+            await reconciler.state(ref(made, 1), window_ids=2, window_from=(2**63,))
+        assert caught.value.outcome is Outcome.MALFORMED
 
     asyncio.run(scenario())
 
