@@ -184,12 +184,12 @@ class Round:
         # the range failed (its collection may fail again: the walk must not wait on it).
         skipped = advancing and self.may_skip and self.cursor == 0 and len(spans) == 2
         self.result.missing = 0
-        for start, below in spans[1:] if skipped else spans:
+        for index, (start, below) in enumerate(spans[1:] if skipped else spans):
             self.result.missing += await self._converge(
                 bounds.raised(self.ref.range, start), below=below, tries=1
             )
-        if not skipped:
-            self.result.next_cursor, self.result.compared = windows.next_cursor, True
+            if index == 0 and not skipped:  # the backlog window (or the one merged window)
+                self.result.next_cursor, self.result.compared = windows.next_cursor, True
         if not self.advance:
             self._check()
             raise RoundEnded("delivered")

@@ -12,6 +12,8 @@ import asyncio
 import random
 from collections.abc import Sequence
 
+import pytest
+
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
 from epochal.mtrack.hlc import physical_ms_of
 from epochal.mtrack.leases import HolderLease
@@ -19,9 +21,10 @@ from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.mtrack.reconciliation import span_digests
 from epochal.reconciler.pacing import Pacer
-from epochal.reconciler.replica_client import ReplicaRefused
-from epochal.reconciler.rounds import RangePace, Round
+from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused
+from epochal.reconciler.rounds import SIZES_EVERY_S, RangePace, Round, RoundResult
 from epochal.tcm.tokens import TokenRange
+from epochal.wire.v1 import replica_pb2 as pb
 
 RANGE = TokenRange(0, 1_000)
 NOW_MS = 10_000_000
@@ -37,6 +40,7 @@ class Replica:
         self.clock_ms = clock_ms
         self.windows = windows
         self.refuse_advances = False
+        self.refuse_fences = False
         self.largest_collection = 0
 
     def above_bound(self, start: int = 0) -> list[MutationId]:
@@ -109,6 +113,8 @@ class Model:
 
     async def fence(self, address: str, ref: RangeRef, hlc: int) -> int:
         replica = self.replicas[address]
+        if replica.refuse_fences:
+            raise ReplicaRefused(address, "not_a_replica", "refusing every fence (the test's)")
         replica.fence = max(replica.fence, hlc)
         return replica.fence
 
@@ -194,13 +200,58 @@ def test_the_backlog_walk_delivers_every_missing_id_in_windows() -> None:
     assert set(outcomes) == {"delivered"}
 
 
-def test_the_walk_goes_on_while_every_advance_fails() -> None:
+@pytest.mark.parametrize("refusing", ["refuse_advances", "refuse_fences"])
+def test_the_walk_goes_on_while_every_advance_fails(refusing: str) -> None:
     model, every = cluster()
     for replica in model.replicas.values():
-        replica.refuse_advances = True  # e.g. a replica whose digests never agree
+        setattr(replica, refusing, True)  # digests that never agree; a range that changed
     outcomes = rounds(model, 2 * (BACKLOG // WINDOW) + 4)
     assert set(model.replicas["c"].ids) == every
     assert "advanced" not in outcomes and "refused" in outcomes
+
+
+def test_a_ranges_pace_between_rounds() -> None:
+    pace = RangePace(advance_s=5.0)
+    assert pace.advance_due(0.0) and pace.sizes_due(0.0)  # the first round does both
+    capped = RoundResult(outcome="advanced", capped=True, compared=True, next_cursor=7)
+    pace.after(100.0, capped, advance=True, sizes=True)
+    assert pace.cursor == 7 and pace.went_well
+    assert pace.advance_due(100.1)  # stopped at a window's end: the next advances at once
+    assert not pace.sizes_due(100.1) and pace.sizes_due(100.0 + SIZES_EVERY_S)
+    pace.after(101.0, RoundResult(outcome="advanced", compared=True), advance=True, sizes=False)
+    assert not pace.advance_due(105.9) and pace.advance_due(106.0)
+    assert pace.cursor == 0
+    pace.after(107.0, RoundResult(outcome="unavailable"), advance=False, sizes=False)
+    assert pace.cursor == 0 and not pace.went_well  # nothing compared: the walk stays
+    pace.after(108.0, None, advance=False, sizes=False)
+    assert not pace.went_well
+
+
+def test_a_replica_answering_no_window_ends_reads_as_no_end() -> None:
+    class Stub:
+        def __init__(self, ends: list[int]) -> None:
+            self.ends = ends
+
+        async def RangeState(self, request: object, timeout: float) -> pb.RangeStateResponse:
+            return pb.RangeStateResponse(outcome=pb.OK, hlc=5, window_ends=self.ends)
+
+    class StubChannels:
+        def __init__(self, ends: list[int]) -> None:
+            self.stub = Stub(ends)
+
+        def reconcile(self, address: str) -> Stub:
+            return self.stub
+
+    ref = RangeRef(1, "ks", RANGE, 1, ("a",))
+
+    def state(ends: list[int], starts: tuple[int, ...]) -> RangeState:
+        client = ReplicaClient(StubChannels(ends), timeout_s=1.0)  # type: ignore[arg-type]
+        return asyncio.run(client.state("a", ref, window_ids=5, window_from=starts))
+
+    assert state([], (3, 0)).window_ends == (0, 0)  # an older replica: no windows
+    assert state([9, 4], (3, 0)).window_ends == (9, 4)
+    with pytest.raises(ReplicaRefused, match="1 window ends for 2"):
+        state([9], (3, 0))
 
 
 def test_advances_stop_at_window_ends_and_follow_until_every_log_is_collected() -> None:
