@@ -143,9 +143,13 @@ class Worker:
             try:
                 async with self._gate:
                     result = await self.run_round(
-                        target, lease, advance=advance, cursor=pace.cursor, sizes=sizes,
+                        target,
+                        lease,
+                        advance=advance,
+                        cursor=pace.cursor,
+                        sizes=sizes,
                         may_skip=pace.went_well,
-                    )  # fmt: skip
+                    )
             except Exception:
                 log.exception("a round of %s in %s failed", key[1], key[0])
                 result = None

@@ -229,16 +229,15 @@ class ReconcileNode:
         entries, size = (
             self.storage.data.range_log_size(ref.keyspace, ref.range) if sizes else (0, 0)
         )
-        own = bounds
+        segments = bounded_segments(ref.range, bounds)  # each window from its start or above
         ends = tuple(
             self.storage.data.window_end(
                 ref.keyspace,
-                [(left, right, max(bound, start)) for left, right, bound in
-                 bounded_segments(ref.range, own)],
+                [(lo, hi, max(bound, start)) for lo, hi, bound in segments],
                 window_ids,
             )
             for start in window_from
-        )  # fmt: skip
+        )
         return RangeState(
             hlc=self.hlc_now(),
             fence=reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range),

@@ -40,6 +40,8 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
         ([*BASE, "--lease-ms", "1000", "--lease-margin-ms", "1000"], "below --lease-ms"),
         ([*BASE, "--batch", "0"], "--batch must be > 0"),
         ([*BASE, "--max-ranges", "-1"], "--max-ranges must be >= 0"),
+        ([*BASE, "--window-ids", "0"], "--window-ids must be > 0"),
+        ([*BASE, "--window-ids", "1000001"], "--window-ids must be at most 1000000"),
         ([*BASE, "--cms", "nowhere"], "expected host:port"),
     ],
 )
