@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from epochal.mtrack.cohorts import Cohort
 from epochal.mtrack.marks import RangeMarks
 from epochal.tcm.tokens import TokenRange
 
@@ -36,6 +37,7 @@ class RangeState:
     # Per window asked (its ``from``), where a window of at most the asked number of ids from it
     # ends here (``window_end``); 0: the window reaches the top of the log.
     window_ends: tuple[int, ...] = ()
+    cohorts: tuple[Cohort, ...] = ()  # the cohorts held that intersect the range
 
 
 @dataclass(frozen=True, slots=True)

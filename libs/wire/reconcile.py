@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import Mark, RangeMarks
 from epochal.mtrack.range_calls import RangeRef
@@ -59,3 +60,46 @@ def ref_from_proto(message: pb.ReconcileRange) -> RangeRef:
         message.lease_token,
         tuple(message.replicas),
     )
+
+
+def cohort_to_proto(cohort: Cohort) -> pb.Cohort:
+    return pb.Cohort(
+        id=cohort.id,
+        range=range_to_proto(cohort.range),
+        members=cohort.members,
+        low=cohort.low,
+        high=cohort.high,
+        mutations=cohort.mutations,
+        bytes=cohort.bytes,
+        formed_unix_ms=cohort.formed_unix_ms,
+    )
+
+
+def cohort_from_proto(message: pb.Cohort, keyspace: str, field: str) -> Cohort:
+    try:
+        return Cohort(
+            id=message.id,
+            keyspace=keyspace,
+            range=range_from_proto(message.range, f"{field}.range"),
+            members=tuple(message.members),
+            low=message.low,
+            high=message.high,
+            mutations=message.mutations,
+            bytes=message.bytes,
+            formed_unix_ms=message.formed_unix_ms,
+        )
+    except ValueError as error:
+        raise MalformedInput(f"{field}: {error}") from None
+
+
+def cohort_marks_to_proto(marks: Iterable[CohortMark]) -> list[pb.CohortMark]:
+    return [pb.CohortMark(id=m.id, high=m.high) for m in marks]
+
+
+def cohort_marks_from_proto(
+    messages: Iterable[pb.CohortMark], field: str
+) -> tuple[CohortMark, ...]:
+    try:
+        return tuple(CohortMark(m.id, m.high) for m in messages)
+    except ValueError as error:
+        raise MalformedInput(f"{field}: {error}") from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
+from epochal.mtrack.cohorts import CohortMark
 from epochal.replica.codec import (
     bounds_to_proto,
     cell_to_proto,
@@ -139,7 +140,8 @@ def read_reply(reply: Reply) -> PeerReply:
     try:
         summary = LogDigests.decode(response.summary) if response.summary else None
         sketch = Sketch.decode(response.sketch) if response.sketch else None
-    except MalformedSummary as malformed:
+        cohorts = tuple(CohortMark(m.id, m.high) for m in response.cohorts)
+    except (MalformedSummary, ValueError) as malformed:
         raise UnusableReply(f"sent a malformed summary: {malformed}") from None
     return PeerReply(
         *_outcome(response),
@@ -147,6 +149,7 @@ def read_reply(reply: Reply) -> PeerReply:
         summary=summary,
         digest=response.digest,
         sketch=sketch,
+        cohorts=cohorts,
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc, physical_ms_of
+from epochal.mtrack.cohorts import CohortMark
 from epochal.replica.data_store import CellRepair, Stored
 from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
@@ -79,6 +80,7 @@ class PeerReply:
     examined: int = 0  # how many of the ids asked for a fetch looked up
     fence: int = 0  # FENCED: the reconciliation fence the write's id was below
     held: tuple[MutationId, ...] = ()  # fetched ids below the low bound: collected, held
+    cohorts: tuple[CohortMark, ...] = ()  # with a summary: the cohorts held at the token
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +434,9 @@ class LocalReplica:
                 read.table_id, read.token, read.partition_key, read.bounds
             )
         digests = sketch = None
+        cohorts: tuple[CohortMark, ...] = ()
         if summary or sketch_cells:
+            cohorts = self.storage.reconcile.cohort_marks_at(read.keyspace, read.token)
             own = self.storage.reconcile.marks(read.keyspace, MarkKind.LOW_BOUND).at(read.token)
             bound = max(read.low_bound, own)
             ids = self._partition_ids(read, bound)
@@ -450,9 +454,12 @@ class LocalReplica:
                     f"may carry ({MAX_REPLY_BYTES}); read a narrower clustering slice",
                 )
             self.metrics.row_data_reads.inc()
-            return self._ok(cells=tuple(cells), summary=digests, sketch=sketch)
+            return self._ok(cells=tuple(cells), summary=digests, sketch=sketch, cohorts=cohorts)
         return self._ok(
-            summary=digests, sketch=sketch, digest=digest(cells) if want_digest else b""
+            summary=digests,
+            sketch=sketch,
+            digest=digest(cells) if want_digest else b"",
+            cohorts=cohorts,
         )
 
     def _partition_ids(self, read: PartitionRead, low_bound: int) -> list[MutationId]:

@@ -78,6 +78,22 @@ class ReplicaMetrics:
         self.reconcile_delivered_bytes = m.counter(
             "reconcile_delivered_bytes", "bytes of the mutations delivered for a reconciler"
         )
+        self.cohort_cells_sent = m.counter(
+            "cohort_cells_sent", "cells of cohorts this replica sent to replicas that lacked them"
+        )
+        self.cohort_bytes_sent = m.counter(
+            "cohort_bytes_sent", "bytes of the cohort cells this replica sent"
+        )
+        self.read_cohort_repairs = m.counter(
+            "read_cohort_repairs",
+            "reads whose data replica lacked a cohort another replica of the read held "
+            "(the partition's data was repaired from a holder first)",
+        )
+        self.tombstones_purged = m.counter(
+            "tombstones_purged",
+            "tombstones (and the cells they shadowed) purged: past gc grace and below the low "
+            "bound of a full reconciliation",
+        )
         self.reconcile_refusals = m.counter(
             "reconcile_lease_refusals",
             "reconciler calls refused for a superseded or lapsed lease token",

@@ -184,6 +184,7 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
             summary=reply.summary.encode() if reply.summary is not None else b"",
             digest=reply.digest,
             sketch=reply.sketch.encode() if reply.sketch is not None else b"",
+            cohorts=[pb.CohortMark(id=m.id, high=m.high) for m in reply.cohorts],
         )
     if kind == "deliver":
         return pb.DeliverMutationsResponse(**common, stored=reply.examined)

@@ -21,6 +21,13 @@ advanced, another not yet — are asked again together at the highest bound, and
 A holder whose bound passed an id between the round that found it missing and the fetch answers
 it as *held*; the read then takes another round at the bounds as they are.
 
+**Cohorts.** Ids a cohort reconciled are gone from its members' logs (``epochal.mtrack.cohorts``),
+so their summaries no longer list them; they name the cohorts they hold instead. A contacted
+replica lacking a cohort another names holds neither those ids nor, maybe, their data: before
+any data answers, each such replica receives from a holder the *whole* partition's cells (a
+mutation is never torn), and the round is read again. The answer then holds the cohort's data,
+and so does every contacted replica — as for a repaired mutation, a later quorum read returns it.
+
 So the answer is exactly the union of what the contacted replicas held in the settling round,
 and every contacted replica holds all of it when the read returns: every write acknowledged
 before the read started is in it (a quorum held it already), a mutation is never seen torn, and
@@ -48,6 +55,7 @@ from epochal.mtrack import (
     MutationId,
     Undecodable,
     cells_for,
+    cohorts,
     difference,
     differing_logs,
     more_cells,
@@ -57,6 +65,7 @@ from epochal.replica.data_store import CellRepair
 from epochal.replica.handles import PeerFailed, ReplicaHandle
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
+from epochal.tcm.keys import EVERYTHING
 
 REPAIRS_IN_FLIGHT = 256
 
@@ -91,7 +100,8 @@ class ReadRepair:
         every contacted replica holds every mutation of that round's answer when this
         returns."""
         data_node, *others = replies
-        state = dict(replies)
+        repaired: list[cohorts.CohortMark] = []  # cohorts this read repaired the partition from
+        state = await self._cohorts(epoch, read, dict(replies), stats, deadline, repaired)
         logs: set[LogKey] = set()
         cells = 0
         for round_number in range(1, MAX_SKETCH_ROUNDS + 2):
@@ -106,7 +116,9 @@ class ReadRepair:
                     break
                 read = replace(read, low_bound=bound)
                 cells = max(cells, cells_for(1))
-                state = await self._sketch_round(epoch, read, state, sorted(logs), cells, deadline)
+                state = await self._round(
+                    epoch, read, state, sorted(logs), cells, deadline, stats, repaired
+                )
                 continue
             differing = self._differing(state, data_node, others)
             if round_number == 1:
@@ -132,8 +144,8 @@ class ReadRepair:
                         # them then): another round compares at the bounds as they are now.
                         if round_number > MAX_SKETCH_ROUNDS:
                             break
-                        state = await self._sketch_round(
-                            epoch, read, state, sorted(logs), cells, deadline
+                        state = await self._round(
+                            epoch, read, state, sorted(logs), cells, deadline, stats, repaired
                         )
                         continue
             if round_number > MAX_SKETCH_ROUNDS:
@@ -141,10 +153,103 @@ class ReadRepair:
             logs |= wanted
             estimate = max(sum(found.values()) for found in differing.values())
             cells = max(cells, cells_for(estimate))
-            state = await self._sketch_round(epoch, read, state, sorted(logs), cells, deadline)
+            state = await self._round(
+                epoch, read, state, sorted(logs), cells, deadline, stats, repaired
+            )
         raise Unavailable(
             f"could not tell which mutations {sorted(replies)} differ by "
             f"({MAX_SKETCH_ROUNDS} sketch rounds); retry the read"
+        )
+
+    async def _round(
+        self,
+        epoch: int,
+        read: PartitionRead,
+        state: Mapping[str, PeerReply],
+        logs: list[LogKey],
+        cells: int,
+        deadline: float,
+        stats: ReadStats,
+        repaired: list[cohorts.CohortMark],
+    ) -> dict[str, PeerReply]:
+        """A sketch round, then the cohort check on what it found: a replica may have folded
+        ids into a cohort since the round before (they leave its summary)."""
+        state = await self._sketch_round(epoch, read, state, logs, cells, deadline)
+        return await self._cohorts(epoch, read, state, stats, deadline, repaired, logs, cells)
+
+    async def _cohorts(
+        self,
+        epoch: int,
+        read: PartitionRead,
+        state: dict[str, PeerReply],
+        stats: ReadStats,
+        deadline: float,
+        repaired: list[cohorts.CohortMark],
+        logs: list[LogKey] | None = None,
+        cells: int = 0,
+    ) -> dict[str, PeerReply]:
+        """``state`` once no contacted replica lacks a cohort another one holds: each lacking
+        one first receives the whole partition's cells from holders, then every replica is
+        asked again (as the round was: ``logs``, ``cells``; a cohort can grow meanwhile: again,
+        a few times). A cohort repaired by this read (``repaired``, which this extends) counts
+        as held by every contacted replica for this partition: their summaries go on naming it
+        only where it was folded or delivered whole."""
+        for _ in range(MAX_SKETCH_ROUNDS):
+            wanted = cohorts.needed({node: reply.cohorts for node, reply in state.items()})
+            short = {n: cohorts.lacking([*r.cohorts, *repaired], wanted) for n, r in state.items()}
+            short = {node: ids for node, ids in short.items() if ids}
+            if not short:
+                return state
+            donors = set()
+            for cohort_id in {i for ids in short.values() for i in ids}:
+                mark = {cohort_id: wanted[cohort_id]}
+                donors.add(
+                    next(n for n, r in state.items() if not cohorts.lacking(r.cohorts, mark))
+                )
+            whole = replace(read, bounds=EVERYTHING)
+            answers = await asyncio.gather(
+                *(
+                    self._call(
+                        node,
+                        lambda handle, timeout_s, whole=whole: handle.read(
+                            epoch,
+                            whole,
+                            data=True,
+                            summary=False,
+                            digest=False,
+                            timeout_s=timeout_s,
+                        ),
+                        deadline,
+                    )
+                    for node in sorted(donors)
+                )
+            )
+            merged = merge(*(answer.cells for answer in answers))
+            repair = CellRepair(
+                read.table_id,
+                read.token,
+                read.partition_key,
+                tuple(merged[k] for k in sorted(merged)),
+            )
+            await asyncio.gather(
+                *(
+                    self._call(
+                        node,
+                        lambda handle, timeout_s, repair=repair: handle.repair_cells(
+                            epoch, read.keyspace, repair, timeout_s=timeout_s
+                        ),
+                        deadline,
+                    )
+                    for node in sorted(short)
+                )
+            )
+            repaired += [cohorts.CohortMark(i, h) for i, h in wanted.items()]
+            stats.repaired_cells += len(repair.cells) * len(short)
+            self.coordinator.metrics.read_cohort_repairs.inc()
+            state = await self._sketch_round(epoch, read, state, logs or [], cells, deadline)
+        raise Unavailable(
+            f"the replicas {sorted(state)} kept naming cohorts some of them lack "
+            f"({MAX_SKETCH_ROUNDS} repairs); retry the read"
         )
 
     @staticmethod
@@ -213,7 +318,7 @@ class ReadRepair:
             )
         )
         for node, answer in zip(nodes, answers, strict=True):
-            if answer.summary is None or answer.sketch is None:
+            if answer.summary is None or (cells and answer.sketch is None):
                 raise Unavailable(
                     f"{node} answered a sketch round without its summary or sketch (an older "
                     "version?); retry the read"

@@ -25,7 +25,10 @@ piece it intersects).
 (and a sketch) of the range's ids from the given per-token low bounds up to ``below``;
 ``deliver`` sends ids from this replica's log to another replica over this node's peer stream
 to it (``epochal.replica.handles``: batched, one stream, no call per mutation); ``fence`` and
-``advance`` go through the group commit (``LocalReplica.perform``).
+``advance`` go through the group commit (``LocalReplica.perform``), as do a cohort's ``fold``
+(the members of a cohort reconciling while another replica is cut off) and ``hold`` (a cohort
+delivered here); ``deliver_cohort`` sends a cohort's data to a replica lacking it
+(``cohort_delivery``).
 """
 
 from __future__ import annotations
@@ -34,19 +37,27 @@ import asyncio
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
+from epochal.mtrack.cohorts import Cohort, CohortMark, data_span
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
+from epochal.replica.cohort_delivery import CohortSent, send_cohort
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.handles import PeerFailed, RemoteHandle
 from epochal.replica.ids import wall_ms
 from epochal.replica.local_replica import LocalReplica, Outcome, PeerReply
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.reconcile_ops import AdvanceLowBound, MarkOp, RaiseFence
+from epochal.replica.reconcile_ops import (
+    AdvanceLowBound,
+    FoldCohort,
+    HoldCohort,
+    MarkOp,
+    RaiseFence,
+)
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -249,6 +260,7 @@ class ReconcileNode:
             log_entries=entries,
             log_bytes=size,
             window_ends=ends,
+            cohorts=tuple(reconcile.cohorts(ref.keyspace, ref.range)),
         )
 
     def hlc_now(self) -> int:
@@ -286,14 +298,7 @@ class ReconcileNode:
     ) -> Delivery:
         metadata = await self._gate(ref)
         self._admit(metadata, ref)
-        if target == self.local.node_id or target not in self._replicas(metadata, ref):
-            raise Refused(
-                Outcome.NOT_A_REPLICA,
-                f"{target} is not another replica of {ref.range} of {ref.keyspace!r} at epoch "
-                f"{metadata.epoch}",
-            )
-        handle = self.coordinator.handle(metadata, target)
-        assert isinstance(handle, RemoteHandle)  # another node
+        handle = self._peer(metadata, ref, target)
         bodies = self.storage.data.mutation_bodies(ids)
         chunks: list[list[bytes]] = [[]]
         size = 0
@@ -342,7 +347,12 @@ class ReconcileNode:
         )
 
     async def advance(
-        self, ref: RangeRef, old_bounds: RangeMarks, new_bound: int, digests: LogDigests
+        self,
+        ref: RangeRef,
+        old_bounds: RangeMarks,
+        new_bound: int,
+        digests: LogDigests,
+        cohorts: Sequence[CohortMark] = (),
     ) -> PeerReply:
         op = AdvanceLowBound(
             keyspace=ref.keyspace,
@@ -351,14 +361,109 @@ class ReconcileNode:
             new_bound=new_bound,
             digests=digests,
             token=ref.lease_token,
+            cohorts=tuple(cohorts),
         )
         return await self._perform(ref, op)
 
-    async def _perform(self, ref: RangeRef, op: MarkOp) -> PeerReply:
+    async def fold(
+        self,
+        ref: RangeRef,
+        old_bounds: RangeMarks,
+        new_bound: int,
+        digests: LogDigests,
+        cohort: Cohort,
+    ) -> PeerReply:
+        """Fold ``[old bounds, new_bound)`` into ``cohort`` (this replica is a member)."""
+        self._check_cohort(ref, cohort)
+        op = FoldCohort(
+            keyspace=ref.keyspace,
+            range=ref.range,
+            old_bounds=old_bounds,
+            new_bound=new_bound,
+            digests=digests,
+            token=ref.lease_token,
+            cohort=replace(cohort, high=new_bound, mutations=0, bytes=0),
+            node_id=self.local.node_id,
+        )
+        return await self._perform(ref, op, members=cohort.members)
+
+    async def hold(self, ref: RangeRef, cohort: Cohort) -> PeerReply:
+        """Record ``cohort`` as held here: its data was delivered."""
+        self._check_cohort(ref, cohort)
+        op = HoldCohort(
+            keyspace=ref.keyspace, range=ref.range, token=ref.lease_token, cohort=cohort
+        )
+        return await self._perform(ref, op)
+
+    async def deliver_cohort(
+        self, ref: RangeRef, cohort: Cohort, target: str, timeout_s: float
+    ) -> CohortSent:
+        """Send ``cohort``'s data to ``target`` (``cohort_delivery``); this replica holds it."""
+        self._check_cohort(ref, cohort)
+        metadata = await self._gate(ref)
+        self._admit(metadata, ref)
+        handle = self._peer(metadata, ref, target)
+        held = self.storage.reconcile.cohort(ref.keyspace, cohort.id)
+        if held is None or held.high < cohort.high:
+            raise Refused(
+                Outcome.MISMATCH,
+                f"{self.local.node_id} does not hold cohort {cohort.id:x} up to {cohort.high} "
+                f"(it holds it up to {held.high if held else 'nothing'})",
+            )
+        keyspace = metadata.keyspace(ref.keyspace)
+        assert keyspace is not None  # the gate checked it
+        settings = self.settings
+        sent = await send_cohort(
+            self.storage.streams,
+            handle,
+            epoch=metadata.epoch,
+            keyspace=ref.keyspace,
+            table_ids=sorted(t.id for t in keyspace.tables.values()),
+            token_range=cohort.range,
+            times=data_span(cohort, margin_ms=2 * settings.write_timeout_ms + settings.max_skew_ms),
+            timeout_s=timeout_s,
+        )
+        self.metrics.cohort_cells_sent.inc(sent.cells)
+        self.metrics.cohort_bytes_sent.inc(sent.bytes)
+        return sent
+
+    def _check_cohort(self, ref: RangeRef, cohort: Cohort) -> None:
+        if cohort.keyspace != ref.keyspace or cohort.range != ref.range:
+            raise Refused(
+                Outcome.MALFORMED,
+                f"cohort {cohort.id:x} is of {cohort.range} in {cohort.keyspace!r}, not the "
+                f"call's {ref.range} in {ref.keyspace!r}",
+            )
+        if ref.replicas and not set(cohort.members) <= set(ref.replicas):
+            raise Refused(
+                Outcome.MALFORMED,
+                f"cohort {cohort.id:x}'s members {list(cohort.members)} are not replicas of "
+                f"{ref.range}: {list(ref.replicas)}",
+            )
+
+    async def _perform(
+        self, ref: RangeRef, op: MarkOp, members: Sequence[str] | None = None
+    ) -> PeerReply:
         metadata = await self._gate(ref)
         self._same_range(metadata, ref)
         self._admit(metadata, ref)
+        if members is not None and self.local.node_id not in members:
+            raise Refused(
+                Outcome.NOT_A_REPLICA,
+                f"{self.local.node_id} is not a member of the cohort {list(members)}",
+            )
         return await self.local.perform(ref.epoch, op)
+
+    def _peer(self, metadata: ClusterMetadata, ref: RangeRef, target: str) -> RemoteHandle:
+        if target == self.local.node_id or target not in self._replicas(metadata, ref):
+            raise Refused(
+                Outcome.NOT_A_REPLICA,
+                f"{target} is not another replica of {ref.range} of {ref.keyspace!r} at epoch "
+                f"{metadata.epoch}",
+            )
+        handle = self.coordinator.handle(metadata, target)
+        assert isinstance(handle, RemoteHandle)  # another node
+        return handle
 
     def fence_of(self, ref: RangeRef) -> int:
         return self.storage.reconcile.marks(ref.keyspace, MarkKind.FENCE).of(ref.range)

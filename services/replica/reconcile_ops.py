@@ -29,6 +29,16 @@ is one durable transaction. The reconciler's operations go through the same queu
   renewed here within the lease — is ``reconcile_node``'s, which checks it before it queues the
   operation.
 
+**A cohort fold** (``FoldCohort``) to *t* is a low bound's advance among the cohort's members
+only (``epochal.mtrack.cohorts``): the same checks (lease, old bounds, the agreed digests of
+``[old bound, t)``), then, in one transaction, the fence rises to *t*, the log entries below *t*
+in the range are deleted — their ids are reconciled by the cohort — and the cohort is recorded
+as held up to *t* with what it folded; the low bound stays. **A cohort hold** (``HoldCohort``)
+records a cohort whose data was delivered here. An advance carries the cohorts every replica
+reported holding in the range; a replica holding others refuses (a replica lacking one would
+have its ids counted as reconciled without their data), and the advance forgets the cohorts the
+new bound passes.
+
 Writes queued after a fence in the same pass are judged against it as if it will hold (a fence
 that is then refused only cost those writes a retry); a low bound drops deliveries only once it
 is committed.
@@ -45,10 +55,11 @@ slack of at least the clock skew behind every replica's clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from epochal.mtrack import LogDigests
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.reconciliation import span_digests
@@ -75,9 +86,30 @@ class AdvanceLowBound:
     new_bound: int
     digests: LogDigests  # span_digests of [old bound, new_bound), as every replica reported
     token: int
+    cohorts: tuple[CohortMark, ...] = ()  # the cohorts every replica holds in the range
 
 
-MarkOp = RaiseFence | AdvanceLowBound
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FoldCohort:
+    keyspace: str
+    range: TokenRange
+    old_bounds: RangeMarks  # as AdvanceLowBound's, among the members
+    new_bound: int  # the cohort's new high
+    digests: LogDigests
+    token: int
+    cohort: Cohort  # its id, members and low (its high: new_bound)
+    node_id: str  # this replica (a member)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldCohort:
+    keyspace: str
+    range: TokenRange
+    token: int
+    cohort: Cohort  # delivered here up to its high
+
+
+MarkOp = RaiseFence | AdvanceLowBound | FoldCohort | HoldCohort
 
 
 def malformed(op: MarkOp) -> str:
@@ -86,9 +118,10 @@ def malformed(op: MarkOp) -> str:
     if not all(MIN_TOKEN <= end <= MAX_TOKEN for end in ends):
         return f"the range {op.range} is not one of tokens"
     marks = {"token": op.token}
-    marks["fence" if isinstance(op, RaiseFence) else "new_bound"] = (
-        op.hlc if isinstance(op, RaiseFence) else op.new_bound
-    )
+    if isinstance(op, RaiseFence):
+        marks["fence"] = op.hlc
+    elif not isinstance(op, HoldCohort):
+        marks["new_bound"] = op.new_bound
     for name, value in marks.items():
         if not 0 <= value <= MAX_HLC:
             return f"{name} {value} is not in 0..2^63-1"
@@ -136,8 +169,10 @@ class Admission:
         for index, (mutation, delivered) in enumerate(writes):
             while pending and pending[0][0] <= index:
                 _, op = pending.pop(0)
-                # A low bound fences too (``perform``): the writes after either are judged by it.
-                fence = op.hlc if isinstance(op, RaiseFence) else op.new_bound
+                if isinstance(op, HoldCohort):
+                    continue
+                # A low bound or a fold fences too (``perform``): the writes after are judged by it.
+                fence = _fence_of(op)
                 fences = staged.get(op.keyspace) or self.store.marks(op.keyspace, MarkKind.FENCE)
                 staged[op.keyspace] = fences.raised(op.range, fence)
             verdicts.append(self._verdict(metadata, mutation, delivered, staged, floor))
@@ -206,32 +241,65 @@ class Admission:
                 f"lease token {op.token} is below {highest}, the highest seen for {op.range} "
                 f"in {op.keyspace}: another reconciler holds the range",
             )
-        if isinstance(op, AdvanceLowBound):
-            refusal = self._check_digests(op)
+        if isinstance(op, AdvanceLowBound | FoldCohort):
+            refusal = self._check_digests(op) or self._check_cohorts(op)
             if refusal is not None:
                 return refusal
-        fence = op.hlc if isinstance(op, RaiseFence) else op.new_bound
         deleted = 0
+        held = None
         with self.store.transaction() as cursor:
             staged = {
                 MarkKind.LEASE: self.store.stage(
                     cursor, op.keyspace, MarkKind.LEASE, op.range, op.token
                 ),
-                # A low bound fences too: no write may land below it after it.
-                MarkKind.FENCE: self.store.stage(
-                    cursor, op.keyspace, MarkKind.FENCE, op.range, fence
-                ),
             }
+            if not isinstance(op, HoldCohort):
+                # A low bound or a fold fences too: no write may land below it after it.
+                staged[MarkKind.FENCE] = self.store.stage(
+                    cursor, op.keyspace, MarkKind.FENCE, op.range, _fence_of(op)
+                )
             if isinstance(op, AdvanceLowBound):
                 staged[MarkKind.LOW_BOUND] = self.store.stage(
                     cursor, op.keyspace, MarkKind.LOW_BOUND, op.range, op.new_bound
                 )
                 deleted = self.store.delete_log_below(cursor, op.keyspace, op.range, op.new_bound)
+                held = self.store.stage_forget(cursor, op.keyspace, staged[MarkKind.LOW_BOUND])
+            elif isinstance(op, FoldCohort):
+                deleted, size = self.store.log_below(cursor, op.keyspace, op.range, op.new_bound)
+                self.store.delete_log_below(cursor, op.keyspace, op.range, op.new_bound)
+                before = self.store.cohort(op.keyspace, op.cohort.id)
+                folded = replace(
+                    before or op.cohort,
+                    high=max(op.new_bound, before.high if before else 0),
+                    mutations=(before.mutations if before else 0) + deleted,
+                    bytes=(before.bytes if before else 0) + size,
+                )
+                held = self.store.stage_cohort(cursor, folded)
+            elif isinstance(op, HoldCohort):
+                held = self.store.stage_cohort(cursor, op.cohort)
         for kind, marks in staged.items():
             self.store.committed(op.keyspace, kind, marks)
+        if held is not None:
+            self.store.cohorts_committed(op.keyspace, held)
         return deleted
 
-    def _check_digests(self, op: AdvanceLowBound) -> Refusal | None:
+    def _check_cohorts(self, op: AdvanceLowBound | FoldCohort) -> Refusal | None:
+        if isinstance(op, FoldCohort):
+            if op.node_id not in op.cohort.members:
+                return Refusal(
+                    "mismatch", f"{op.node_id} is not a member of cohort {op.cohort.id:x}"
+                )
+            return None
+        own = tuple(sorted(c.mark for c in self.store.cohorts(op.keyspace, op.range)))
+        if own != tuple(sorted(op.cohorts)):
+            return Refusal(
+                "mismatch",
+                f"this replica holds the cohorts {_named(own)} of {op.range} in {op.keyspace}, "
+                f"not the round's {_named(op.cohorts)}: their data must be delivered first",
+            )
+        return None
+
+    def _check_digests(self, op: AdvanceLowBound | FoldCohort) -> Refusal | None:
         if op.old_bounds.lowest(op.range) > op.new_bound:
             return Refusal(
                 "mismatch",
@@ -258,3 +326,15 @@ class Admission:
                 "the old bounds) differ from the agreed digests: not advancing",
             )
         return None
+
+
+def _fence_of(op: MarkOp) -> int:
+    if isinstance(op, RaiseFence):
+        return op.hlc
+    if isinstance(op, HoldCohort):
+        return 0  # a delivered cohort fences nothing: the fence stays as it is
+    return op.new_bound
+
+
+def _named(marks: tuple[CohortMark, ...]) -> str:
+    return "[" + ", ".join(f"{m.id:x}@{m.high}" for m in marks) + "]"

@@ -21,7 +21,14 @@ from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.replica.reconcile_node import ReconcileNode, Refused
 from epochal.replica.status import abort_with
 from epochal.wire.fields import MalformedInput
-from epochal.wire.reconcile import marks_from_proto, marks_to_proto, ref_from_proto
+from epochal.wire.reconcile import (
+    cohort_from_proto,
+    cohort_marks_from_proto,
+    cohort_to_proto,
+    marks_from_proto,
+    marks_to_proto,
+    ref_from_proto,
+)
 from epochal.wire.v1 import replica_pb2 as pb
 
 Reply = TypeVar("Reply")
@@ -78,6 +85,7 @@ class ReconcileServicer:
                 log_entries=state.log_entries,
                 log_bytes=state.log_bytes,
                 window_ends=state.window_ends,
+                cohorts=[cohort_to_proto(c) for c in state.cohorts],
             )
 
         return await self._serve(context, call, lambda c: pb.RangeStateResponse(**c))
@@ -147,10 +155,60 @@ class ReconcileServicer:
                 marks_from_proto(request.old_bounds, "old_bounds"),
                 request.new_bound,
                 LogDigests.decode(request.digests),
+                cohort_marks_from_proto(request.cohorts, "cohorts"),
             )
             return self._marked(ref, reply)
 
         return await self._serve(context, call, lambda c: pb.MarkResponse(**c))
+
+    async def FoldCohort(
+        self, request: pb.FoldCohortRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MarkResponse:
+        async def call() -> pb.MarkResponse:
+            ref = ref_from_proto(request.range)
+            reply = await self.node.fold(
+                ref,
+                marks_from_proto(request.old_bounds, "old_bounds"),
+                request.new_bound,
+                LogDigests.decode(request.digests),
+                cohort_from_proto(request.cohort, ref.keyspace, "cohort"),
+            )
+            return self._marked(ref, reply)
+
+        return await self._serve(context, call, lambda c: pb.MarkResponse(**c))
+
+    async def HoldCohort(
+        self, request: pb.HoldCohortRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MarkResponse:
+        async def call() -> pb.MarkResponse:
+            ref = ref_from_proto(request.range)
+            cohort = cohort_from_proto(request.cohort, ref.keyspace, "cohort")
+            return self._marked(ref, await self.node.hold(ref, cohort))
+
+        return await self._serve(context, call, lambda c: pb.MarkResponse(**c))
+
+    async def DeliverCohort(
+        self, request: pb.DeliverCohortRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeliverCohortResponse:
+        async def call() -> pb.DeliverCohortResponse:
+            ref = ref_from_proto(request.range)
+            remaining = context.time_remaining()
+            timeout_s = DELIVERY_TIMEOUT_S if remaining is None else max(remaining - 0.5, 0.1)
+            sent = await self.node.deliver_cohort(
+                ref,
+                cohort_from_proto(request.cohort, ref.keyspace, "cohort"),
+                request.target,
+                timeout_s,
+            )
+            outcome = Outcome.OVERLOADED if sent.problem else Outcome.OK
+            return pb.DeliverCohortResponse(
+                **self._common(outcome, sent.problem),
+                cells=sent.cells,
+                bytes=sent.bytes,
+                partitions=sent.partitions,
+            )
+
+        return await self._serve(context, call, lambda c: pb.DeliverCohortResponse(**c))
 
     def _marked(self, ref: RangeRef, reply: PeerReply) -> pb.MarkResponse:
         return pb.MarkResponse(

@@ -1,5 +1,6 @@
 """The replica's reconciliation marks (epochal.mtrack.marks): per keyspace, its fences, low bounds
-and the highest lease token seen, each a ``RangeMarks`` in memory and its pieces on disk.
+and the highest lease token seen, each a ``RangeMarks`` in memory and its pieces on disk; and the
+cohorts it holds (epochal.mtrack.cohorts), by id.
 
 A mark is written in the data connection's transaction of what it allows — a fence with the
 writes admitted before it, a low bound with the deletion of the log entries below it — and the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.marks import Mark, RangeMarks
 from epochal.replica.database import ReplicaDatabase
 from epochal.runtime.database import transaction
@@ -37,8 +39,19 @@ _DELETE_LOG_BELOW = (
     "DELETE FROM mutations WHERE keyspace = ? AND hlc < ? AND token > ? AND token <= ?"
 )
 
+_LOG_BELOW = "SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM mutations " + (
+    "WHERE keyspace = ? AND hlc < ? AND token > ? AND token <= ?"
+)
+_UPSERT_COHORT = (
+    "INSERT INTO cohorts (keyspace, cohort_id, range_left, range_right, members, low, high, "
+    "mutations, bytes, formed_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (keyspace, cohort_id) DO UPDATE SET high = excluded.high, "
+    "mutations = excluded.mutations, bytes = excluded.bytes"
+)
+
 Key = tuple[str, MarkKind]
 NO_MARKS = RangeMarks()
+Cohorts = dict[int, Cohort]  # one keyspace's, by id
 
 
 class ReconcileStore:
@@ -52,6 +65,13 @@ class ReconcileStore:
                 Mark(TokenRange(left, right), mark)
             )
         self._marks = {key: RangeMarks.of_pieces(found) for key, found in pieces.items()}
+        self._cohorts: dict[str, Cohorts] = {}
+        for row in db.query(
+            "SELECT keyspace, cohort_id, range_left, range_right, members, low, high, mutations, "
+            "bytes, formed_unix_ms FROM cohorts"
+        ):
+            keyspace, cohort = row[0], _cohort_of(row)
+            self._cohorts.setdefault(keyspace, {})[cohort.id] = cohort
         self.version = 0  # rises with every committed change: caches of answers check it
 
     def transaction(self) -> Any:
@@ -101,3 +121,95 @@ class ReconcileStore:
             cursor.execute(_DELETE_LOG_BELOW, (keyspace, bound, left, right))
             deleted += cursor.rowcount
         return deleted
+
+    @staticmethod
+    def log_below(
+        cursor: Any, keyspace: str, token_range: TokenRange, bound: int
+    ) -> tuple[int, int]:
+        """How many log entries of ``keyspace`` in ``token_range`` are below ``bound``, and
+        their bytes (in ``cursor``'s transaction)."""
+        entries = size = 0
+        for left, right in token_range.pieces():
+            cursor.execute(_LOG_BELOW, (keyspace, bound, left, right))
+            count, total = cursor.fetchone()
+            entries, size = entries + int(count), size + int(total)
+        return entries, size
+
+    # ------------------------------------------------------------------ cohorts
+
+    def cohorts(self, keyspace: str, token_range: TokenRange | None = None) -> list[Cohort]:
+        """The cohorts held of ``keyspace`` (those intersecting ``token_range``), by id."""
+        held = self._cohorts.get(keyspace, {})
+        return [
+            c
+            for _, c in sorted(held.items())
+            if token_range is None or c.range.intersects(token_range)
+        ]
+
+    def cohort(self, keyspace: str, cohort_id: int) -> Cohort | None:
+        return self._cohorts.get(keyspace, {}).get(cohort_id)
+
+    def cohort_marks_at(self, keyspace: str, token: int) -> tuple[CohortMark, ...]:
+        """What a summary of a partition at ``token`` names: the cohorts held there."""
+        held = self._cohorts.get(keyspace)
+        if not held:
+            return ()
+        return tuple(c.mark for _, c in sorted(held.items()) if c.range.contains(token))
+
+    def stage_cohort(self, cursor: Any, cohort: Cohort) -> Cohorts:
+        """Write ``cohort`` as held (its high only rises), in ``cursor``'s transaction; returns
+        the keyspace's cohorts to pass to ``cohorts_committed``."""
+        held = dict(self._cohorts.get(cohort.keyspace, {}))
+        before = held.get(cohort.id)
+        if before is not None and before.high >= cohort.high:
+            return held
+        cursor.execute(
+            _UPSERT_COHORT,
+            (
+                cohort.keyspace,
+                cohort.id,
+                cohort.range.left,
+                cohort.range.right,
+                ",".join(cohort.members),
+                cohort.low,
+                cohort.high,
+                cohort.mutations,
+                cohort.bytes,
+                cohort.formed_unix_ms,
+            ),
+        )
+        held[cohort.id] = cohort
+        return held
+
+    def stage_forget(self, cursor: Any, keyspace: str, bounds: RangeMarks) -> Cohorts:
+        """Forget, in ``cursor``'s transaction, the cohorts whose whole range has a low bound of
+        at least their high in ``bounds``: everything they covered is below the bound."""
+        held = dict(self._cohorts.get(keyspace, {}))
+        for cohort in list(held.values()):
+            if bounds.lowest(cohort.range) >= cohort.high:
+                cursor.execute(
+                    "DELETE FROM cohorts WHERE keyspace = ? AND cohort_id = ?",
+                    (keyspace, cohort.id),
+                )
+                del held[cohort.id]
+        return held
+
+    def cohorts_committed(self, keyspace: str, held: Cohorts) -> None:
+        if self._cohorts.get(keyspace) != held:
+            self._cohorts[keyspace] = held
+            self.version += 1
+
+
+def _cohort_of(row: tuple[Any, ...]) -> Cohort:
+    _, cohort_id, left, right, members, low, high, mutations, size, formed = row
+    return Cohort(
+        id=int(cohort_id),
+        keyspace=row[0],
+        range=TokenRange(int(left), int(right)),
+        members=tuple(members.split(",")),
+        low=int(low),
+        high=int(high),
+        mutations=int(mutations),
+        bytes=int(size),
+        formed_unix_ms=int(formed),
+    )

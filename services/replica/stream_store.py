@@ -16,7 +16,7 @@ from epochal.runtime.database import transaction
 
 _SCAN_CELLS = (
     "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
-    "WHERE table_id = ? AND {where} AND token <= ? ORDER BY token, pkey, ckey, col LIMIT ?"
+    "WHERE table_id = ? AND {where} AND token <= ? {times}ORDER BY token, pkey, ckey, col LIMIT ?"
 )
 _SCAN_MUTATIONS = (
     "SELECT token, pkey, hlc, node, log, seq, body FROM mutations "
@@ -32,24 +32,24 @@ class StreamStore:
         self._db = db
 
     def scan_cells(
-        self, table_id: str, left: int, right: int, after: CellKey | None, limit: int
+        self,
+        table_id: str,
+        left: int,
+        right: int,
+        after: CellKey | None,
+        limit: int,
+        *,
+        times: tuple[int, int] | None = None,
     ) -> list[tuple[Any, ...]]:
         """Up to ``limit`` cells of the table with tokens in ``(left, right]`` (``left <
         right``) after ``after``, in key order: (token, pkey, ckey, col, value, hlc, writer,
-        tombstone)."""
+        tombstone); only those written at ``times`` ``[from, below)`` when given."""
         if after is None:
-            where, params = "token > ?", (table_id, left, right, limit)
+            where, params = "token > ?", (table_id, left, right)
         else:
-            where, params = (
-                "(token, pkey, ckey, col) > (?, ?, ?, ?)",
-                (
-                    table_id,
-                    *after,
-                    right,
-                    limit,
-                ),
-            )
-        return self._db.query(_SCAN_CELLS.format(where=where), params)
+            where, params = "(token, pkey, ckey, col) > (?, ?, ?, ?)", (table_id, *after, right)
+        sql = _SCAN_CELLS.format(where=where, times="AND hlc >= ? AND hlc < ? " if times else "")
+        return self._db.query(sql, (*params, *(times or ()), limit))
 
     def scan_mutations(
         self,

@@ -127,3 +127,20 @@ reconcile_marks = Table(
     Column("range_right", BigInteger, primary_key=True, autoincrement=False),
     Column("mark", BigInteger, nullable=False),
 )
+
+# Cohorts this replica holds (epochal.mtrack.cohorts), written in the transaction of the fold or
+# the delivery that makes it hold them; forgotten once the low bound passes them.
+cohorts = Table(
+    "cohorts",
+    metadata,
+    Column("keyspace", String(64), primary_key=True),
+    Column("cohort_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("range_left", BigInteger, nullable=False),
+    Column("range_right", BigInteger, nullable=False),
+    Column("members", String(4096), nullable=False),  # sorted node ids, comma-separated
+    Column("low", BigInteger, nullable=False),
+    Column("high", BigInteger, nullable=False),
+    Column("mutations", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("formed_unix_ms", BigInteger, nullable=False),
+)

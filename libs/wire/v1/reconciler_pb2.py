@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from epochal.wire.v1 import metadata_pb2 as epochal_dot_wire_dot_v1_dot_metadata__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n epochal/wire/v1/reconciler.proto\x12\nepochal.v1\x1a\x1e\x65pochal/wire/v1/metadata.proto\"\x19\n\x17ReconcilerStatusRequest\"\xf7\x01\n\x0bRangeReport\x12\x10\n\x08keyspace\x18\x01 \x01(\t\x12%\n\x05range\x18\x02 \x01(\x0b\x32\x16.epochal.v1.TokenRange\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x13\n\x0blease_token\x18\x04 \x01(\x04\x12\x11\n\tlow_bound\x18\x05 \x01(\x04\x12\x0e\n\x06lag_ms\x18\x06 \x01(\x03\x12\x14\n\x0clast_outcome\x18\x07 \x01(\t\x12\x1a\n\x12last_round_unix_ms\x18\x08 \x01(\x03\x12\x0e\n\x06rounds\x18\t \x01(\x04\x12\x11\n\tdelivered\x18\n \x01(\x04\x12\x13\n\x0blog_entries\x18\x0b \x01(\x04\"a\n\x10ReconcilerStatus\x12\x15\n\rreconciler_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\'\n\x06ranges\x18\x03 \x03(\x0b\x32\x17.epochal.v1.RangeReport2Y\n\nReconciler\x12K\n\x06Status\x12#.epochal.v1.ReconcilerStatusRequest\x1a\x1c.epochal.v1.ReconcilerStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n epochal/wire/v1/reconciler.proto\x12\nepochal.v1\x1a\x1e\x65pochal/wire/v1/metadata.proto\"\x19\n\x17ReconcilerStatusRequest\"\xb7\x02\n\x0bRangeReport\x12\x10\n\x08keyspace\x18\x01 \x01(\t\x12%\n\x05range\x18\x02 \x01(\x0b\x32\x16.epochal.v1.TokenRange\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x13\n\x0blease_token\x18\x04 \x01(\x04\x12\x11\n\tlow_bound\x18\x05 \x01(\x04\x12\x0e\n\x06lag_ms\x18\x06 \x01(\x03\x12\x14\n\x0clast_outcome\x18\x07 \x01(\t\x12\x1a\n\x12last_round_unix_ms\x18\x08 \x01(\x03\x12\x0e\n\x06rounds\x18\t \x01(\x04\x12\x11\n\tdelivered\x18\n \x01(\x04\x12\x13\n\x0blog_entries\x18\x0b \x01(\x04\x12\x13\n\x0bunreachable\x18\x0c \x03(\t\x12)\n\x07\x63ohorts\x18\r \x03(\x0b\x32\x18.epochal.v1.CohortReport\"\x91\x01\n\x0c\x43ohortReport\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07members\x18\x02 \x03(\t\x12\x0b\n\x03low\x18\x03 \x01(\x04\x12\x0c\n\x04high\x18\x04 \x01(\x04\x12\x11\n\tmutations\x18\x05 \x01(\x04\x12\r\n\x05\x62ytes\x18\x06 \x01(\x04\x12\x16\n\x0e\x66ormed_unix_ms\x18\x07 \x01(\x04\x12\x0f\n\x07holders\x18\x08 \x03(\t\"a\n\x10ReconcilerStatus\x12\x15\n\rreconciler_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\'\n\x06ranges\x18\x03 \x03(\x0b\x32\x17.epochal.v1.RangeReport2Y\n\nReconciler\x12K\n\x06Status\x12#.epochal.v1.ReconcilerStatusRequest\x1a\x1c.epochal.v1.ReconcilerStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,9 +35,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECONCILERSTATUSREQUEST']._serialized_start=80
   _globals['_RECONCILERSTATUSREQUEST']._serialized_end=105
   _globals['_RANGEREPORT']._serialized_start=108
-  _globals['_RANGEREPORT']._serialized_end=355
-  _globals['_RECONCILERSTATUS']._serialized_start=357
-  _globals['_RECONCILERSTATUS']._serialized_end=454
-  _globals['_RECONCILER']._serialized_start=456
-  _globals['_RECONCILER']._serialized_end=545
+  _globals['_RANGEREPORT']._serialized_end=419
+  _globals['_COHORTREPORT']._serialized_start=422
+  _globals['_COHORTREPORT']._serialized_end=567
+  _globals['_RECONCILERSTATUS']._serialized_start=569
+  _globals['_RECONCILERSTATUS']._serialized_end=666
+  _globals['_RECONCILER']._serialized_start=668
+  _globals['_RECONCILER']._serialized_end=757
 # @@protoc_insertion_point(module_scope)

@@ -12,7 +12,7 @@ class ReconcilerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RangeReport(_message.Message):
-    __slots__ = ("keyspace", "range", "owner", "lease_token", "low_bound", "lag_ms", "last_outcome", "last_round_unix_ms", "rounds", "delivered", "log_entries")
+    __slots__ = ("keyspace", "range", "owner", "lease_token", "low_bound", "lag_ms", "last_outcome", "last_round_unix_ms", "rounds", "delivered", "log_entries", "unreachable", "cohorts")
     KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,8 @@ class RangeReport(_message.Message):
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     LOG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    COHORTS_FIELD_NUMBER: _ClassVar[int]
     keyspace: str
     range: _metadata_pb2.TokenRange
     owner: str
@@ -35,7 +37,29 @@ class RangeReport(_message.Message):
     rounds: int
     delivered: int
     log_entries: int
-    def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., owner: _Optional[str] = ..., lease_token: _Optional[int] = ..., low_bound: _Optional[int] = ..., lag_ms: _Optional[int] = ..., last_outcome: _Optional[str] = ..., last_round_unix_ms: _Optional[int] = ..., rounds: _Optional[int] = ..., delivered: _Optional[int] = ..., log_entries: _Optional[int] = ...) -> None: ...
+    unreachable: _containers.RepeatedScalarFieldContainer[str]
+    cohorts: _containers.RepeatedCompositeFieldContainer[CohortReport]
+    def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., owner: _Optional[str] = ..., lease_token: _Optional[int] = ..., low_bound: _Optional[int] = ..., lag_ms: _Optional[int] = ..., last_outcome: _Optional[str] = ..., last_round_unix_ms: _Optional[int] = ..., rounds: _Optional[int] = ..., delivered: _Optional[int] = ..., log_entries: _Optional[int] = ..., unreachable: _Optional[_Iterable[str]] = ..., cohorts: _Optional[_Iterable[_Union[CohortReport, _Mapping]]] = ...) -> None: ...
+
+class CohortReport(_message.Message):
+    __slots__ = ("id", "members", "low", "high", "mutations", "bytes", "formed_unix_ms", "holders")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    FORMED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    members: _containers.RepeatedScalarFieldContainer[str]
+    low: int
+    high: int
+    mutations: int
+    bytes: int
+    formed_unix_ms: int
+    holders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ..., low: _Optional[int] = ..., high: _Optional[int] = ..., mutations: _Optional[int] = ..., bytes: _Optional[int] = ..., formed_unix_ms: _Optional[int] = ..., holders: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReconcilerStatus(_message.Message):
     __slots__ = ("reconciler_id", "epoch", "ranges")

@@ -471,7 +471,7 @@ class LocalReadRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., bounds: _Optional[_Union[KeyBounds, _Mapping]] = ..., data: _Optional[bool] = ..., summary: _Optional[bool] = ..., digest: _Optional[bool] = ..., sketch_logs: _Optional[_Iterable[_Union[LogKey, _Mapping]]] = ..., sketch_cells: _Optional[int] = ..., low_bound: _Optional[int] = ...) -> None: ...
 
 class LocalReadResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest", "sketch")
+    __slots__ = ("epoch", "outcome", "message", "cells", "summary", "digest", "sketch", "cohorts")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -479,6 +479,7 @@ class LocalReadResponse(_message.Message):
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     SKETCH_FIELD_NUMBER: _ClassVar[int]
+    COHORTS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
@@ -486,7 +487,8 @@ class LocalReadResponse(_message.Message):
     summary: bytes
     digest: bytes
     sketch: bytes
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ..., summary: _Optional[bytes] = ..., digest: _Optional[bytes] = ..., sketch: _Optional[bytes] = ...) -> None: ...
+    cohorts: _containers.RepeatedCompositeFieldContainer[CohortMark]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[RawCell, _Mapping]]] = ..., summary: _Optional[bytes] = ..., digest: _Optional[bytes] = ..., sketch: _Optional[bytes] = ..., cohorts: _Optional[_Iterable[_Union[CohortMark, _Mapping]]] = ...) -> None: ...
 
 class LogKey(_message.Message):
     __slots__ = ("node", "log")
@@ -829,7 +831,7 @@ class RangeStateRequest(_message.Message):
     def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., sizes: _Optional[bool] = ..., window_ids: _Optional[int] = ..., window_from: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangeStateResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes", "window_ends")
+    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes", "window_ends", "cohorts")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -841,6 +843,7 @@ class RangeStateResponse(_message.Message):
     LOG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     WINDOW_ENDS_FIELD_NUMBER: _ClassVar[int]
+    COHORTS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
@@ -852,7 +855,36 @@ class RangeStateResponse(_message.Message):
     log_entries: int
     log_bytes: int
     window_ends: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ...) -> None: ...
+    cohorts: _containers.RepeatedCompositeFieldContainer[Cohort]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ..., cohorts: _Optional[_Iterable[_Union[Cohort, _Mapping]]] = ...) -> None: ...
+
+class Cohort(_message.Message):
+    __slots__ = ("id", "range", "members", "low", "high", "mutations", "bytes", "formed_unix_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    FORMED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    range: _metadata_pb2.TokenRange
+    members: _containers.RepeatedScalarFieldContainer[str]
+    low: int
+    high: int
+    mutations: int
+    bytes: int
+    formed_unix_ms: int
+    def __init__(self, id: _Optional[int] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., members: _Optional[_Iterable[str]] = ..., low: _Optional[int] = ..., high: _Optional[int] = ..., mutations: _Optional[int] = ..., bytes: _Optional[int] = ..., formed_unix_ms: _Optional[int] = ...) -> None: ...
+
+class CohortMark(_message.Message):
+    __slots__ = ("id", "high")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    high: int
+    def __init__(self, id: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
 
 class RangeSummaryRequest(_message.Message):
     __slots__ = ("range", "low_bounds", "below", "sketch_logs", "sketch_cells")
@@ -917,16 +949,66 @@ class FenceRequest(_message.Message):
     def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
 
 class AdvanceLowBoundRequest(_message.Message):
-    __slots__ = ("range", "old_bounds", "new_bound", "digests")
+    __slots__ = ("range", "old_bounds", "new_bound", "digests", "cohorts")
     RANGE_FIELD_NUMBER: _ClassVar[int]
     OLD_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     NEW_BOUND_FIELD_NUMBER: _ClassVar[int]
     DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    COHORTS_FIELD_NUMBER: _ClassVar[int]
     range: ReconcileRange
     old_bounds: _containers.RepeatedCompositeFieldContainer[RangeMark]
     new_bound: int
     digests: bytes
-    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., old_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., new_bound: _Optional[int] = ..., digests: _Optional[bytes] = ...) -> None: ...
+    cohorts: _containers.RepeatedCompositeFieldContainer[CohortMark]
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., old_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., new_bound: _Optional[int] = ..., digests: _Optional[bytes] = ..., cohorts: _Optional[_Iterable[_Union[CohortMark, _Mapping]]] = ...) -> None: ...
+
+class FoldCohortRequest(_message.Message):
+    __slots__ = ("range", "old_bounds", "new_bound", "digests", "cohort")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    OLD_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    NEW_BOUND_FIELD_NUMBER: _ClassVar[int]
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    old_bounds: _containers.RepeatedCompositeFieldContainer[RangeMark]
+    new_bound: int
+    digests: bytes
+    cohort: Cohort
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., old_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., new_bound: _Optional[int] = ..., digests: _Optional[bytes] = ..., cohort: _Optional[_Union[Cohort, _Mapping]] = ...) -> None: ...
+
+class DeliverCohortRequest(_message.Message):
+    __slots__ = ("range", "cohort", "target")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    cohort: Cohort
+    target: str
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., cohort: _Optional[_Union[Cohort, _Mapping]] = ..., target: _Optional[str] = ...) -> None: ...
+
+class DeliverCohortResponse(_message.Message):
+    __slots__ = ("epoch", "outcome", "message", "cells", "bytes", "partitions")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    outcome: PeerOutcome
+    message: str
+    cells: int
+    bytes: int
+    partitions: int
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., cells: _Optional[int] = ..., bytes: _Optional[int] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class HoldCohortRequest(_message.Message):
+    __slots__ = ("range", "cohort")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    range: ReconcileRange
+    cohort: Cohort
+    def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., cohort: _Optional[_Union[Cohort, _Mapping]] = ...) -> None: ...
 
 class MarkResponse(_message.Message):
     __slots__ = ("epoch", "outcome", "message", "fence", "collected")

@@ -1153,6 +1153,21 @@ class ReplicaReconcileStub:
                 request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.SerializeToString,
                 response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
                 _registered_method=True)
+        self.FoldCohort = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/FoldCohort',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FoldCohortRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+                _registered_method=True)
+        self.DeliverCohort = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/DeliverCohort',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortResponse.FromString,
+                _registered_method=True)
+        self.HoldCohort = channel.unary_unary(
+                '/epochal.v1.ReplicaReconcile/HoldCohort',
+                request_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.HoldCohortRequest.SerializeToString,
+                response_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicaReconcileServicer:
@@ -1204,6 +1219,30 @@ class ReplicaReconcileServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FoldCohort(self, request, context):
+        """Cohort reconciliation among the replicas that answer (the others cut off for long): fold the
+        ids of [old bound, new_bound) every member holds (the agreed digests, as an advance) into
+        the cohort and delete their log entries; the low bound stays. This replica is a member.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeliverCohort(self, request, context):
+        """Send a cohort this replica holds to `target`, which lacks it: the cells of the cohort's range
+        written in its span, as cell repairs over this replica's peer stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HoldCohort(self, request, context):
+        """Record that this replica holds a cohort (its data was delivered here).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaReconcileServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1230,6 +1269,21 @@ def add_ReplicaReconcileServicer_to_server(servicer, server):
             'AdvanceLowBound': grpc.unary_unary_rpc_method_handler(
                     servicer.AdvanceLowBound,
                     request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.SerializeToString,
+            ),
+            'FoldCohort': grpc.unary_unary_rpc_method_handler(
+                    servicer.FoldCohort,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.FoldCohortRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.SerializeToString,
+            ),
+            'DeliverCohort': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeliverCohort,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortRequest.FromString,
+                    response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortResponse.SerializeToString,
+            ),
+            'HoldCohort': grpc.unary_unary_rpc_method_handler(
+                    servicer.HoldCohort,
+                    request_deserializer=epochal_dot_wire_dot_v1_dot_replica__pb2.HoldCohortRequest.FromString,
                     response_serializer=epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.SerializeToString,
             ),
     }
@@ -1372,6 +1426,87 @@ class ReplicaReconcile:
             target,
             '/epochal.v1.ReplicaReconcile/AdvanceLowBound',
             epochal_dot_wire_dot_v1_dot_replica__pb2.AdvanceLowBoundRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FoldCohort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/FoldCohort',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.FoldCohortRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeliverCohort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/DeliverCohort',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortRequest.SerializeToString,
+            epochal_dot_wire_dot_v1_dot_replica__pb2.DeliverCohortResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldCohort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/epochal.v1.ReplicaReconcile/HoldCohort',
+            epochal_dot_wire_dot_v1_dot_replica__pb2.HoldCohortRequest.SerializeToString,
             epochal_dot_wire_dot_v1_dot_replica__pb2.MarkResponse.FromString,
             options,
             channel_credentials,
