@@ -230,14 +230,47 @@ def _reconcile_row(report: RangeStatus) -> tuple[str, ...]:
     )
 
 
+COHORT_COLUMNS = ("KEYSPACE", "RANGE", "COHORT", "MEMBERS", "HIGH", "FOLDED", "AGE", "HELD BY")
+
+
+def cohort_table(ranges: Sequence[RangeStatus], now_unix_ms: int) -> list[str]:
+    """One line per cohort of the ranges (none: no lines), under a header."""
+    rows = [
+        (
+            r.keyspace,
+            str(r.range),
+            c.id,
+            ",".join(c.members),
+            format_hlc(c.high),
+            f"{c.mutations} ({_megabytes(c.bytes)})",
+            f"{max(now_unix_ms - c.formed_unix_ms, 0) // 1000} s",
+            ",".join(c.holders),
+        )
+        for r in ranges
+        for c in r.cohorts
+    ]
+    if not rows:
+        return []
+    table = [COHORT_COLUMNS, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COHORT_COLUMNS))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+
+
 def reconcile_summary(status: ReconcileStatus) -> str:
     """``48 ranges: 48 owned (reconciler1 48), 0 unowned; max lag 6210 ms``."""
     by_owner = Counter(report.owner for report in status.ranges if report.owned)
     owners = ", ".join(f"{owner} {count}" for owner, count in sorted(by_owner.items()))
     lag = "-" if status.max_lag_ms is None else f"{status.max_lag_ms} ms"
+    cohorts = sum(len(r.cohorts) for r in status.ranges)
+    cut_off = sorted({node for r in status.ranges for node in r.unreachable})
     return (
         f"{len(status.ranges)} ranges: {status.owned} owned"
         f"{f' ({owners})' if owners else ''}, {status.unowned} unowned; max lag {lag}"
+        + (f"; {cohorts} cohorts" if cohorts else "")
+        + (f"; unreachable: {', '.join(cut_off)}" if cut_off else "")
     )
 
 
@@ -247,7 +280,12 @@ def describe_reconcile(status: ReconcileStatus) -> str:
         f"{a.reconciler_id} at {a.address} (epoch {a.epoch})" for a in status.reconcilers
     )
     return "\n".join(
-        [f"reconcilers: {asked}", *reconcile_table(status.ranges), reconcile_summary(status)]
+        [
+            f"reconcilers: {asked}",
+            *reconcile_table(status.ranges),
+            *cohort_table(status.ranges, time.time_ns() // 1_000_000),
+            reconcile_summary(status),
+        ]
     )
 
 

@@ -54,10 +54,28 @@ class RangeStatus:
     last_round_unix_ms: int = 0
     rounds: int = 0
     delivered: int = 0  # mutations delivered to replicas that lacked them, over every round
+    unreachable: tuple[str, ...] = ()  # replicas that did not answer the last round
+    cohorts: tuple[CohortStatus, ...] = ()  # cohorts the replicas hold (a long partition's)
 
     @property
     def owned(self) -> bool:
         return bool(self.owner)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CohortStatus:
+    """A cohort of a range: its members reconciled among themselves while others were cut off,
+    folding the ids of [low, high) (HLCs); ``holders`` hold its data (members, and replicas it
+    was delivered to). It ends once the low bound passes ``high``."""
+
+    id: str
+    members: tuple[str, ...]
+    low: int
+    high: int
+    mutations: int  # log entries a member folded (held apart: not sent by id)
+    bytes: int
+    formed_unix_ms: int
+    holders: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,4 +200,18 @@ def _range(reported_by: str, report: pb.RangeReport) -> RangeStatus:
         last_round_unix_ms=report.last_round_unix_ms,
         rounds=report.rounds,
         delivered=report.delivered,
+        unreachable=tuple(report.unreachable),
+        cohorts=tuple(
+            CohortStatus(
+                id=c.id,
+                members=tuple(c.members),
+                low=c.low,
+                high=c.high,
+                mutations=c.mutations,
+                bytes=c.bytes,
+                formed_unix_ms=c.formed_unix_ms,
+                holders=tuple(c.holders),
+            )
+            for c in report.cohorts
+        ),
     )

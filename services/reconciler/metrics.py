@@ -48,4 +48,24 @@ class ReconcilerMetrics:
         self.lease_changes = m.counter(
             "reconcile_lease_changes", "leases taken, renewed-away or lost, by kind", ("kind",)
         )
+        self.cohort_mutations = m.gauge(
+            "reconcile_cohort_mutations",
+            "per cohort: log entries its members folded (held apart: not sent by id), as the "
+            "member its range's last round asked reported",
+            ("keyspace", "range", "cohort", "members"),
+        )
+        self.cohort_bytes = m.gauge(
+            "reconcile_cohort_bytes",
+            "per cohort: bytes of the log entries its members folded",
+            ("keyspace", "range", "cohort", "members"),
+        )
+        self.cohort_age_s = m.gauge(
+            "reconcile_cohort_age_seconds",
+            "per cohort: seconds since it formed",
+            ("keyspace", "range", "cohort", "members"),
+        )
+        self.cohort_delivered_bytes = m.counter(
+            "reconcile_cohort_delivered_bytes",
+            "bytes of cohort data (cells) delivered to replicas that lacked a cohort",
+        )
         self.ranges_held = m.gauge("reconcile_ranges_held", "ranges this reconciler holds")

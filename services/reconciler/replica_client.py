@@ -13,10 +13,18 @@ from collections.abc import Iterator, Sequence
 import grpc
 
 from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.wire.channels import Channels
-from epochal.wire.reconcile import marks_from_proto, marks_to_proto, ref_to_proto
+from epochal.wire.reconcile import (
+    cohort_from_proto,
+    cohort_marks_to_proto,
+    cohort_to_proto,
+    marks_from_proto,
+    marks_to_proto,
+    ref_to_proto,
+)
 from epochal.wire.v1 import replica_pb2 as pb
 
 OUTCOME_NAMES = {number: name.lower() for name, number in pb.PeerOutcome.items()}
@@ -40,6 +48,8 @@ class ReplicaClient:
     def __init__(self, channels: Channels, *, timeout_s: float) -> None:
         self.channels = channels
         self.timeout_s = timeout_s
+        # A cohort's data is a scan of its range at the source: more time than a call.
+        self.delivery_timeout_s = max(timeout_s, 10 * timeout_s)
         self.bytes_exchanged = 0  # summaries and sketches received
 
     async def state(
@@ -82,6 +92,7 @@ class ReplicaClient:
             log_entries=reply.log_entries,
             log_bytes=reply.log_bytes,
             window_ends=ends,
+            cohorts=tuple(cohort_from_proto(c, ref.keyspace, "cohorts") for c in reply.cohorts),
         )
 
     async def summary(
@@ -147,6 +158,7 @@ class ReplicaClient:
         old_bounds: RangeMarks,
         new_bound: int,
         digests: LogDigests,
+        cohorts: Sequence[CohortMark] = (),
     ) -> int:
         """How many log entries the replica collected."""
         request = pb.AdvanceLowBoundRequest(
@@ -154,6 +166,7 @@ class ReplicaClient:
             old_bounds=marks_to_proto(old_bounds),
             new_bound=new_bound,
             digests=digests.encode(),
+            cohorts=cohort_marks_to_proto(cohorts),
         )
         with _reached(address):
             reply = await self.channels.reconcile(address).AdvanceLowBound(
@@ -161,6 +174,53 @@ class ReplicaClient:
             )
         _check(address, reply)
         return reply.collected
+
+    async def fold(
+        self,
+        address: str,
+        ref: RangeRef,
+        old_bounds: RangeMarks,
+        new_bound: int,
+        digests: LogDigests,
+        cohort: Cohort,
+    ) -> int:
+        """How many log entries the member folded into ``cohort``."""
+        request = pb.FoldCohortRequest(
+            range=ref_to_proto(ref),
+            old_bounds=marks_to_proto(old_bounds),
+            new_bound=new_bound,
+            digests=digests.encode(),
+            cohort=cohort_to_proto(cohort),
+        )
+        with _reached(address):
+            reply = await self.channels.reconcile(address).FoldCohort(
+                request, timeout=self.timeout_s
+            )
+        _check(address, reply)
+        return reply.collected
+
+    async def deliver_cohort(
+        self, address: str, ref: RangeRef, cohort: Cohort, target: str
+    ) -> tuple[int, int]:
+        """Send ``cohort`` from the replica at ``address`` to ``target``: the cells and bytes
+        sent (raises ReplicaRefused when some did not arrive)."""
+        request = pb.DeliverCohortRequest(
+            range=ref_to_proto(ref), cohort=cohort_to_proto(cohort), target=target
+        )
+        with _reached(address):
+            reply = await self.channels.reconcile(address).DeliverCohort(
+                request, timeout=self.delivery_timeout_s
+            )
+        _check(address, reply)
+        return reply.cells, reply.bytes
+
+    async def hold(self, address: str, ref: RangeRef, cohort: Cohort) -> None:
+        request = pb.HoldCohortRequest(range=ref_to_proto(ref), cohort=cohort_to_proto(cohort))
+        with _reached(address):
+            reply = await self.channels.reconcile(address).HoldCohort(
+                request, timeout=self.timeout_s
+            )
+        _check(address, reply)
 
 
 def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:

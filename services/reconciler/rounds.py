@@ -29,8 +29,13 @@ changed is abandoned (its fences stay; a fence never hurts).
 5. **Advance** every replica's low bound to *t* with those digests (a replica whose own differ
    refuses: the next round starts again from its bounds).
 
-A replica that does not answer ends the round ("unavailable": part 1 reconciles whole ranges
-only); a refusal for the lease ends it as "superseded" and the reconciler steps back.
+A replica that does not answer the state call is left out: the others (at least two) still
+compare and deliver among themselves ("partial"), and once every replica left out has been
+unreachable for ``--cohort-after-ms`` (``fold_ok``) they fence, collect and *fold* their ids
+below *t* into their cohort instead of advancing the low bound (``epochal.mtrack.cohorts``;
+outcome "cohort"). When every replica answers again and some lack a cohort another holds, the
+cohort's data goes to them first (``cohort_rounds``), and the advance carries the cohorts they
+all hold. A refusal for the lease ends a round as "superseded" and the reconciler steps back.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from epochal.mtrack import (
@@ -52,11 +57,13 @@ from epochal.mtrack import (
     differing_logs,
     more_cells,
 )
+from epochal.mtrack.cohorts import Cohort
 from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import RangeRef, RangeState
 from epochal.mtrack.reconciliation import deliveries, holders, reconciliation_time
 from epochal.mtrack.windows import capped_time, compare_windows, lowest_end, recent_ms
+from epochal.reconciler.cohort_rounds import deliver_cohorts, formed_cohort, held_high
 from epochal.reconciler.pacing import Pacer
 from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
 
@@ -91,6 +98,12 @@ class RoundResult:
     next_cursor: int = 0
     compared: bool = False
     capped: bool = False  # the advance stopped at a window's end, short of the reconciliation time
+    unreachable: tuple[str, ...] = ()  # replicas that did not answer the state call
+    cohort: Cohort | None = None  # the cohort folded into (outcome "cohort")
+    cohorts: tuple[Cohort, ...] = ()  # the cohorts the replicas reported holding
+    cohort_holders: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    cohort_cells: int = 0  # cohort data delivered to replicas lacking it
+    cohort_bytes: int = 0
     log_entries: dict[str, int] = field(default_factory=dict)
     log_bytes: dict[str, int] = field(default_factory=dict)
     detail: str = ""
@@ -113,6 +126,8 @@ class Round:
     cursor: int = 0  # where the backlog walk stands (``epochal.mtrack.windows``; 0: the bound)
     sizes: bool = False  # also count each replica's log of the range (a scan of it: now and then)
     may_skip: bool = True  # the last round of the range ended well (``_run``, 2)
+    # Replicas unreachable long enough that the others may fold a cohort without them.
+    fold_ok: frozenset[str] = frozenset()
     result: RoundResult = field(default_factory=RoundResult)
     # The digests every replica reported alike at the last comparison, and below what.
     _settled: LogDigests | None = field(default=None, init=False)
@@ -142,18 +157,22 @@ class Round:
         sent_ms = time.monotonic() * 1000
         # Windows from the backlog cursor and, to cap the advance, from the bound.
         starts = [self.cursor, 0] if self.advance and self.cursor else [self.cursor]
-        states = await self._each(
-            lambda address: self.client.state(
-                address,
-                self.ref,
-                claim=True,
-                lease_ms=self.lease.lease_ms,
-                sizes=self.sizes,
-                window_ids=self.window_ids,
-                window_from=starts,
-            )
+        states = await self._states(starts)
+        if len(states) > len(self.ref.replicas or self.replicas) // 2:
+            self.lease.renewed(sent_ms)
+        partial = len(states) < len(self.replicas)
+        if partial:
+            self.result.unreachable = tuple(sorted(set(self.replicas) - set(states)))
+            if len(states) < 2:
+                raise RoundEnded("unavailable", f"only {sorted(states)} answered")
+            self.replicas = {node: self.replicas[node] for node in states}
+        self.result.cohorts = tuple(
+            sorted({c.id: c for s in states.values() for c in s.cohorts}.values(), key=_by_id)
         )
-        self.lease.renewed(sent_ms)
+        self.result.cohort_holders = {
+            c.id: tuple(n for n, s in states.items() if any(h.id == c.id for h in s.cohorts))
+            for c in self.result.cohorts
+        }
         for node, state in states.items() if self.sizes else ():
             self.result.log_entries[node] = state.log_entries
             self.result.log_bytes[node] = state.log_bytes
@@ -169,7 +188,13 @@ class Round:
         )
         lowest = bounds.lowest(self.ref.range)
         t = capped_time(full, lowest_end(s.window_ends[-1] for s in states.values()), lowest)
-        advancing = self.advance and t > lowest
+        cohort = None
+        if partial:
+            cohort = formed_cohort(self, states, lowest) if self.advance else None
+            floor = min((held_high(s, cohort) for s in states.values()), default=0)
+            advancing = cohort is not None and t > max(lowest, floor)
+        else:
+            advancing = self.advance and t > lowest
         # 2. deliver what is missing in the recent window and the backlog window (above t too:
         # the lag stays near one round)
         windows = compare_windows(
@@ -190,15 +215,17 @@ class Round:
             )
             if index == 0 and not skipped:  # the backlog window (or the one merged window)
                 self.result.next_cursor, self.result.compared = windows.next_cursor, True
+        done = "partial" if partial else "delivered"
         if not self.advance:
             self._check()
-            raise RoundEnded("delivered")
+            raise RoundEnded(done)
         # 3. t
         self.result.reconciliation_time = t
         self.result.capped = t < full
         if not advancing:
             self._check()  # a round that outlived its lease did not finish under it
-            raise RoundEnded("delivered", "the reconciliation time has not passed the low bound")
+            raise RoundEnded(done, "nothing to advance or fold (yet)")
+        needed_cohorts = () if partial else await deliver_cohorts(self, states)
         # 4. fence, then collect below t
         self._check()
         await self._each(lambda address: self.client.fence(address, self.ref, t))
@@ -213,14 +240,57 @@ class Round:
         if agreed is None:
             raise RoundEnded("unconverged", f"the replicas' digests below {t} differ")
         self._check()
-        collected = await self._each(
-            lambda address: self.client.advance(address, self.ref, bounds, t, agreed)
-        )
-        self.result.collected = sum(collected.values())
-        self.result.low_bound = t
+        if cohort is not None:
+            folded = await self._each(
+                lambda address: self.client.fold(address, self.ref, bounds, t, agreed, cohort)
+            )
+            self.result.collected = sum(folded.values())
+            self.result.cohort = replace(cohort, high=t)
+        else:
+            collected = await self._each(
+                lambda address: self.client.advance(
+                    address, self.ref, bounds, t, agreed, needed_cohorts
+                )
+            )
+            self.result.collected = sum(collected.values())
+            self.result.low_bound = t
         if skipped:
             self.result.next_cursor = 0  # t is the bound now: the walk goes on from it
         self._check()
+        if cohort is not None:
+            raise RoundEnded("cohort", f"folded below {t} into cohort {cohort.id:x}")
+
+    async def _states(self, starts: list[int]) -> dict[str, RangeState]:
+        """Every replica's state, claiming (renewing) the lease there; those that did not
+        answer are left out (a refusal still ends the round)."""
+        nodes = list(self.replicas)
+        sent_ms = time.time_ns() // 1_000_000
+        answers = await asyncio.gather(
+            *(
+                self.client.state(
+                    self.replicas[node],
+                    self.ref,
+                    claim=True,
+                    lease_ms=self.lease.lease_ms,
+                    sizes=self.sizes,
+                    window_ids=self.window_ids,
+                    window_from=starts,
+                )
+                for node in nodes
+            ),
+            return_exceptions=True,
+        )
+        states = {}
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, Unreachable):
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            states[node] = answer
+        if not states:
+            raise Unreachable(",".join(nodes), "no replica of the range answered")
+        self._acted(sent_ms)
+        return states
 
     def _check(self) -> None:
         if not self.lease.may_act(time.monotonic() * 1000):
@@ -387,6 +457,14 @@ class RangePace:
     sized_at: float = float("-inf")
     cursor: int = 0
     went_well: bool = True
+    missing_since: dict[str, float] = field(default_factory=dict)  # replica -> first missed
+
+    def fold_ok(self, now: float, cohort_after_s: float) -> frozenset[str]:
+        """The replicas unreachable for at least ``cohort_after_s``: the others may fold a
+        cohort without them."""
+        return frozenset(
+            n for n, since in self.missing_since.items() if now - since >= cohort_after_s
+        )
 
     def advance_due(self, now: float) -> bool:
         return now - self.advanced_at >= self.advance_s
@@ -400,12 +478,27 @@ class RangePace:
         """The round started at ``started`` ended with ``result`` (None: it failed outright)."""
         if result is not None and result.compared:
             self.cursor = result.next_cursor
-        self.went_well = result is not None and result.outcome in ("advanced", "delivered")
+        if result is not None and result.outcome not in ("unavailable", "refused"):
+            missing = set(result.unreachable)  # (a round that stopped early says nothing)
+            self.missing_since = {n: self.missing_since.get(n, started) for n in sorted(missing)}
+        elif result is not None and result.outcome == "unavailable":
+            for node in result.unreachable:
+                self.missing_since.setdefault(node, started)
+        self.went_well = result is not None and result.outcome in (
+            "advanced",
+            "delivered",
+            "partial",
+            "cohort",
+        )
         if self.went_well and sizes:
             self.sized_at = started
         if advance and result is not None and result.outcome == "advanced":
             # An advance stopped at a window's end is followed by another at once.
             self.advanced_at = float("-inf") if result.capped else started
+
+
+def _by_id(cohort: Cohort) -> int:
+    return cohort.id
 
 
 def _lowest_bound(states: Mapping[str, RangeState], ref: RangeRef) -> int:

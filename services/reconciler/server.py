@@ -164,5 +164,21 @@ class StatusServicer:
                 report.last_round_unix_ms = record.last_round_unix_ms
                 report.rounds = record.rounds
                 report.delivered = record.delivered
+            last = server.worker.last.get(key)
+            if last is not None and key in server.leases.held:
+                report.unreachable.extend(last.unreachable)
+                report.cohorts.extend(
+                    pb.CohortReport(
+                        id=f"{c.id:x}",
+                        members=c.members,
+                        low=c.low,
+                        high=c.high,
+                        mutations=c.mutations,
+                        bytes=c.bytes,
+                        formed_unix_ms=c.formed_unix_ms,
+                        holders=last.cohort_holders.get(c.id, ()),
+                    )
+                    for c in last.cohorts
+                )
             reports.append(report)
         return pb.ReconcilerStatus(reconciler_id=server.id, epoch=metadata.epoch, ranges=reports)

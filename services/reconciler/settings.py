@@ -32,6 +32,7 @@ class ReconcilerSettings:
     lease_margin_ms: int = 2_000
     batch: int = 500
     window_ids: int = 5_000
+    cohort_after_ms: int = 600_000
     rate: int = 20_000
     rpc_timeout_ms: int = 10_000
     max_ranges: int = 0
@@ -108,6 +109,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "window_ids": (
         int,
         "most ids a round compares per window, and a low bound collects per advance",
+    ),
+    "cohort_after_ms": (
+        int,
+        "once a replica has been unreachable this long, the others fold their reconciled ids "
+        "into a cohort (the low bound waits for it)",
     ),
     "rate": (int, "most mutations delivered per second, over all ranges (back-off when full)"),
     "rpc_timeout_ms": (int, "deadline of each call to a replica"),

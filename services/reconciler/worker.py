@@ -75,6 +75,8 @@ class Worker:
     client: ReplicaClient
     metrics: ReconcilerMetrics
     records: dict[Key, RangeRecord] = field(default_factory=dict)
+    # Per range held, its last round's result (who did not answer, the cohorts held).
+    last: dict[Key, RoundResult] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pacer = Pacer(self.settings.rate)
@@ -82,6 +84,7 @@ class Worker:
         for record in self.storage.ranges():
             self.records[(record.keyspace, record.range)] = record
         self._log_sizes: dict[tuple[Key, str], tuple[int, int]] = {}
+        self._cohort_labels: dict[Key, set[tuple[str, ...]]] = {}
         self._loops: dict[Key, asyncio.Task[None]] = {}
         self._gate = asyncio.Semaphore(ROUNDS_AT_ONCE)
 
@@ -149,6 +152,7 @@ class Worker:
                         cursor=pace.cursor,
                         sizes=sizes,
                         may_skip=pace.went_well,
+                        fold_ok=pace.fold_ok(started, self.settings.cohort_after_ms / 1000),
                     )
             except Exception:
                 log.exception("a round of %s in %s failed", key[1], key[0])
@@ -165,6 +169,7 @@ class Worker:
         cursor: int = 0,
         sizes: bool = True,
         may_skip: bool = True,
+        fold_ok: frozenset[str] = frozenset(),
     ) -> RoundResult:
         key = (target.keyspace, target.range)
         started_ms = time.time_ns() // 1_000_000
@@ -186,6 +191,7 @@ class Worker:
             cursor=cursor,
             sizes=sizes,
             may_skip=may_skip,
+            fold_ok=fold_ok,
         )
         span = (
             self._tracer.start_span(
@@ -211,14 +217,27 @@ class Worker:
                         "delivered_bytes": round_.result.delivered_bytes,
                         "collected": round_.result.collected,
                         "outcome": round_.result.outcome,
+                        "unreachable": list(round_.result.unreachable),
+                        "cohorts": [f"{c.id:x}" for c in round_.result.cohorts],
+                        "cohort_delivered_bytes": round_.result.cohort_bytes,
                     }
                 )
+                cohort = round_.result.cohort
+                if cohort is not None:
+                    span.set_attributes(
+                        {
+                            "cohort.id": f"{cohort.id:x}",
+                            "cohort.members": list(cohort.members),
+                            "cohort.high": cohort.high,
+                            "cohort.folded": round_.result.collected,
+                        }
+                    )
                 span.end()
         self.metrics.summary_bytes.inc(self.client.bytes_exchanged - before)
         previous = self.records.get(key)
         if result.outcome in ("superseded", "lapsed"):
             self.leases.drop(key, result.detail)
-        elif result.outcome not in ("advanced", "delivered") and (
+        elif result.outcome not in ("advanced", "delivered", "partial", "cohort") and (
             previous is None or previous.last_outcome != result.outcome
         ):  # said once when a range's rounds start failing, not every round
             log.info(
@@ -239,6 +258,7 @@ class Worker:
             time.time_ns() // 1_000_000,
         )
         self.records[key] = record
+        self.last[key] = result
         self._account(target, record, result, time.monotonic() - started)
         self.storage.record_round(
             RoundRecord(
@@ -278,6 +298,8 @@ class Worker:
         metrics.collected.inc(result.collected)
         if result.outcome == "advanced":
             metrics.fences.inc(len(target.replicas))
+        metrics.cohort_delivered_bytes.inc(result.cohort_bytes)
+        self._account_cohorts(target, result)
         labels = (target.keyspace, str(target.range))
         if result.missing >= 0:
             metrics.unreconciled.labels(*labels).set(result.missing)
@@ -295,6 +317,29 @@ class Worker:
         for node, (entries, size) in per_replica.items():
             metrics.log_entries.labels(node).set(entries)
             metrics.log_bytes.labels(node).set(size)
+
+    def _account_cohorts(self, target: Target, result: RoundResult) -> None:
+        """Per cohort the replicas reported: what its members folded, and its age; a cohort no
+        longer reported (the low bound passed it) is removed."""
+        metrics = self.metrics
+        key = (target.keyspace, target.range)
+        now_ms = time.time_ns() // 1_000_000
+        shown = {}
+        for cohort in result.cohorts:
+            labels = (
+                target.keyspace,
+                str(target.range),
+                f"{cohort.id:x}",
+                ",".join(cohort.members),
+            )
+            shown[labels] = cohort
+            metrics.cohort_mutations.labels(*labels).set(cohort.mutations)
+            metrics.cohort_bytes.labels(*labels).set(cohort.bytes)
+            metrics.cohort_age_s.labels(*labels).set(max(now_ms - cohort.formed_unix_ms, 0) / 1000)
+        for labels in self._cohort_labels.get(key, set()) - set(shown):
+            for gauge in (metrics.cohort_mutations, metrics.cohort_bytes, metrics.cohort_age_s):
+                gauge.remove(*labels)
+        self._cohort_labels[key] = set(shown)
 
     async def _renew_forever(self) -> None:
         while True:

@@ -188,3 +188,41 @@ def test_reconcile_status_exits_2_naming_a_reconciler_it_cannot_reach() -> None:
     code, lines, err = asyncio.run(reconcile_status(nobody))
     assert (code, lines) == (2, [])
     assert err[0].startswith(f"epochal reconcile status: reconciler {nobody}: "), err
+
+
+def test_reconcile_status_lists_cohorts_and_the_replicas_left_out() -> None:
+    """r1's range (-100, 0] has a cohort of node-2 and node-3 (node-1 cut off): a cohorts table
+    follows the ranges, and the summary counts cohorts and names who did not answer."""
+    ranged = report("ks", -100, 0, "r1", 11, last_outcome="cohort", rounds=9)
+    ranged.unreachable.append("node-1")
+    ranged.cohorts.append(
+        pb.CohortReport(
+            id="2a",
+            members=["node-2", "node-3"],
+            low=0,
+            high=BOUND,
+            mutations=1500,
+            bytes=2_500_000,
+            formed_unix_ms=1_000,
+            holders=["node-2", "node-3"],
+        )
+    )
+    status = pb.ReconcilerStatus(reconciler_id="r1", epoch=30, ranges=[ranged])
+
+    async def serve() -> tuple[int, list[str], list[str]]:
+        async with reconciler(status) as one:
+            return await reconcile_status(one)
+
+    code, lines, err = asyncio.run(serve())
+    assert (code, err) == (0, [])
+    header = next(i for i, line in enumerate(lines) if "COHORT" in line)
+    assert lines[header].split() == [
+        "KEYSPACE", "RANGE", "COHORT", "MEMBERS", "HIGH", "FOLDED", "AGE", "HELD", "BY",
+    ]  # fmt: skip
+    row = lines[header + 1]
+    assert row.split()[:5] == ["ks", "(-100,", "0]", "2a", "node-2,node-3"]
+    assert "2023-11-14T22:13:20.123Z+2" in row
+    assert "1500 (2.5 MB)" in row and row.endswith("node-2,node-3")
+    assert lines[-1] == (
+        "1 ranges: 1 owned (r1 1), 0 unowned; max lag -; 1 cohorts; unreachable: node-1"
+    )

@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.hlc import physical_ms_of
 from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.mtrack.reconciliation import span_digests
 from epochal.reconciler.pacing import Pacer
-from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused
+from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
 from epochal.reconciler.rounds import SIZES_EVERY_S, RangePace, Round, RoundResult
 from epochal.tcm.tokens import TokenRange
 from epochal.wire.v1 import replica_pb2 as pb
@@ -42,6 +44,11 @@ class Replica:
         self.refuse_advances = False
         self.refuse_fences = False
         self.largest_collection = 0
+        # Cohorts (test_reconciler_cohorts.py): cut off from the reconciler; the cohorts held;
+        # the ids whose data this replica holds (its log forgets folded and collected ones).
+        self.reachable = True
+        self.cohorts: dict[int, Cohort] = {}
+        self.applied: set[MutationId] = set()
 
     def above_bound(self, start: int = 0) -> list[MutationId]:
         return [i for i, t in self.ids.items() if i.hlc >= max(self.bounds.at(t), start)]
@@ -52,6 +59,12 @@ class Model:
 
     def __init__(self, replicas: dict[str, Replica]) -> None:
         self.replicas = replicas
+
+    def _reach(self, address: str) -> Replica:
+        replica = self.replicas[address]
+        if not replica.reachable:
+            raise Unreachable(address, "cut off (the test's)")
+        return replica
 
     async def state(
         self,
@@ -64,7 +77,7 @@ class Model:
         window_ids: int = 0,
         window_from: Sequence[int] = (),
     ) -> RangeState:
-        replica = self.replicas[address]
+        replica = self._reach(address)
         ends: list[int] = []
         for start in window_from if replica.windows else ():
             hlcs = sorted(i.hlc for i in replica.above_bound(start))
@@ -78,6 +91,7 @@ class Model:
             log_entries=len(replica.ids),
             log_bytes=0,
             window_ends=tuple(ends) or (0,) * len(window_from),  # as the real client reads it
+            cohorts=tuple(replica.cohorts.values()),
         )
 
     async def summary(
@@ -90,7 +104,7 @@ class Model:
         sketch_logs: Sequence[tuple[int, int]] = (),
         sketch_cells: int = 0,
     ) -> tuple[LogDigests, Sketch | None]:
-        replica = self.replicas[address]
+        replica = self._reach(address)
         ids = [
             i
             for i, t in replica.ids.items()
@@ -104,26 +118,67 @@ class Model:
     async def deliver(
         self, address: str, ref: RangeRef, target: str, ids: Sequence[MutationId]
     ) -> Delivered:
-        source, into = self.replicas[address], self.replicas[target]
+        source, into = self._reach(address), self.replicas[target]
         held = [i for i in ids if i in source.ids]
         for mutation_id in held:
             if mutation_id.hlc >= into.bounds.at(source.ids[mutation_id]):
                 into.ids[mutation_id] = source.ids[mutation_id]
+                into.applied.add(mutation_id)
         return Delivered(len(held), 0, len(ids) - len(held), 0)
 
     async def fence(self, address: str, ref: RangeRef, hlc: int) -> int:
-        replica = self.replicas[address]
+        replica = self._reach(address)
         if replica.refuse_fences:
             raise ReplicaRefused(address, "not_a_replica", "refusing every fence (the test's)")
         replica.fence = max(replica.fence, hlc)
         return replica.fence
 
     async def advance(
-        self, address: str, ref: RangeRef, bounds: RangeMarks, t: int, digests: LogDigests
+        self,
+        address: str,
+        ref: RangeRef,
+        bounds: RangeMarks,
+        t: int,
+        digests: LogDigests,
+        cohorts: Sequence[CohortMark] = (),
     ) -> int:
-        replica = self.replicas[address]
+        replica = self._reach(address)
         if replica.refuse_advances:
             raise ReplicaRefused(address, "mismatch", "refusing every advance (the test's)")
+        if sorted(c.mark for c in replica.cohorts.values()) != sorted(cohorts):
+            raise ReplicaRefused(address, "mismatch", "other cohorts")
+        collected = self._collect(address, replica, ref, bounds, t, digests)
+        replica.bounds = replica.bounds.raised(ref.range, t)
+        for cohort in list(replica.cohorts.values()):
+            if replica.bounds.lowest(cohort.range) >= cohort.high:
+                del replica.cohorts[cohort.id]
+        return collected
+
+    async def fold(
+        self,
+        address: str,
+        ref: RangeRef,
+        bounds: RangeMarks,
+        t: int,
+        digests: LogDigests,
+        cohort: Cohort,
+    ) -> int:
+        replica = self._reach(address)
+        assert address in cohort.members
+        folded = self._collect(address, replica, ref, bounds, t, digests)
+        held = replica.cohorts.get(cohort.id)
+        replica.cohorts[cohort.id] = replace(cohort, high=max(t, held.high if held else 0))
+        return folded
+
+    def _collect(
+        self,
+        address: str,
+        replica: Replica,
+        ref: RangeRef,
+        bounds: RangeMarks,
+        t: int,
+        digests: LogDigests,
+    ) -> int:
         assert bounds.lowest(ref.range) <= t, "a low bound only rises"
         assert replica.bounds.at_most(bounds, ref.range)
         if span_digests(replica.ids.items(), bounds, t) != digests:
@@ -131,10 +186,25 @@ class Model:
         collected = [i for i, token in replica.ids.items() if i.hlc < t]
         for mutation_id in collected:
             del replica.ids[mutation_id]
-        replica.bounds = replica.bounds.raised(ref.range, t)
         replica.fence = max(replica.fence, t)
         replica.largest_collection = max(replica.largest_collection, len(collected))
         return len(collected)
+
+    async def deliver_cohort(
+        self, address: str, ref: RangeRef, cohort: Cohort, target: str
+    ) -> tuple[int, int]:
+        source, into = self._reach(address), self._reach(target)
+        assert source.cohorts[cohort.id].high >= cohort.high, "sent by a holder"
+        data = {i for i in source.applied if i.hlc < cohort.high}  # its cells, in the model
+        into.applied |= data
+        return len(data), 10 * len(data)
+
+    async def hold(self, address: str, ref: RangeRef, cohort: Cohort) -> None:
+        replica = self._reach(address)
+        held = replica.cohorts.get(cohort.id)
+        replica.cohorts[cohort.id] = replace(
+            cohort, high=max(cohort.high, held.high if held else 0)
+        )
 
 
 def backlog(rng: random.Random) -> dict[MutationId, int]:
@@ -157,12 +227,24 @@ def cluster(*, windows: tuple[bool, ...] = (True, True, True)) -> tuple[Model, s
         replica.ids = dict(every)
     for mutation_id in rng.sample(sorted(every, key=lambda i: i.key), BACKLOG * 3 // 10):
         del replicas["c"].ids[mutation_id]  # c missed 30% of the writes
+    for replica in replicas.values():
+        replica.applied = set(replica.ids)
     return Model(replicas), set(every)
 
 
-def rounds(model: Model, count: int, *, advance: bool = True) -> list[str]:
-    """``count`` rounds of the range, paced as the worker paces them."""
-    pace = RangePace(advance_s=0.0)
+def rounds(
+    model: Model,
+    count: int,
+    *,
+    advance: bool = True,
+    cohort_after_s: float = 3.0,
+    pace: RangePace | None = None,
+    results: list[RoundResult] | None = None,
+    start: float = 0.0,
+) -> list[str]:
+    """``count`` rounds of the range, paced as the worker paces them, a second apart from
+    ``start``."""
+    pace = pace or RangePace(advance_s=0.0)
     outcomes = []
 
     async def one(at: float) -> None:
@@ -183,13 +265,16 @@ def rounds(model: Model, count: int, *, advance: bool = True) -> list[str]:
             cursor=pace.cursor,
             sizes=pace.sizes_due(at),
             may_skip=pace.went_well,
+            fold_ok=pace.fold_ok(at, cohort_after_s),
         )
         result = await round_.run()
         pace.after(at, result, advance=round_.advance, sizes=round_.sizes)
         outcomes.append(result.outcome)
+        if results is not None:
+            results.append(result)
 
     for n in range(count):
-        asyncio.run(one(float(n)))
+        asyncio.run(one(start + float(n)))
     return outcomes
 
 

@@ -1,0 +1,96 @@
+"""A full round's cohort step: before the low bound of a range advances, every replica must hold
+every cohort any of them holds (``epochal.mtrack.cohorts``) — a replica that returned from a
+long partition receives the data of the cohorts it did not take part in, from a holder, as cells
+(``DeliverCohort``), and then records them (``HoldCohort``). The advance carries the cohorts
+they then all hold, and a replica holding others refuses it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from epochal.mtrack.cohorts import Cohort, CohortMark, cohort_id, lacking, needed
+from epochal.mtrack.range_calls import RangeState
+
+if TYPE_CHECKING:
+    from epochal.reconciler.rounds import Round
+
+COHORT_DELIVERIES_AT_ONCE = 2
+
+
+async def deliver_cohorts(
+    round_: Round, states: Mapping[str, RangeState]
+) -> tuple[CohortMark, ...]:
+    """Deliver every cohort a replica lacks to it; the cohorts every replica then holds."""
+    wanted = needed({node: [c.mark for c in s.cohorts] for node, s in states.items()})
+    if not wanted:
+        return ()
+    records = _sources(states, wanted)
+    work = [
+        (node, records[cohort_id])
+        for node, state in sorted(states.items())
+        for cohort_id in sorted(lacking([c.mark for c in state.cohorts], wanted))
+    ]
+    gate = asyncio.Semaphore(COHORT_DELIVERIES_AT_ONCE)
+
+    async def one(target: str, source_and_cohort: tuple[str, Cohort]) -> None:
+        source, cohort = source_and_cohort
+        async with gate:
+            round_._check()
+            cells, size = await round_.client.deliver_cohort(
+                round_.replicas[source], round_.ref, cohort, target
+            )
+            round_.result.cohort_cells += cells
+            round_.result.cohort_bytes += size
+            round_._check()
+            # Nothing was folded there: what it holds apart is only what it now holds.
+            await round_.client.hold(
+                round_.replicas[target], round_.ref, replace(cohort, mutations=0, bytes=0)
+            )
+
+    await asyncio.gather(*(one(target, pair) for target, pair in work))
+    return tuple(CohortMark(i, high) for i, high in sorted(wanted.items()))
+
+
+def formed_cohort(round_: Round, states: Mapping[str, RangeState], lowest: int) -> Cohort | None:
+    """The cohort the replicas that answered form, once every one left out has been unreachable
+    long enough (None: not yet)."""
+    if not set(round_.result.unreachable) <= round_.fold_ok:
+        return None
+    members = tuple(sorted(states))
+    return Cohort(
+        id=cohort_id(round_.ref.keyspace, round_.ref.range, members, lowest),
+        keyspace=round_.ref.keyspace,
+        range=round_.ref.range,
+        members=members,
+        low=lowest,
+        high=lowest,
+        formed_unix_ms=time.time_ns() // 1_000_000,
+    )
+
+
+def held_high(state: RangeState, cohort: Cohort | None) -> int:
+    """How far ``state``'s replica holds ``cohort`` (0: not at all)."""
+    if cohort is None:
+        return 0
+    return max((c.high for c in state.cohorts if c.id == cohort.id), default=0)
+
+
+def _sources(
+    states: Mapping[str, RangeState], wanted: Mapping[int, int]
+) -> dict[int, tuple[str, Cohort]]:
+    """Per cohort wanted, a replica holding it as high as wanted, and its record there (a
+    member first: it folded it; ties by name)."""
+    found: dict[int, tuple[str, Cohort]] = {}
+    for node in sorted(states, key=lambda n: (not _member(states[n], n), n)):
+        for cohort in states[node].cohorts:
+            if cohort.high >= wanted.get(cohort.id, cohort.high + 1) and cohort.id not in found:
+                found[cohort.id] = (node, cohort)
+    return found
+
+
+def _member(state: RangeState, node: str) -> bool:
+    return any(node in c.members for c in state.cohorts)
