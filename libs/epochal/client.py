@@ -42,7 +42,7 @@ from typing import Any
 from epochal import encoding, retry
 from epochal.cms_client import CMSClient
 from epochal.encoding import ColumnTypes, Encoded, Slice
-from epochal.errors import EpochalError, Unavailable
+from epochal.errors import EpochalError, InvalidRequest, Unavailable
 from epochal.metadata_view import MetadataView
 from epochal.results import ReadResult, ReadStats, WriteResult
 from epochal.routing import Router
@@ -63,6 +63,7 @@ from epochal.tcm import (
     Transformation,
 )
 from epochal.tcm.consistency import Consistency
+from epochal.tcm.schema import gc_grace_seconds
 
 __all__ = [
     "Client",
@@ -199,7 +200,15 @@ class Client:
         *,
         partition_key: Sequence[str],
         clustering_key: Sequence[str] = (),
+        options: Mapping[str, str] | None = None,
     ) -> int:
+        """``options`` as Cassandra's table options, e.g. ``gc_grace_seconds`` (how long
+        tombstones are kept at least; default ten days)."""
+        options = dict(options or {})
+        try:
+            gc_grace_seconds(options)
+        except ValueError as error:
+            raise InvalidRequest(str(error), rule="bad_option") from None
         return await self.commit(
             CreateTable(
                 keyspace=keyspace,
@@ -207,6 +216,7 @@ class Client:
                 columns=tuple(Column(c, ColumnType(t)) for c, t in columns.items()),
                 partition_key=tuple(partition_key),
                 clustering_key=tuple(clustering_key),
+                options=tuple(sorted(options.items())),
             )
         )
 

@@ -16,6 +16,11 @@ from types import MappingProxyType
 from epochal.errors import Rejected
 
 MAX_REPLICATION_FACTOR = 16
+# A table's tombstones are kept at least this long (its option, as Cassandra's): a replica cut
+# off for less than that still learns of a delete before it is purged.
+GC_GRACE_OPTION = "gc_grace_seconds"
+DEFAULT_GC_GRACE_S = 864_000  # ten days
+MAX_GC_GRACE_S = 10 * 365 * 86_400
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 _IDENTIFIER_AS_APPLIED = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
@@ -133,3 +138,17 @@ class Keyspace:
     options: Mapping[str, str] = field(default_factory=frozen_map)
     tables: Mapping[str, Table] = field(default_factory=frozen_map)
     created_epoch: int
+
+
+def gc_grace_seconds(options: Mapping[str, str]) -> int:
+    """The table's ``gc_grace_seconds`` option (default ten days); ValueError when it is not
+    a whole number of seconds in 0..10 years."""
+    text = options.get(GC_GRACE_OPTION)
+    if text is None:
+        return DEFAULT_GC_GRACE_S
+    if not text.isdigit() or int(text) > MAX_GC_GRACE_S:
+        raise ValueError(
+            f"{GC_GRACE_OPTION} must be a whole number of seconds in 0..{MAX_GC_GRACE_S}, "
+            f"got {text!r}"
+        )
+    return int(text)

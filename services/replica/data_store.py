@@ -14,7 +14,7 @@ from typing import Any
 
 from epochal.mtrack import MutationId
 from epochal.replica.database import ReplicaDatabase
-from epochal.replica.model import Cell, Mutation
+from epochal.replica.model import PARTITION_DELETION, ROW_DELETION, Cell, Mutation
 from epochal.runtime.database import transaction
 from epochal.tcm.keys import KeyBounds
 from epochal.tcm.tokens import TokenRange
@@ -174,6 +174,45 @@ class DataStore:
             if row is not None:
                 bodies.append(row[0])
         return bodies
+
+    def purge_tombstones(
+        self, table_id: str, segments: Sequence[tuple[int, int, int]], limit: int
+    ) -> tuple[int, int]:
+        """Purge, in one durable transaction, at most ``limit`` of the table's tombstones whose
+        time is below their segment's cutoff (each segment a non-wrapping ``(left, right,
+        cutoff)``: tokens ``left < token <= right``), with every cell each one shadows — a
+        partition deletion the partition's older cells, a row deletion its row's, a cell
+        tombstone itself. Returns (tombstones purged, cells deleted with them)."""
+        found: list[tuple[Any, ...]] = []
+        for left, right, cutoff in segments:
+            if cutoff <= 0 or len(found) >= limit:
+                continue
+            found += self._db.query(
+                "SELECT token, pkey, ckey, col, hlc, writer FROM cells WHERE table_id = ? "
+                "AND token > ? AND token <= ? AND tombstone = 1 AND hlc < ? LIMIT ?",
+                (table_id, left, right, cutoff, limit - len(found)),
+            )
+        shadowed = 0
+        with transaction(self._db.raw) as cursor:
+            for token, pkey, ckey, col, hlc, writer in found:
+                older = "(hlc, writer, tombstone) < (?, ?, 1)"
+                if col == PARTITION_DELETION:
+                    where = f"table_id = ? AND token = ? AND pkey = ? AND {older}"
+                    params: tuple[Any, ...] = (table_id, token, pkey, hlc, writer)
+                elif col == ROW_DELETION:
+                    where = f"table_id = ? AND token = ? AND pkey = ? AND ckey = ? AND {older}"
+                    params = (table_id, token, pkey, ckey, hlc, writer)
+                else:
+                    where, params = "0", ()
+                if params:
+                    cursor.execute(f"DELETE FROM cells WHERE {where}", params)
+                    shadowed += cursor.rowcount
+                cursor.execute(
+                    "DELETE FROM cells WHERE table_id = ? AND token = ? AND pkey = ? AND "
+                    "ckey = ? AND col = ? AND tombstone = 1 AND hlc = ?",
+                    (table_id, token, pkey, ckey, col, hlc),
+                )
+        return len(found), shadowed
 
     def cleanup(self, owned: Sequence[OwnedRanges]) -> int:
         """Delete every cell and log entry of these keyspaces' tables outside their owned

@@ -40,6 +40,7 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.operations import Operations
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.peer_servicer import PeerServicer
+from epochal.replica.purge import Purger
 from epochal.replica.reconcile_node import ReconcileNode
 from epochal.replica.reconcile_servicer import ReconcileServicer
 from epochal.replica.settings import ReplicaSettings
@@ -82,6 +83,7 @@ class ReplicaServer:
         self.closing = asyncio.Event()  # stopping: the Session and Exchange streams end
         self._stopping = False
         self._registration: asyncio.Task[None] | None = None
+        self._purging: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         settings = self.settings
@@ -186,6 +188,9 @@ class ReplicaServer:
             self.metrics.metrics.serve(settings.metrics_listen)
         self.follower.start()
         self._registration = asyncio.get_running_loop().create_task(self._register())
+        if settings.purge_interval_ms:
+            purger = Purger(settings, self.follower, self.storage, self.metrics)
+            self._purging = asyncio.get_running_loop().create_task(purger.run_forever())
         log.info(
             "replica listening on %s (%s/%s), data in %s",
             settings.listen,
@@ -270,10 +275,11 @@ class ReplicaServer:
         self._stopping = True
         self.closing.set()
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        if self._registration is not None:
-            self._registration.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._registration
+        for task in (self._registration, self._purging):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s * RPC_SHARE)
         self.coordinator.close()

@@ -52,6 +52,7 @@ class ReplicaSettings:
     stream_message_bytes: int = 64 << 10
     stream_timeout_s: float = 3_600.0
     stream_sources: str = "strict"
+    purge_interval_ms: int = 60_000
     metrics_listen: str = ""
     enable_test_hooks: bool = False
     shutdown_grace_s: float = 5.0
@@ -69,7 +70,7 @@ class ReplicaSettings:
             )
         if self.sync not in SYNC_MODES:
             raise ValueError(f"--sync must be one of {', '.join(SYNC_MODES)}, got {self.sync!r}")
-        check_numbers(self)
+        check_numbers(self, zero_means_off=frozenset({"purge_interval_ms"}))
         levels = [level.value for level in FALLBACK_CHAIN]
         if self.barrier_min_level not in levels:
             raise ValueError(
@@ -138,6 +139,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "pull_interval_ms": (int, "pull the metadata log from the CMS this often"),
     "pull_backoff_max_ms": (int, "longest wait between pulls while the CMS is unreachable"),
     "max_skew_ms": (int, "refuse a peer or client clock further ahead than this"),
+    "purge_interval_ms": (
+        int,
+        "purge tombstones past their table's gc_grace_seconds this often (tracked keyspaces: "
+        "only below the low bound of a full reconciliation); 0: never",
+    ),
     "hlc_reserve_ms": (int, "HLC values are reserved on disk in blocks of this many ms"),
     "sequence_block": (int, "mutation sequence numbers reserved on disk at a time, per log"),
     "max_in_flight_requests": (
