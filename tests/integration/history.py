@@ -36,6 +36,8 @@ from epochal.errors import EpochalError
 from epochal.sim.history import Kind, Op, Outcome, Verdict, check, to_record
 from tests.harness import start_ring
 
+from .partitions import Partition, partitions
+
 KEYSPACE = "hist"
 TABLE = "rows"
 COLUMNS = {"p": "int", "k": "text", "v": "text"}
@@ -59,6 +61,8 @@ class Workload:
     # At these shares of the run a new replica bootstraps, then a founder decommissions.
     join_at: float | None = None
     decommission_at: float | None = None
+    # Replicas cut off from their peers and reconcilers for shares of the run (partitions.py).
+    partitions_schedule: tuple[Partition, ...] = ()
 
 
 @dataclass
@@ -128,11 +132,14 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
     ]
     nemesis = asyncio.create_task(_nemesis(cluster, workload, recorder, ring, rng.random(), stop))
     topology = asyncio.create_task(_topology(cluster, workload, recorder, ring, rng.random()))
+    cuts = asyncio.create_task(partitions(cluster, workload, recorder, KEYSPACE, _read))
     try:
         await asyncio.gather(*tasks)
         operations = await topology
+        await cuts
     finally:
         topology.cancel()
+        cuts.cancel()
         stop.set()
         await nemesis
     finals = await _final_reads(cluster, workload, recorder, ring)
@@ -150,6 +157,7 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
                 "counts": dict(verdict.counts),
             },
             indent=1,
+            default=str,  # (a workload's partitions)
         )
     )
     return RunResult(
