@@ -27,6 +27,7 @@ from epochal.replica.stream_values import (
     ReceivedChunk,
     StreamCursor,
     StreamedCell,
+    StreamedId,
 )
 from epochal.tcm import Table
 from epochal.tcm.consistency import Consistency
@@ -353,6 +354,12 @@ def chunk_to_proto(chunk: RangeChunk) -> pb.StreamChunk:
         ],
         mutations=chunk.mutations,
         cursor=cursor_to_proto(chunk.cursor),
+        ids=[
+            pb.StreamedId(
+                id=id_to_proto(i.mutation_id), token=i.token, partition_key=i.partition_key
+            )
+            for i in chunk.ids
+        ],
     )
 
 
@@ -367,6 +374,9 @@ def chunk_from_proto(message: pb.StreamChunk) -> ReceivedChunk:
         mutations=tuple((mutation_from_body(body), body) for body in message.mutations),
         cursor=cursor_from_proto(message.cursor, "cursor"),
         size_bytes=message.ByteSize(),
+        ids=tuple(
+            StreamedId(id_from_proto(i.id, "ids"), i.token, i.partition_key) for i in message.ids
+        ),
     )
 
 

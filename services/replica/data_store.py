@@ -38,9 +38,11 @@ UPSERT_CELL = (
     "WHERE (excluded.hlc, excluded.writer, excluded.tombstone) > "
     "(cells.hlc, cells.writer, cells.tombstone)"
 )
+# An entry held by its id only (streamed with its data: an empty body) takes the whole body.
 _INSERT_MUTATION = (
     "INSERT INTO mutations (node, log, seq, hlc, keyspace, table_id, token, pkey, body) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, log, seq) DO NOTHING"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, log, seq) DO UPDATE SET "
+    "body = excluded.body WHERE mutations.body = x'' AND mutations.hlc = excluded.hlc"
 )
 _HELD_MUTATION = "SELECT hlc, body FROM mutations WHERE node = ? AND log = ? AND seq = ?"
 _READ_CELLS = (
@@ -164,14 +166,14 @@ class DataStore:
         return entries, size
 
     def mutation_bodies(self, ids: Sequence[MutationId]) -> list[bytes]:
-        """The stored bodies of those of ``ids`` held here."""
+        """The stored bodies of those of ``ids`` held here (not those held by id only)."""
         bodies = []
         for mid in ids:
             row = self._db.query_one(
                 "SELECT body FROM mutations WHERE node = ? AND log = ? AND seq = ?",
                 (mid.node, mid.log, mid.sequence),
             )
-            if row is not None:
+            if row is not None and row[0]:  # (an entry held by its id only has no body to send)
                 bodies.append(row[0])
         return bodies
 
@@ -213,6 +215,28 @@ class DataStore:
                     (table_id, token, pkey, ckey, col, hlc),
                 )
         return len(found), shadowed
+
+    def held_ids(self, ids: Sequence[MutationId]) -> set[tuple[int, int, int]]:
+        """The keys of those of ``ids`` with an entry here (whole or by id)."""
+        return {
+            mid.key
+            for mid in ids
+            if self._db.query_one(
+                "SELECT 1 FROM mutations WHERE node = ? AND log = ? AND seq = ?",
+                (mid.node, mid.log, mid.sequence),
+            )
+        }
+
+    def held_by_id(self, ids: Sequence[MutationId]) -> list[MutationId]:
+        """Those of ``ids`` held here by id only (their data streamed in, no body)."""
+        return [
+            mid
+            for mid in ids
+            if self._db.query_one(
+                "SELECT 1 FROM mutations WHERE node = ? AND log = ? AND seq = ? AND body = x''",
+                (mid.node, mid.log, mid.sequence),
+            )
+        ]
 
     def cleanup(self, owned: Sequence[OwnedRanges]) -> int:
         """Delete every cell and log entry of these keyspaces' tables outside their owned

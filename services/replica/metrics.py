@@ -135,7 +135,15 @@ class ReplicaMetrics:
         self.streamed_in_bytes = m.counter("streamed_in_bytes", "bytes of streams received")
         self.streamed_in_cells = m.counter("streamed_in_cells", "cells streams brought")
         self.streamed_in_mutations = m.counter(
-            "streamed_in_mutations", "mutation-log entries streams brought"
+            "streamed_in_mutations", "mutation-log entries streams brought whole"
+        )
+        self.streamed_in_mutation_bytes = m.counter(
+            "streamed_in_mutation_bytes",
+            "bytes of the whole mutations streams brought (by difference: what this node lacked)",
+        )
+        self.streamed_in_ids = m.counter(
+            "streamed_in_ids",
+            "log entries streams brought as ids with their partitions' cells (held by id)",
         )
         self.streamed_out_bytes = m.counter("streamed_out_bytes", "bytes this node streamed out")
         self.stream_failures = m.counter(

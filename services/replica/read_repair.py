@@ -21,12 +21,8 @@ advanced, another not yet — are asked again together at the highest bound, and
 A holder whose bound passed an id between the round that found it missing and the fetch answers
 it as *held*; the read then takes another round at the bounds as they are.
 
-**Cohorts.** Ids a cohort reconciled are gone from its members' logs (``epochal.mtrack.cohorts``),
-so their summaries no longer list them; they name the cohorts they hold instead. A contacted
-replica lacking a cohort another names holds neither those ids nor, maybe, their data: before
-any data answers, each such replica receives from a holder the *whole* partition's cells (a
-mutation is never torn), and the round is read again. The answer then holds the cohort's data,
-and so does every contacted replica — as for a repaired mutation, a later quorum read returns it.
+**Cohorts** (``read_cohorts``): a contacted replica lacking a cohort another names is repaired
+with the whole partition from a holder before any data answers, again after every round.
 
 So the answer is exactly the union of what the contacted replicas held in the settling round,
 and every contacted replica holds all of it when the read returns: every write acknowledged
@@ -60,12 +56,13 @@ from epochal.mtrack import (
     differing_logs,
     more_cells,
 )
+from epochal.replica.borrowed import fetch_bodies
 from epochal.replica.codec import mutation_from_body
 from epochal.replica.data_store import CellRepair
 from epochal.replica.handles import PeerFailed, ReplicaHandle
 from epochal.replica.local_replica import Outcome, PartitionRead, PeerReply
 from epochal.replica.model import Cell, Mutation, digest, merge, stale_cells
-from epochal.tcm.keys import EVERYTHING
+from epochal.replica.read_cohorts import repair_cohorts
 
 REPAIRS_IN_FLIGHT = 256
 
@@ -101,7 +98,7 @@ class ReadRepair:
         returns."""
         data_node, *others = replies
         repaired: list[cohorts.CohortMark] = []  # cohorts this read repaired the partition from
-        state = await self._cohorts(epoch, read, dict(replies), stats, deadline, repaired)
+        state = await repair_cohorts(self, epoch, read, dict(replies), stats, deadline, repaired)
         logs: set[LogKey] = set()
         cells = 0
         for round_number in range(1, MAX_SKETCH_ROUNDS + 2):
@@ -175,81 +172,8 @@ class ReadRepair:
         """A sketch round, then the cohort check on what it found: a replica may have folded
         ids into a cohort since the round before (they leave its summary)."""
         state = await self._sketch_round(epoch, read, state, logs, cells, deadline)
-        return await self._cohorts(epoch, read, state, stats, deadline, repaired, logs, cells)
-
-    async def _cohorts(
-        self,
-        epoch: int,
-        read: PartitionRead,
-        state: dict[str, PeerReply],
-        stats: ReadStats,
-        deadline: float,
-        repaired: list[cohorts.CohortMark],
-        logs: list[LogKey] | None = None,
-        cells: int = 0,
-    ) -> dict[str, PeerReply]:
-        """``state`` once no contacted replica lacks a cohort another one holds: each lacking
-        one first receives the whole partition's cells from holders, then every replica is
-        asked again (as the round was: ``logs``, ``cells``; a cohort can grow meanwhile: again,
-        a few times). A cohort repaired by this read (``repaired``, which this extends) counts
-        as held by every contacted replica for this partition: their summaries go on naming it
-        only where it was folded or delivered whole."""
-        for _ in range(MAX_SKETCH_ROUNDS):
-            wanted = cohorts.needed({node: reply.cohorts for node, reply in state.items()})
-            short = {n: cohorts.lacking([*r.cohorts, *repaired], wanted) for n, r in state.items()}
-            short = {node: ids for node, ids in short.items() if ids}
-            if not short:
-                return state
-            donors = set()
-            for cohort_id in {i for ids in short.values() for i in ids}:
-                mark = {cohort_id: wanted[cohort_id]}
-                donors.add(
-                    next(n for n, r in state.items() if not cohorts.lacking(r.cohorts, mark))
-                )
-            whole = replace(read, bounds=EVERYTHING)
-            answers = await asyncio.gather(
-                *(
-                    self._call(
-                        node,
-                        lambda handle, timeout_s, whole=whole: handle.read(
-                            epoch,
-                            whole,
-                            data=True,
-                            summary=False,
-                            digest=False,
-                            timeout_s=timeout_s,
-                        ),
-                        deadline,
-                    )
-                    for node in sorted(donors)
-                )
-            )
-            merged = merge(*(answer.cells for answer in answers))
-            repair = CellRepair(
-                read.table_id,
-                read.token,
-                read.partition_key,
-                tuple(merged[k] for k in sorted(merged)),
-            )
-            await asyncio.gather(
-                *(
-                    self._call(
-                        node,
-                        lambda handle, timeout_s, repair=repair: handle.repair_cells(
-                            epoch, read.keyspace, repair, timeout_s=timeout_s
-                        ),
-                        deadline,
-                    )
-                    for node in sorted(short)
-                )
-            )
-            repaired += [cohorts.CohortMark(i, h) for i, h in wanted.items()]
-            stats.repaired_cells += len(repair.cells) * len(short)
-            self.coordinator.metrics.read_cohort_repairs.inc()
-            state = await self._sketch_round(epoch, read, state, logs or [], cells, deadline)
-        raise Unavailable(
-            f"the replicas {sorted(state)} kept naming cohorts some of them lack "
-            f"({MAX_SKETCH_ROUNDS} repairs); retry the read"
+        return await repair_cohorts(
+            self, epoch, read, state, stats, deadline, repaired, logs, cells
         )
 
     @staticmethod
@@ -393,11 +317,45 @@ class ReadRepair:
         missing = [i for ids in wanted.values() for i in ids if i.key not in fetched]
         if missing and all(i.key in held for i in missing):
             raise HeldBelowBound()
+        if missing:  # held by id only where reported (a joined node's): whole elsewhere
+            fetched.update(await self._elsewhere(epoch, read, set(holders), missing, deadline))
+            missing = [i for i in missing if i.key not in fetched and i.key not in held]
         if missing:
             raise Unavailable(
                 f"read repair could not fetch {len(missing)} mutation(s) (e.g. {missing[0]}) "
                 "from the replicas that reported them; retry the read"
             )
+        return fetched
+
+    async def _elsewhere(
+        self,
+        epoch: int,
+        read: PartitionRead,
+        asked: set[str],
+        ids: list[MutationId],
+        deadline: float,
+    ) -> dict[tuple[int, int, int], tuple[Mutation, bytes]]:
+        """``ids`` whole from the token's other replicas, the read did not contact."""
+        coordinator = self.coordinator
+        metadata = coordinator.follower.metadata
+        others = sorted(
+            (
+                metadata.replica_group(read.keyspace, read.token, write=False)
+                | metadata.replica_group(read.keyspace, read.token, write=True)
+            )
+            - asked
+        )
+        fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
+        for node in others:
+            remaining = deadline - asyncio.get_running_loop().time()
+            wanted = [i for i in ids if i.key not in fetched]
+            if not wanted or remaining <= 0:
+                break
+            try:
+                handle = coordinator.handle(metadata, node)
+                fetched.update(await fetch_bodies(handle, epoch, wanted, timeout_s=remaining))
+            except PeerFailed:
+                continue
         return fetched
 
     async def _store(

@@ -45,6 +45,7 @@ from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
+from epochal.replica.borrowed import borrow
 from epochal.replica.cohort_delivery import CohortSent, send_cohort
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.handles import PeerFailed, RemoteHandle
@@ -300,6 +301,11 @@ class ReconcileNode:
         self._admit(metadata, ref)
         handle = self._peer(metadata, ref, target)
         bodies = self.storage.data.mutation_bodies(ids)
+        if len(bodies) < len(ids):  # entries held by id only: their bodies from the others
+            by_id = self.storage.data.held_by_id(ids)
+            others = sorted(self._replicas(metadata, ref) - {self.local.node_id, target})
+            handles = [self.coordinator.handle(metadata, node) for node in others]
+            bodies += await borrow(handles, metadata.epoch, by_id, timeout_s=timeout_s)
         chunks: list[list[bytes]] = [[]]
         size = 0
         for body in bodies:

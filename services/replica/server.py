@@ -128,7 +128,9 @@ class ReplicaServer:
         peers = PeerClient(self.channels)
         faults = Faults()
         source = StreamSource(settings, self.follower, self.storage, self.metrics)
-        self.receiver = StreamReceiver(settings, self.follower, self.storage, peers, self.metrics)
+        self.receiver = StreamReceiver(
+            settings, self.follower, self.storage, peers, self.metrics, self.coordinator
+        )
         self.operations = Operations(
             settings,
             self.follower,

@@ -21,9 +21,18 @@ loop, so no epoch that closes or cancels the step can slip between them. A sourc
 because it sees the guard closed is believed only once this node sees it closed too; until
 then it counts as a failed source.
 
-A tracked piece is then reconciled with the range's other read replicas (their log entries,
-stored when new), bounded by the range's log; a replica that cannot be reached is skipped with
-a warning — any quorum a write reached has another member.
+A tracked piece streams by difference (seed 002, "Bootstrap / Topology Changes"): its log does
+not travel whole. The source sends each partition's log ids with its first cells, read together
+(``log_mode`` "ids"): this node stores them as entries held by id — it holds their data, and its
+summaries list them, so neither reads nor the reconciler send them again — and they have no body
+to send on (a delivery of one borrows the body from another replica, ``borrowed``). Then, before
+the node is promoted, the operation itself reconciles the piece with the range's other read
+replicas *by difference*: each sends the ids of its log of the piece, and the mutations this node
+holds no entry of at all — writes the source missed — are fetched whole, by id, and stored. The
+joining node's operation runs that step, not the reconciler: a join finishes correctly whether a
+reconciler runs or not. A replica that cannot be reached is skipped with a warning — any quorum a
+write reached has another member. Without a way to fetch by id (``coordinator`` unset) the log
+travels whole, as before: the source's entries after the cells, every other replica's after.
 """
 
 from __future__ import annotations
@@ -35,9 +44,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from epochal.errors import EpochalError, GuardClosed, Rejected, StreamRefused
+from epochal.replica.borrowed import fetch_bodies
+from epochal.replica.handles import PeerFailed
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.model import Mutation
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -53,12 +66,21 @@ from epochal.replica.stream_plan import (
     reconcile_sources,
     resume_cursor,
 )
-from epochal.replica.stream_values import PullReport, PullRequest, RangeRequest, StreamProgress
+from epochal.replica.stream_values import (
+    PullReport,
+    PullRequest,
+    RangeRequest,
+    StreamedId,
+    StreamProgress,
+)
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import InProgressSequence
 from epochal.tcm.movements import Movement
 from epochal.tcm.movements import movements as movement_map
 from epochal.telemetry import span
+
+if TYPE_CHECKING:
+    from epochal.replica.coordinator import Coordinator
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +98,8 @@ class StreamProgressView:
     cells: int = 0
     mutations: int = 0
     reconciled: int = 0  # log entries reconciliation brought that the streams had not
+    mutation_bytes: int = 0  # bytes of whole mutations received (log entries with a body)
+    id_entries: int = 0  # log entries received as ids, with their data
     started: float = field(default_factory=time.monotonic)
     width_total: int = 0
     width_done: int = 0
@@ -163,6 +187,8 @@ class StreamReceiver:
     storage: ReplicaStorage
     peers: PeerClient
     metrics: ReplicaMetrics
+    # Reaches other replicas for their mutations by id (None: tracked logs travel whole).
+    coordinator: Coordinator | None = None
 
     def __post_init__(self) -> None:
         self.delay_ms = 0  # the stream_delay_ms test hook: sleep after each message stored
@@ -254,7 +280,12 @@ class StreamReceiver:
             source = await first_that_serves(
                 step.sources,
                 functools.partial(
-                    self._stream, sequence=sequence, operation=operation, piece=piece, view=view
+                    self._stream,
+                    sequence=sequence,
+                    operation=operation,
+                    piece=piece,
+                    view=view,
+                    log_mode=self._log_mode(piece),
                 ),
                 functools.partial(self._failed, sequence, piece),
                 what=str(piece),
@@ -297,6 +328,7 @@ class StreamReceiver:
                             piece=piece,
                             view=view,
                             log_only=True,
+                            log_mode=self._log_mode(piece),
                         ),
                         functools.partial(self._failed, sequence, piece),
                         what=str(piece),
@@ -335,9 +367,13 @@ class StreamReceiver:
         view: StreamProgressView,
         *,
         log_only: bool = False,
+        log_mode: str = "",
     ) -> None:
         """One StreamRange call, from where the stream stored under ``operation`` stopped;
-        ``log_only`` asks for the log entries only and counts the new ones as reconciled."""
+        ``log_only`` asks for the log entries only and counts the new ones as reconciled. With
+        ``log_mode`` "ids" the log comes as ids: with the cells, stored as entries held by id;
+        alone (``log_only``), the mutations this node holds no entry of are fetched whole from
+        the source and stored with the message's progress."""
         follower = self.follower
         progress = self.storage.streams.stream_progress(operation).get(piece.key)
         request = RangeRequest(
@@ -351,6 +387,7 @@ class StreamReceiver:
             right=piece.right,
             after=resume_cursor(progress, log_only=log_only),
             max_message_bytes=self.settings.stream_message_bytes,
+            log_mode=log_mode,
         )
         stored = progress or StreamProgress(request.after)
         chunks = self.peers.stream_range(
@@ -361,27 +398,62 @@ class StreamReceiver:
                 if chunk.epoch > follower.epoch:
                     follower.fetch_now()
                 cells = [(piece.table_id, c.token, c.partition_key, c.cell) for c in chunk.cells]
+                mutations = list(chunk.mutations)
+                ids = [(piece.keyspace, i) for i in chunk.ids]
+                if log_only and chunk.ids:  # by difference: what no entry here holds, whole
+                    mutations += await self._lacking(source, chunk.ids)
+                    ids = []
+                size = chunk.size_bytes + sum(
+                    len(body) for _, body in mutations[len(chunk.mutations) :]
+                )
+                entries = len(mutations) + len(ids)  # log entries: whole, or by id with the cells
                 stored = stored.advanced(
-                    chunk.cursor,
-                    cells=len(cells),
-                    mutations=len(chunk.mutations),
-                    size_bytes=chunk.size_bytes,
+                    chunk.cursor, cells=len(cells), mutations=entries, size_bytes=size
                 )
                 # The guard and the store, with no await between them.
                 guard = at_start(follower.metadata, sequence.node_id, sequence.prepared_epoch)
                 if guard:
                     raise GuardClosed(guard)
                 fresh = self.storage.streams.ingest(
-                    cells, chunk.mutations, operation, piece.key, stored
+                    cells, mutations, operation, piece.key, stored, ids
                 )
-                view.bytes += chunk.size_bytes
+                view.bytes += size
+                view.mutation_bytes += sum(len(body) for _, body in mutations)
+                view.id_entries += len(ids)
+                self.metrics.streamed_in_mutation_bytes.inc(sum(len(b) for _, b in mutations))
+                self.metrics.streamed_in_ids.inc(len(ids))
                 if log_only:
                     view.reconciled += sum(fresh)
                     self.metrics.reconciled_mutations.inc(sum(fresh))
                 else:
                     view.cells += len(cells)
-                    view.mutations += len(chunk.mutations)
-                self.metrics.streamed_in_bytes.inc(chunk.size_bytes)
+                    view.mutations += entries
+                self.metrics.streamed_in_bytes.inc(size)
                 self.metrics.streamed_in_cells.inc(len(cells))
-                self.metrics.streamed_in_mutations.inc(len(chunk.mutations))
+                self.metrics.streamed_in_mutations.inc(len(mutations))
                 await self._delayed()
+
+    def _log_mode(self, piece: Piece) -> str:
+        return "ids" if piece.tracked and self.coordinator is not None else ""
+
+    async def _lacking(
+        self, source: Source, ids: Sequence[StreamedId]
+    ) -> list[tuple[Mutation, bytes]]:
+        """The mutations of ``ids`` this node holds no entry of, fetched whole from ``source``
+        (one it cannot give is left: it is below the source's bound now, held everywhere)."""
+        assert self.coordinator is not None
+        held = self.storage.data.held_ids([i.mutation_id for i in ids])
+        wanted = [i.mutation_id for i in ids if i.mutation_id.key not in held]
+        if not wanted:
+            return []
+        metadata = self.follower.metadata
+        handle = self.coordinator.handle(metadata, source.node_id)
+        try:
+            fetched = await fetch_bodies(
+                handle, metadata.epoch, wanted, timeout_s=self.settings.stream_timeout_s
+            )
+        except PeerFailed as error:
+            raise StreamRefused(
+                f"fetching {len(wanted)} mutations from {source.node_id}: {error}"
+            ) from None
+        return list(fetched.values())

@@ -8,7 +8,11 @@ refuses (``GuardClosed``) unless the request's sequence is at its START step, th
 and this node is a read replica of the range. It answers the cells in key order, then — for a
 tracked keyspace — the mutation-log entries, in chunks of about ``max_message_bytes`` (the
 request's, else ``--stream-message-bytes``), each ending at the cursor to continue after; the
-last one's cursor is DONE. The guard is checked again before each chunk: once the sequence
+last one's cursor is DONE. With ``log_mode`` "ids" a tracked table's log travels as ids, without
+bodies: each partition's ids are read together with its first cells — so every id sent is of a
+mutation whose cells the receiver gets (from that state or a newer one) — and the log phase is
+skipped; asked alone (a stream that starts at the log phase), the log is sent as ids. With
+"none" only the cells are sent. The guard is checked again before each chunk: once the sequence
 leaves START, or starts cancelling, the stream ends with ``GuardClosed``. Chunks are yielded one
 at a time, so gRPC's flow control holds the source back while the receiver is busy.
 """
@@ -28,6 +32,7 @@ from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_plan import at_start
 from epochal.replica.stream_values import (
     DONE,
+    LOG_MODES,
     CellPosition,
     LogPosition,
     Phase,
@@ -35,11 +40,13 @@ from epochal.replica.stream_values import (
     RangeRequest,
     StreamCursor,
     StreamedCell,
+    StreamedId,
 )
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ReplicationType
 
 SCAN_ROWS = 512
+ID_BYTES = 32  # an id and a token, roughly
 CELL_OVERHEAD_BYTES = 40  # token, hlc, writer and framing, roughly
 MIN_MESSAGE_BYTES = 1024
 
@@ -71,16 +78,23 @@ class StreamSource:
         budget = max(
             request.max_message_bytes or self.settings.stream_message_bytes, MIN_MESSAGE_BYTES
         )
+        with_ids = tracked and request.log_mode == "ids"
         cursor = request.after
         while not cursor.done:
             problem = at_start(follower.metadata, request.sequence_node, request.prepared_epoch)
             if problem:
                 raise GuardClosed(problem)
             if cursor.phase is Phase.CELLS:
+                before = cursor
                 cells, cursor, size = self._cells(request, cursor, budget)
-                if cursor.phase is Phase.MUTATIONS and not tracked:
+                ids = self._partition_ids(request, before, cells) if with_ids else ()
+                size += sum(_id_bytes(i) for i in ids)
+                if cursor.phase is Phase.MUTATIONS and (not tracked or request.log_mode):
                     cursor = DONE
-                chunk = RangeChunk(epoch=follower.epoch, cells=cells, cursor=cursor)
+                chunk = RangeChunk(epoch=follower.epoch, cells=cells, ids=ids, cursor=cursor)
+            elif with_ids:
+                ids, cursor, size = self._log_ids(request, cursor, budget)
+                chunk = RangeChunk(epoch=follower.epoch, ids=ids, cursor=cursor)
             else:
                 mutations, cursor, size = self._mutations(request, cursor, budget)
                 chunk = RangeChunk(epoch=follower.epoch, mutations=mutations, cursor=cursor)
@@ -90,6 +104,8 @@ class StreamSource:
     def _refusal(self, request: RangeRequest) -> str | None:
         metadata = self.follower.metadata
         me = self.follower.node_id
+        if request.log_mode not in LOG_MODES:
+            return f"log_mode must be one of {LOG_MODES}, not {request.log_mode!r}"
         if not request.left < request.right:
             return f"the range ({request.left}, {request.right}] must not wrap: send its pieces"
         problem = at_start(metadata, request.sequence_node, request.prepared_epoch)
@@ -131,6 +147,56 @@ class StreamSource:
             return cells, StreamCursor(Phase.MUTATIONS), size
         return cells, StreamCursor(Phase.CELLS, CellPosition(*rows[-1][:4])), size
 
+    def _partition_ids(
+        self, request: RangeRequest, before: StreamCursor, cells: tuple[StreamedCell, ...]
+    ) -> tuple[StreamedId, ...]:
+        """The log ids of each partition whose first cells ``cells`` holds (one that started
+        before ``before``'s position had its ids sent then), read now, with those cells."""
+        started = before.after
+        seen = {(started.token, started.partition_key)} if started is not None else set()
+        ids: list[StreamedId] = []
+        for cell in cells:
+            key = (cell.token, cell.partition_key)
+            if key in seen:
+                continue
+            seen.add(key)
+            ids += (
+                StreamedId(i, cell.token, cell.partition_key)
+                for i in self.storage.data.partition_ids(
+                    request.keyspace, request.table_id, cell.token, cell.partition_key
+                )
+            )
+        return tuple(ids)
+
+    def _log_ids(
+        self, request: RangeRequest, cursor: StreamCursor, budget: int
+    ) -> tuple[tuple[StreamedId, ...], StreamCursor, int]:
+        """As ``_mutations``, the entries' ids only."""
+        assert cursor.after is None or isinstance(cursor.after, LogPosition)
+        rows, ended, size = _take(
+            lambda after: self.storage.streams.scan_mutations(
+                request.keyspace, request.table_id, request.left, request.right, after, SCAN_ROWS
+            ),
+            cursor.after,
+            budget,
+            lambda row: ID_BYTES + len(row[1]),
+            key_length=6,
+        )
+        ids = tuple(
+            StreamedId(MutationId(node=node, log=log_id, sequence=seq, hlc=hlc), token, pkey)
+            for token, pkey, hlc, node, log_id, seq, _ in rows
+        )
+        if ended:
+            return ids, DONE, size
+        last = ids[-1]
+        return (
+            ids,
+            StreamCursor(
+                Phase.MUTATIONS, LogPosition(last.token, last.partition_key, last.mutation_id)
+            ),
+            size,
+        )
+
     def _mutations(
         self, request: RangeRequest, cursor: StreamCursor, budget: int
     ) -> tuple[tuple[bytes, ...], StreamCursor, int]:
@@ -146,7 +212,7 @@ class StreamSource:
             _body_bytes,
             key_length=6,
         )
-        bodies = tuple(row[-1] for row in rows)
+        bodies = tuple(row[-1] for row in rows if row[-1])  # (entries held by id only: none)
         if ended:
             return bodies, DONE, size
         token, pkey, hlc, node, log_id, seq, _ = rows[-1]
@@ -187,3 +253,7 @@ def _cell_bytes(row: tuple[Any, ...]) -> int:
 
 def _body_bytes(row: tuple[Any, ...]) -> int:
     return len(row[-1])
+
+
+def _id_bytes(streamed: StreamedId) -> int:
+    return ID_BYTES + len(streamed.partition_key)

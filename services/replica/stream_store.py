@@ -11,7 +11,7 @@ from epochal.replica.data_store import UPSERT_CELL, Stored, store_mutations
 from epochal.replica.database import ReplicaDatabase
 from epochal.replica.model import Cell, Mutation
 from epochal.replica.stream_encoding import decode_cursor, encode_cursor
-from epochal.replica.stream_values import StreamProgress
+from epochal.replica.stream_values import StreamedId, StreamProgress
 from epochal.runtime.database import transaction
 
 _SCAN_CELLS = (
@@ -25,6 +25,15 @@ _SCAN_MUTATIONS = (
 )
 CellKey = tuple[int, bytes, bytes, str]  # (token, pkey, ckey, col)
 LogKey = tuple[int, bytes, int, int, int, int]  # (token, pkey, hlc, node, log, seq)
+
+
+# A log entry held by its data (streamed cells) rather than its body: an empty body. It counts in
+# summaries like any entry, is never sent as a mutation (``DataStore.mutation_bodies`` skips it),
+# and is filled in when the whole mutation arrives (``store_mutations``).
+_INSERT_ID = (
+    "INSERT INTO mutations (node, log, seq, hlc, keyspace, table_id, token, pkey, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, x'') ON CONFLICT (node, log, seq) DO NOTHING"
+)
 
 
 class StreamStore:
@@ -90,12 +99,31 @@ class StreamStore:
         operation: str,
         stream: tuple[str, int, int],
         progress: StreamProgress,
+        ids: Sequence[tuple[str, StreamedId]] = (),
     ) -> list[bool]:
-        """Store one streamed message — cells (table id, token, partition key, cell) and whole
-        mutations — and where its stream now stands, in one durable transaction. A mutation's
-        cells are stored with its log entry (only when the entry is new), so holding an entry
-        always means holding its cells."""
+        """Store one streamed message — cells (table id, token, partition key, cell), whole
+        mutations, and ids of log entries whose cells came with them (keyspace, id: stored
+        without a body where not held) — and where its stream now stands, in one durable
+        transaction. A mutation's cells are stored with its log entry (only when the entry is
+        new), so holding an entry always means holding its cells."""
+        table_id = stream[0]
         with transaction(self._db.raw) as cursor:
+            cursor.executemany(
+                _INSERT_ID,
+                [
+                    (
+                        i.mutation_id.node,
+                        i.mutation_id.log,
+                        i.mutation_id.sequence,
+                        i.mutation_id.hlc,
+                        keyspace,
+                        table_id,
+                        i.token,
+                        i.partition_key,
+                    )
+                    for keyspace, i in ids
+                ],
+            )
             cursor.executemany(
                 UPSERT_CELL,
                 [

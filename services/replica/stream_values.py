@@ -111,6 +111,18 @@ class StreamedCell:
     cell: Cell
 
 
+@dataclass(frozen=True, slots=True)
+class StreamedId:
+    """A log entry's id, without its body (``log_mode`` "ids")."""
+
+    mutation_id: MutationId
+    token: int
+    partition_key: bytes
+
+
+LOG_MODES = ("", "ids", "none")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RangeRequest:
     """``StreamRange``: a table's data in ``(left, right]`` for ``sequence_node``'s sequence
@@ -126,6 +138,9 @@ class RangeRequest:
     right: int
     after: StreamCursor
     max_message_bytes: int = 0  # 0: the source's own setting
+    # A tracked table's log: "" whole entries after the cells; "ids": each partition's ids with
+    # its first cells, read with them (or alone, from the log phase); "none": cells only.
+    log_mode: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +151,7 @@ class RangeChunk:
     epoch: int  # the source's
     cells: tuple[StreamedCell, ...] = ()
     mutations: tuple[bytes, ...] = ()
+    ids: tuple[StreamedId, ...] = ()
     cursor: StreamCursor
 
 
@@ -149,6 +165,7 @@ class ReceivedChunk:
     mutations: tuple[tuple[Mutation, bytes], ...]
     cursor: StreamCursor
     size_bytes: int
+    ids: tuple[StreamedId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

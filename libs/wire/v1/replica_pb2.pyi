@@ -633,7 +633,7 @@ class StreamCursor(_message.Message):
     def __init__(self, phase: _Optional[_Union[StreamCursor.Phase, str]] = ..., started: _Optional[bool] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., clustering: _Optional[bytes] = ..., column: _Optional[str] = ..., hlc: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
 
 class StreamRangeRequest(_message.Message):
-    __slots__ = ("epoch", "receiver", "prepared_epoch", "keyspace", "table_id", "left", "right", "after", "max_message_bytes", "sequence_node")
+    __slots__ = ("epoch", "receiver", "prepared_epoch", "keyspace", "table_id", "left", "right", "after", "max_message_bytes", "sequence_node", "log_mode")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     PREPARED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -644,6 +644,7 @@ class StreamRangeRequest(_message.Message):
     AFTER_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_NODE_FIELD_NUMBER: _ClassVar[int]
+    LOG_MODE_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     receiver: str
     prepared_epoch: int
@@ -654,7 +655,8 @@ class StreamRangeRequest(_message.Message):
     after: StreamCursor
     max_message_bytes: int
     sequence_node: str
-    def __init__(self, epoch: _Optional[int] = ..., receiver: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., left: _Optional[int] = ..., right: _Optional[int] = ..., after: _Optional[_Union[StreamCursor, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., sequence_node: _Optional[str] = ...) -> None: ...
+    log_mode: str
+    def __init__(self, epoch: _Optional[int] = ..., receiver: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., keyspace: _Optional[str] = ..., table_id: _Optional[str] = ..., left: _Optional[int] = ..., right: _Optional[int] = ..., after: _Optional[_Union[StreamCursor, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., sequence_node: _Optional[str] = ..., log_mode: _Optional[str] = ...) -> None: ...
 
 class PullRangesRequest(_message.Message):
     __slots__ = ("epoch", "sequence_node", "prepared_epoch")
@@ -695,16 +697,28 @@ class StreamedCell(_message.Message):
     def __init__(self, token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., cell: _Optional[_Union[RawCell, _Mapping]] = ...) -> None: ...
 
 class StreamChunk(_message.Message):
-    __slots__ = ("epoch", "cells", "mutations", "cursor")
+    __slots__ = ("epoch", "cells", "mutations", "cursor", "ids")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     CELLS_FIELD_NUMBER: _ClassVar[int]
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     cells: _containers.RepeatedCompositeFieldContainer[StreamedCell]
     mutations: _containers.RepeatedScalarFieldContainer[bytes]
     cursor: StreamCursor
-    def __init__(self, epoch: _Optional[int] = ..., cells: _Optional[_Iterable[_Union[StreamedCell, _Mapping]]] = ..., mutations: _Optional[_Iterable[bytes]] = ..., cursor: _Optional[_Union[StreamCursor, _Mapping]] = ...) -> None: ...
+    ids: _containers.RepeatedCompositeFieldContainer[StreamedId]
+    def __init__(self, epoch: _Optional[int] = ..., cells: _Optional[_Iterable[_Union[StreamedCell, _Mapping]]] = ..., mutations: _Optional[_Iterable[bytes]] = ..., cursor: _Optional[_Union[StreamCursor, _Mapping]] = ..., ids: _Optional[_Iterable[_Union[StreamedId, _Mapping]]] = ...) -> None: ...
+
+class StreamedId(_message.Message):
+    __slots__ = ("id", "token", "partition_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: MutationId
+    token: int
+    partition_key: bytes
+    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ...) -> None: ...
 
 class BootstrapRequest(_message.Message):
     __slots__ = ("tokens", "num_tokens")
