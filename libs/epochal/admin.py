@@ -183,3 +183,7 @@ class TestHooks:
     drop_write_share: float = 0.0
     isolated: bool = False
     id_clock_behind_ms: int = 0
+    cut_off_from: tuple[str, ...] = ()  # node ids this replica's calls fail to (a partition)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cut_off_from", tuple(self.cut_off_from))

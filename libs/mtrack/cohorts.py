@@ -19,10 +19,10 @@ replica never took part.
   a summary alone cannot show what it holds: summaries name the cohorts held (``CohortMark``),
   and a replica lacking a cohort another replica names (``lacking``) must receive it before its
   data answers for the range.
-* **Delivery.** Folded ids have no log entries to send one by one; the cohort's data goes as
-  the cells of the range written in its span (``data_span``: from ``low`` less a margin — a
-  retried write keeps its first attempt's time — to ``high``). Later cells that overwrote them
-  belong to mutations still in the log, delivered by id.
+* **Delivery.** Folded ids have no log entries to send one by one; a member's fold tags the
+  cells those mutations wrote (and that still win) as the cohort's, and its data goes as those
+  cells. A cell a later write overwrote is no longer the cohort's: that write is in the log,
+  delivered by id. Only members send a cohort (only they tagged it).
 * **End.** A full reconciliation advances the low bound only when every replica holds the same
   cohorts; a replica forgets a cohort once its low bound over the cohort's range reaches
   ``high`` (everything it covered is then below the bound, on every replica).
@@ -34,7 +34,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from epochal.mtrack.hlc import MAX_HLC, make_hlc, physical_ms_of
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.tcm.tokens import TokenRange
 
 MAX_MEMBERS = 64
@@ -109,9 +109,21 @@ def lacking(own: Iterable[CohortMark], wanted: Mapping[int, int]) -> dict[int, i
     return {i: high for i, high in wanted.items() if held.get(i, -1) < high}
 
 
-def data_span(cohort: Cohort, *, margin_ms: int) -> tuple[int, int]:
-    """The cell times ``[from, below)`` a delivery of ``cohort`` sends: its span, from
-    ``margin_ms`` earlier (a write retried under a fresh id keeps its first attempt's time,
-    at most a write timeout and a clock skew older)."""
-    start = make_hlc(max(physical_ms_of(cohort.low) - margin_ms, 0)) if cohort.low else 0
-    return start, cohort.high
+def reach_groups(
+    answered: Iterable[str], unreachable: Mapping[str, Iterable[str]]
+) -> list[tuple[str, ...]]:
+    """The replicas that answered, grouped by who reaches whom (``unreachable``: per replica,
+    the peers its calls could not reach): in name order, each joins the first group every member
+    of which it reaches both ways, else starts one — so a group's members all reach each other
+    (deliveries between any two work); in a clean partition the groups are its sides. Largest
+    first (ties by name)."""
+    cut = {node: set(peers) for node, peers in unreachable.items()}
+    groups: list[list[str]] = []
+    for node in sorted(set(answered)):
+        for group in groups:
+            if all(m not in cut.get(node, ()) and node not in cut.get(m, ()) for m in group):
+                group.append(node)
+                break
+        else:
+            groups.append([node])
+    return sorted((tuple(g) for g in groups), key=lambda g: (-len(g), g))

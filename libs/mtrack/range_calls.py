@@ -38,6 +38,7 @@ class RangeState:
     # ends here (``window_end``); 0: the window reaches the top of the log.
     window_ends: tuple[int, ...] = ()
     cohorts: tuple[Cohort, ...] = ()  # the cohorts held that intersect the range
+    unreachable_peers: tuple[str, ...] = ()  # the range's replicas this one cannot reach lately
 
 
 @dataclass(frozen=True, slots=True)

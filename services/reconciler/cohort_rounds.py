@@ -33,6 +33,7 @@ async def deliver_cohorts(
         (node, records[cohort_id])
         for node, state in sorted(states.items())
         for cohort_id in sorted(lacking([c.mark for c in state.cohorts], wanted))
+        if cohort_id in records
     ]
     gate = asyncio.Semaphore(COHORT_DELIVERIES_AT_ONCE)
 
@@ -56,9 +57,9 @@ async def deliver_cohorts(
 
 
 def formed_cohort(round_: Round, states: Mapping[str, RangeState], lowest: int) -> Cohort | None:
-    """The cohort the replicas that answered form, once every one left out has been unreachable
-    long enough (None: not yet)."""
-    if not set(round_.result.unreachable) <= round_.fold_ok:
+    """The cohort the side this round works forms, once the range has been split long enough
+    (None: not yet)."""
+    if not round_.fold_ok:
         return None
     members = tuple(sorted(states))
     return Cohort(
@@ -82,15 +83,12 @@ def held_high(state: RangeState, cohort: Cohort | None) -> int:
 def _sources(
     states: Mapping[str, RangeState], wanted: Mapping[int, int]
 ) -> dict[int, tuple[str, Cohort]]:
-    """Per cohort wanted, a replica holding it as high as wanted, and its record there (a
-    member first: it folded it; ties by name)."""
+    """Per cohort wanted, a member holding it as high as wanted (only members tagged its data),
+    and its record there; ties by name. A cohort no such member answered for is not sent."""
     found: dict[int, tuple[str, Cohort]] = {}
-    for node in sorted(states, key=lambda n: (not _member(states[n], n), n)):
+    for node in sorted(states):
         for cohort in states[node].cohorts:
-            if cohort.high >= wanted.get(cohort.id, cohort.high + 1) and cohort.id not in found:
+            high = wanted.get(cohort.id, cohort.high + 1)
+            if node in cohort.members and cohort.high >= high and cohort.id not in found:
                 found[cohort.id] = (node, cohort)
     return found
-
-
-def _member(state: RangeState, node: str) -> bool:
-    return any(node in c.members for c in state.cohorts)

@@ -93,6 +93,7 @@ class ReplicaClient:
             log_bytes=reply.log_bytes,
             window_ends=ends,
             cohorts=tuple(cohort_from_proto(c, ref.keyspace, "cohorts") for c in reply.cohorts),
+            unreachable_peers=tuple(reply.unreachable_peers),
         )
 
     async def summary(

@@ -57,7 +57,7 @@ from epochal.mtrack import (
     differing_logs,
     more_cells,
 )
-from epochal.mtrack.cohorts import Cohort
+from epochal.mtrack.cohorts import Cohort, reach_groups
 from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import RangeRef, RangeState
@@ -126,8 +126,10 @@ class Round:
     cursor: int = 0  # where the backlog walk stands (``epochal.mtrack.windows``; 0: the bound)
     sizes: bool = False  # also count each replica's log of the range (a scan of it: now and then)
     may_skip: bool = True  # the last round of the range ended well (``_run``, 2)
-    # Replicas unreachable long enough that the others may fold a cohort without them.
-    fold_ok: frozenset[str] = frozenset()
+    # The range's replicas have been split (some unreachable, or not reaching each other) long
+    # enough that the side this round works may fold a cohort without the others.
+    fold_ok: bool = False
+    turn: int = 0  # which side of a split this round works (they take turns)
     result: RoundResult = field(default_factory=RoundResult)
     # The digests every replica reported alike at the last comparison, and below what.
     _settled: LogDigests | None = field(default=None, init=False)
@@ -160,12 +162,16 @@ class Round:
         states = await self._states(starts)
         if len(states) > len(self.ref.replicas or self.replicas) // 2:
             self.lease.renewed(sent_ms)
-        partial = len(states) < len(self.replicas)
+        sides = reach_groups(states, {n: s.unreachable_peers for n, s in states.items()})
+        partial = len(sides) > 1 or len(states) < len(self.replicas)
         if partial:
-            self.result.unreachable = tuple(sorted(set(self.replicas) - set(states)))
-            if len(states) < 2:
-                raise RoundEnded("unavailable", f"only {sorted(states)} answered")
-            self.replicas = {node: self.replicas[node] for node in states}
+            sides = [side for side in sides if len(side) >= 2]
+            if not sides:
+                raise RoundEnded("unavailable", f"no two of {sorted(states)} reach each other")
+            side = sides[self.turn % len(sides)]
+            self.result.unreachable = tuple(sorted(set(self.replicas) - set(side)))
+            self.replicas = {node: self.replicas[node] for node in side}
+            states = {node: states[node] for node in side}
         self.result.cohorts = tuple(
             sorted({c.id: c for s in states.values() for c in s.cohorts}.values(), key=_by_id)
         )
@@ -457,14 +463,13 @@ class RangePace:
     sized_at: float = float("-inf")
     cursor: int = 0
     went_well: bool = True
-    missing_since: dict[str, float] = field(default_factory=dict)  # replica -> first missed
+    split_since: float | None = None  # since when some replica has been left out of rounds
+    turn: int = 0  # rounds so far: the sides of a split take turns
 
-    def fold_ok(self, now: float, cohort_after_s: float) -> frozenset[str]:
-        """The replicas unreachable for at least ``cohort_after_s``: the others may fold a
-        cohort without them."""
-        return frozenset(
-            n for n, since in self.missing_since.items() if now - since >= cohort_after_s
-        )
+    def fold_ok(self, now: float, cohort_after_s: float) -> bool:
+        """Whether the range has been split for at least ``cohort_after_s``: a side may fold
+        into a cohort."""
+        return self.split_since is not None and now - self.split_since >= cohort_after_s
 
     def advance_due(self, now: float) -> bool:
         return now - self.advanced_at >= self.advance_s
@@ -478,12 +483,11 @@ class RangePace:
         """The round started at ``started`` ended with ``result`` (None: it failed outright)."""
         if result is not None and result.compared:
             self.cursor = result.next_cursor
-        if result is not None and result.outcome not in ("unavailable", "refused"):
-            missing = set(result.unreachable)  # (a round that stopped early says nothing)
-            self.missing_since = {n: self.missing_since.get(n, started) for n in sorted(missing)}
-        elif result is not None and result.outcome == "unavailable":
-            for node in result.unreachable:
-                self.missing_since.setdefault(node, started)
+        self.turn += 1
+        if result is not None and (result.unreachable or result.outcome == "unavailable"):
+            self.split_since = started if self.split_since is None else self.split_since
+        elif result is not None and result.outcome in ("advanced", "delivered"):
+            self.split_since = None  # every replica took part
         self.went_well = result is not None and result.outcome in (
             "advanced",
             "delivered",

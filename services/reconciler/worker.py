@@ -153,6 +153,7 @@ class Worker:
                         sizes=sizes,
                         may_skip=pace.went_well,
                         fold_ok=pace.fold_ok(started, self.settings.cohort_after_ms / 1000),
+                        turn=pace.turn,
                     )
             except Exception:
                 log.exception("a round of %s in %s failed", key[1], key[0])
@@ -169,7 +170,8 @@ class Worker:
         cursor: int = 0,
         sizes: bool = True,
         may_skip: bool = True,
-        fold_ok: frozenset[str] = frozenset(),
+        fold_ok: bool = False,
+        turn: int = 0,
     ) -> RoundResult:
         key = (target.keyspace, target.range)
         started_ms = time.time_ns() // 1_000_000
@@ -192,6 +194,7 @@ class Worker:
             sizes=sizes,
             may_skip=may_skip,
             fold_ok=fold_ok,
+            turn=turn,
         )
         span = (
             self._tracer.start_span(

@@ -146,6 +146,7 @@ class TestingServicer:
         if released:
             self.follower.fetch_now()  # follow again at once, not at the next pull
         self.coordinator.hooks = Hooks(skip_plan_recheck=request.skip_plan_recheck)
+        self.coordinator.reach.cut_off = frozenset(request.cut_off_from)
         self.receiver.delay_ms = request.stream_delay_ms
         ids = self.coordinator.ids
         behind_ms = request.id_clock_behind_ms
@@ -158,4 +159,5 @@ class TestingServicer:
             drop_write_share=self.faults.drop_write_share,
             isolated=self.faults.isolated,
             id_clock_behind_ms=behind_ms if ids is not None else 0,
+            cut_off_from=sorted(self.coordinator.reach.cut_off),
         )

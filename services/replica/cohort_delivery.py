@@ -1,7 +1,8 @@
 """A cohort's data sent to a replica that did not take part in it (``epochal.mtrack.cohorts``):
-the cells of the cohort's range written in its span, read off this replica's storage in key
-order and sent to the target as cell repairs over this node's peer stream to it, one partition a
-repair, a bounded number in flight. Idempotent (last write wins): a delivery cut short is sent
+the cells this member's folds tagged as the cohort's (``ReconcileStore.tag_cohort``; a cell a
+later write overwrote is no longer its data), read off this replica's storage in key order and
+sent to the target as cell repairs over this node's peer stream to it, one partition a repair, a
+bounded number in flight. Idempotent (last write wins): a delivery cut short is sent
 again whole, and the target records the cohort as held only once it all arrived
 (``HoldCohort``, asked by the reconciler after this answered)."""
 
@@ -17,7 +18,6 @@ from epochal.replica.handles import PeerFailed, RemoteHandle
 from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.replica.model import Cell
 from epochal.replica.stream_store import StreamStore
-from epochal.tcm.tokens import TokenRange
 
 SCAN_CELLS = 2_000
 REPAIRS_IN_FLIGHT = 64
@@ -38,8 +38,7 @@ async def send_cohort(
     epoch: int,
     keyspace: str,
     table_ids: Sequence[str],
-    token_range: TokenRange,
-    times: tuple[int, int],
+    cohort_id: int,
     timeout_s: float,
 ) -> CohortSent:
     cells = size = partitions = 0
@@ -58,7 +57,7 @@ async def send_cohort(
             )
 
     for table_id in table_ids:
-        for repair in _partitions(streams, table_id, token_range, times):
+        for repair in _partitions(streams, table_id, cohort_id):
             if problem:
                 break
             while len(in_flight) >= REPAIRS_IN_FLIGHT:
@@ -81,29 +80,26 @@ async def send_cohort(
     return CohortSent(cells, size, partitions, problem)
 
 
-def _partitions(
-    streams: StreamStore, table_id: str, token_range: TokenRange, times: tuple[int, int]
-) -> Iterator[CellRepair]:
-    """The table's cells of ``token_range`` written at ``times``, one repair per partition."""
-    for left, right in token_range.pieces():
-        after = None
-        key: tuple[int, bytes] | None = None
-        cells: list[Cell] = []
-        while True:
-            rows = streams.scan_cells(table_id, left, right, after, SCAN_CELLS, times=times)
-            for row in rows:
-                token, pkey = int(row[0]), bytes(row[1])
-                if key is not None and key != (token, pkey) and cells:
-                    yield CellRepair(table_id, key[0], key[1], tuple(cells))
-                    cells = []
-                key = (token, pkey)
-                cells.append(_cell(row))
-            if len(rows) < SCAN_CELLS:
-                break
-            last = rows[-1]
-            after = (int(last[0]), bytes(last[1]), bytes(last[2]), last[3])
-        if key is not None and cells:
-            yield CellRepair(table_id, key[0], key[1], tuple(cells))
+def _partitions(streams: StreamStore, table_id: str, cohort_id: int) -> Iterator[CellRepair]:
+    """The table's cells tagged as ``cohort_id``'s, one repair per partition."""
+    after = None
+    key: tuple[int, bytes] | None = None
+    cells: list[Cell] = []
+    while True:
+        rows = streams.scan_cohort(cohort_id, table_id, after, SCAN_CELLS)
+        for row in rows:
+            token, pkey = int(row[0]), bytes(row[1])
+            if key is not None and key != (token, pkey) and cells:
+                yield CellRepair(table_id, key[0], key[1], tuple(cells))
+                cells = []
+            key = (token, pkey)
+            cells.append(_cell(row))
+        if len(rows) < SCAN_CELLS:
+            break
+        last = rows[-1]
+        after = (int(last[0]), bytes(last[1]), bytes(last[2]), last[3])
+    if key is not None and cells:
+        yield CellRepair(table_id, key[0], key[1], tuple(cells))
 
 
 def _cell(row: tuple[Any, ...]) -> Cell:

@@ -42,6 +42,7 @@ from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, Repli
 from epochal.replica.ids import MutationIds
 from epochal.replica.local_replica import LocalReplica
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.reachability import PeerReach
 from epochal.replica.read_path import ReadPath, ReadResult, ReadStats
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.write_path import WritePath, WriteResult
@@ -75,6 +76,7 @@ class Coordinator:
         self.hooks = Hooks()
         self.planner = Planner(self.node_id, self.settings.datacenter)
         self._handles: dict[str, RemoteHandle] = {}
+        self.reach = PeerReach()  # which peers this node's calls could not reach lately
         self._in_flight = 0
         # The entry points: each path admits, traces and times its requests (coordinating).
         self.write = WritePath(self).write
@@ -101,7 +103,9 @@ class Coordinator:
         if handle is None or handle.address != node.address:
             if handle is not None:
                 handle.close()  # the node moved: its old stream goes
-            handle = self._handles[node_id] = RemoteHandle(node_id, node.address, self.channels)
+            handle = self._handles[node_id] = RemoteHandle(
+                node_id, node.address, self.channels, self.reach
+            )
         return handle
 
     def close(self) -> None:

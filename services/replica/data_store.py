@@ -34,7 +34,8 @@ UPSERT_CELL = (
     "INSERT INTO cells (table_id, token, pkey, ckey, col, value, hlc, writer, tombstone) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (table_id, token, pkey, ckey, col) DO UPDATE SET value = excluded.value, "
-    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone "
+    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone, "
+    "cohort = NULL "
     "WHERE (excluded.hlc, excluded.writer, excluded.tombstone) > "
     "(cells.hlc, cells.writer, cells.tombstone)"
 )

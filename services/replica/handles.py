@@ -24,6 +24,7 @@ from epochal.replica import exchange_codec as codec
 from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
+from epochal.replica.reachability import PeerReach
 from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
 
@@ -98,9 +99,12 @@ class LocalHandle:
 class RemoteHandle:
     """Another replica, over its Exchange stream (encoded by ``epochal.replica.exchange_codec``)."""
 
-    def __init__(self, node_id: str, address: str, channels: Channels) -> None:
+    def __init__(
+        self, node_id: str, address: str, channels: Channels, reach: PeerReach | None = None
+    ) -> None:
         self.node_id = node_id
         self.address = address
+        self.reach = reach
         stub = channels.peer(address)
         self.stream = Multiplexer(
             stub.Exchange,
@@ -116,7 +120,20 @@ class RemoteHandle:
         timeout_s: float,
         decode: Callable[[codec.Reply], PeerReply],
     ) -> asyncio.Future[PeerReply]:
-        return self.stream.call(request, timeout_s, functools.partial(self._decoded, decode))
+        reach = self.reach
+        if reach is not None and self.node_id in reach.cut_off:
+            cut: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
+            cut.set_exception(PeerFailed(self.node_id, "cut off by a test hook"))
+            return cut
+        future = self.stream.call(request, timeout_s, functools.partial(self._decoded, decode))
+        if reach is not None:
+            future.add_done_callback(self._reached)
+        return future
+
+    def _reached(self, future: asyncio.Future[PeerReply]) -> None:
+        assert self.reach is not None
+        failed = future.cancelled() or isinstance(future.exception(), PeerFailed)
+        self.reach.record(self.node_id, ok=not failed)
 
     def _decoded(self, decode: Callable[[codec.Reply], PeerReply], reply: codec.Reply) -> PeerReply:
         try:

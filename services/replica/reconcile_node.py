@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
-from epochal.mtrack.cohorts import Cohort, CohortMark, data_span
+from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
 from epochal.mtrack.marks import RangeMarks
@@ -262,6 +262,9 @@ class ReconcileNode:
             log_bytes=size,
             window_ends=ends,
             cohorts=tuple(reconcile.cohorts(ref.keyspace, ref.range)),
+            unreachable_peers=tuple(
+                sorted(self.coordinator.reach.unreachable() & self._replicas(metadata, ref))
+            ),
         )
 
     def hlc_now(self) -> int:
@@ -418,15 +421,13 @@ class ReconcileNode:
             )
         keyspace = metadata.keyspace(ref.keyspace)
         assert keyspace is not None  # the gate checked it
-        settings = self.settings
         sent = await send_cohort(
             self.storage.streams,
             handle,
             epoch=metadata.epoch,
             keyspace=ref.keyspace,
             table_ids=sorted(t.id for t in keyspace.tables.values()),
-            token_range=cohort.range,
-            times=data_span(cohort, margin_ms=2 * settings.write_timeout_ms + settings.max_skew_ms),
+            cohort_id=cohort.id,
             timeout_s=timeout_s,
         )
         self.metrics.cohort_cells_sent.inc(sent.cells)

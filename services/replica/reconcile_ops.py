@@ -266,6 +266,7 @@ class Admission:
                 held = self.store.stage_forget(cursor, op.keyspace, staged[MarkKind.LOW_BOUND])
             elif isinstance(op, FoldCohort):
                 deleted, size = self.store.log_below(cursor, op.keyspace, op.range, op.new_bound)
+                self.store.tag_cohort(cursor, op.keyspace, op.range, op.new_bound, op.cohort.id)
                 self.store.delete_log_below(cursor, op.keyspace, op.range, op.new_bound)
                 before = self.store.cohort(op.keyspace, op.cohort.id)
                 folded = replace(

@@ -86,6 +86,7 @@ class ReconcileServicer:
                 log_bytes=state.log_bytes,
                 window_ends=state.window_ends,
                 cohorts=[cohort_to_proto(c) for c in state.cohorts],
+                unreachable_peers=state.unreachable_peers,
             )
 
         return await self._serve(context, call, lambda c: pb.RangeStateResponse(**c))

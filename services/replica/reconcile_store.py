@@ -13,9 +13,11 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from epochal.mtrack import MutationId
 from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.marks import Mark, RangeMarks
 from epochal.replica.database import ReplicaDatabase
+from epochal.replica.model import writer_of
 from epochal.runtime.database import transaction
 from epochal.tcm.tokens import TokenRange
 
@@ -137,6 +139,28 @@ class ReconcileStore:
 
     # ------------------------------------------------------------------ cohorts
 
+    @staticmethod
+    def tag_cohort(
+        cursor: Any, keyspace: str, token_range: TokenRange, bound: int, cohort_id: int
+    ) -> None:
+        """Tag, in ``cursor``'s transaction, the cells the log entries of ``token_range`` below
+        ``bound`` wrote and that still win as ``cohort_id``'s data (a cell's writer is its
+        mutation's id: no body is read)."""
+        for left, right in token_range.pieces():
+            cursor.execute(
+                "SELECT table_id, token, pkey, node, log, seq, hlc FROM mutations "
+                "WHERE keyspace = ? AND hlc < ? AND token > ? AND token <= ?",
+                (keyspace, bound, left, right),
+            )
+            cursor.executemany(
+                "UPDATE cells SET cohort = ? WHERE table_id = ? AND token = ? AND pkey = ? "
+                "AND writer = ?",
+                [
+                    (cohort_id, table, token, pkey, _writer(node, log, seq, hlc))
+                    for table, token, pkey, node, log, seq, hlc in cursor.fetchall()
+                ],
+            )
+
     def cohorts(self, keyspace: str, token_range: TokenRange | None = None) -> list[Cohort]:
         """The cohorts held of ``keyspace`` (those intersecting ``token_range``), by id."""
         held = self._cohorts.get(keyspace, {})
@@ -191,6 +215,7 @@ class ReconcileStore:
                     "DELETE FROM cohorts WHERE keyspace = ? AND cohort_id = ?",
                     (keyspace, cohort.id),
                 )
+                cursor.execute("UPDATE cells SET cohort = NULL WHERE cohort = ?", (cohort.id,))
                 del held[cohort.id]
         return held
 
@@ -198,6 +223,10 @@ class ReconcileStore:
         if self._cohorts.get(keyspace) != held:
             self._cohorts[keyspace] = held
             self.version += 1
+
+
+def _writer(node: int, log: int, seq: int, hlc: int) -> bytes:
+    return writer_of(MutationId(node=node, log=log, sequence=seq, hlc=hlc))
 
 
 def _cohort_of(row: tuple[Any, ...]) -> Cohort:

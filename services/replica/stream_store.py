@@ -16,7 +16,12 @@ from epochal.runtime.database import transaction
 
 _SCAN_CELLS = (
     "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
-    "WHERE table_id = ? AND {where} AND token <= ? {times}ORDER BY token, pkey, ckey, col LIMIT ?"
+    "WHERE table_id = ? AND {where} AND token <= ? ORDER BY token, pkey, ckey, col LIMIT ?"
+)
+_SCAN_COHORT = (
+    "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
+    "WHERE cohort = ? AND table_id = ? AND (token, pkey, ckey, col) > (?, ?, ?, ?) "
+    "ORDER BY token, pkey, ckey, col LIMIT ?"
 )
 _SCAN_MUTATIONS = (
     "SELECT token, pkey, hlc, node, log, seq, body FROM mutations "
@@ -47,18 +52,22 @@ class StreamStore:
         right: int,
         after: CellKey | None,
         limit: int,
-        *,
-        times: tuple[int, int] | None = None,
     ) -> list[tuple[Any, ...]]:
         """Up to ``limit`` cells of the table with tokens in ``(left, right]`` (``left <
         right``) after ``after``, in key order: (token, pkey, ckey, col, value, hlc, writer,
-        tombstone); only those written at ``times`` ``[from, below)`` when given."""
+        tombstone)."""
         if after is None:
             where, params = "token > ?", (table_id, left, right)
         else:
             where, params = "(token, pkey, ckey, col) > (?, ?, ?, ?)", (table_id, *after, right)
-        sql = _SCAN_CELLS.format(where=where, times="AND hlc >= ? AND hlc < ? " if times else "")
-        return self._db.query(sql, (*params, *(times or ()), limit))
+        return self._db.query(_SCAN_CELLS.format(where=where), (*params, limit))
+
+    def scan_cohort(
+        self, cohort_id: int, table_id: str, after: CellKey | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """As ``scan_cells``, the table's cells tagged as ``cohort_id``'s data."""
+        start = after or (-(2**63), b"", b"", "")
+        return self._db.query(_SCAN_COHORT, (cohort_id, table_id, *start, limit))
 
     def scan_mutations(
         self,

@@ -70,7 +70,20 @@ cells = Table(
     Column("hlc", BigInteger, nullable=False),
     Column("writer", LargeBinary, nullable=False),
     Column("tombstone", Boolean, nullable=False),
+    # The cohort whose data this cell is (a member's fold tagged it; cleared when a write
+    # overwrites it or the cohort ends): what a cohort's delivery sends.
+    Column("cohort", BigInteger, nullable=True),
     sqlite_with_rowid=False,
+)
+Index(
+    "ix_cells_by_cohort",
+    cells.c.cohort,
+    cells.c.table_id,
+    cells.c.token,
+    cells.c.pkey,
+    cells.c.ckey,
+    cells.c.col,
+    sqlite_where=cells.c.cohort.isnot(None),
 )
 
 # The addressable mutation log of tracked keyspaces: by id, and partition -> ids and

@@ -6,10 +6,11 @@ cohort's data before a full reconciliation advances the low bound, which ends th
 
 from __future__ import annotations
 
-from epochal.mtrack.cohorts import cohort_id
+from epochal.mtrack import MutationId, make_hlc
+from epochal.mtrack.cohorts import cohort_id, reach_groups
 from epochal.reconciler.rounds import RangePace, RoundResult
 
-from .test_reconciler_rounds import BACKLOG, RANGE, WINDOW, Model, cluster, rounds
+from .test_reconciler_rounds import BACKLOG, NOW_MS, RANGE, WINDOW, Model, Replica, cluster, rounds
 
 COHORT_AFTER_S = 3.0
 
@@ -68,4 +69,50 @@ def test_the_returning_replica_receives_the_cohort_then_the_low_bound_advances()
     assert a.applied >= every, "a holds every write's data: the cohort's came as cells"
     assert all(r.bounds.lowest(RANGE) > 0 for r in model.replicas.values())
     assert not a.cohorts and not b.cohorts and not c.cohorts, "the low bound passed the cohort"
-    assert pace.missing_since == {}
+    assert pace.split_since is None
+
+
+def test_reach_groups_are_the_sides_of_a_partition() -> None:
+    cut = {"a": ["c", "d"], "b": ["c"], "c": [], "d": []}  # b-d reach, a-d do not
+    assert reach_groups("abcd", cut) == [("a", "b"), ("c", "d")]  # each reaches all its own
+    assert reach_groups("abcd", {"a": ["c", "d"], "b": ["c", "d"]}) == [("a", "b"), ("c", "d")]
+    assert reach_groups("abc", {}) == [("a", "b", "c")]
+
+
+def test_two_sides_of_a_partition_fold_apart_and_exchange_their_cohorts_at_the_heal() -> None:
+    """a, b | c, d (two datacenters cut apart), each side written alone: each folds its own
+    cohort while the low bound stays; healed, each side receives the other's cohort as data,
+    then the bound advances and both cohorts end."""
+    replicas = {name: Replica(NOW_MS) for name in "abcd"}
+    sides = {"ab": set(), "cd": set()}
+    for n in range(400):
+        side = "ab" if n % 2 else "cd"
+        mutation_id = MutationId(
+            node=1 + n % 2, log=1, sequence=n + 1, hlc=make_hlc(NOW_MS - 60_000 + n * 100)
+        )
+        sides[side].add(mutation_id)
+        for name in side:
+            replicas[name].ids[mutation_id] = 10 + n
+            replicas[name].applied.add(mutation_id)
+    for name in "ab":
+        replicas[name].cut = {"c", "d"}
+    for name in "cd":
+        replicas[name].cut = {"a", "b"}
+    model = Model(replicas)
+    pace, results = RangePace(advance_s=0.0), []
+    rounds(model, 40, cohort_after_s=COHORT_AFTER_S, pace=pace, results=results)
+    ab, cd = cohort_id("ks", RANGE, "ab", 0), cohort_id("ks", RANGE, "cd", 0)
+    assert set(replicas["a"].cohorts) == set(replicas["b"].cohorts) == {ab}
+    assert set(replicas["c"].cohorts) == set(replicas["d"].cohorts) == {cd}
+    assert all(not r.ids and r.bounds.lowest(RANGE) == 0 for r in replicas.values())
+    assert {r.unreachable for r in results} == {("a", "b"), ("c", "d")}, "the sides took turns"
+    for replica in replicas.values():
+        replica.cut = set()
+    healed: list[RoundResult] = []
+    rounds(model, 10, pace=pace, results=healed, start=1_000.0)
+    every = sides["ab"] | sides["cd"]
+    assert all(r.applied == every for r in replicas.values())
+    # each side got the other's, as data: exactly what its folds tagged
+    assert sum(r.cohort_cells for r in healed) == 4 * 200
+    assert sum(r.delivered for r in healed) == 0, "nothing went id by id"
+    assert all(r.bounds.lowest(RANGE) > 0 and not r.cohorts for r in replicas.values())

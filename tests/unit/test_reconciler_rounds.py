@@ -47,8 +47,10 @@ class Replica:
         # Cohorts (test_reconciler_cohorts.py): cut off from the reconciler; the cohorts held;
         # the ids whose data this replica holds (its log forgets folded and collected ones).
         self.reachable = True
+        self.cut: set[str] = set()  # peers it cannot reach (the two sides of a partition)
         self.cohorts: dict[int, Cohort] = {}
         self.applied: set[MutationId] = set()
+        self.tagged: dict[int, set[MutationId]] = {}  # cohort -> the ids its folds tagged here
 
     def above_bound(self, start: int = 0) -> list[MutationId]:
         return [i for i, t in self.ids.items() if i.hlc >= max(self.bounds.at(t), start)]
@@ -92,6 +94,7 @@ class Model:
             log_bytes=0,
             window_ends=tuple(ends) or (0,) * len(window_from),  # as the real client reads it
             cohorts=tuple(replica.cohorts.values()),
+            unreachable_peers=tuple(sorted(replica.cut)),
         )
 
     async def summary(
@@ -119,6 +122,7 @@ class Model:
         self, address: str, ref: RangeRef, target: str, ids: Sequence[MutationId]
     ) -> Delivered:
         source, into = self._reach(address), self.replicas[target]
+        assert target not in source.cut, "a round delivers only between replicas that reach"
         held = [i for i in ids if i in source.ids]
         for mutation_id in held:
             if mutation_id.hlc >= into.bounds.at(source.ids[mutation_id]):
@@ -165,7 +169,9 @@ class Model:
     ) -> int:
         replica = self._reach(address)
         assert address in cohort.members
+        below = {i for i in replica.ids if i.hlc < t}
         folded = self._collect(address, replica, ref, bounds, t, digests)
+        replica.tagged.setdefault(cohort.id, set()).update(below)
         held = replica.cohorts.get(cohort.id)
         replica.cohorts[cohort.id] = replace(cohort, high=max(t, held.high if held else 0))
         return folded
@@ -194,8 +200,8 @@ class Model:
         self, address: str, ref: RangeRef, cohort: Cohort, target: str
     ) -> tuple[int, int]:
         source, into = self._reach(address), self._reach(target)
-        assert source.cohorts[cohort.id].high >= cohort.high, "sent by a holder"
-        data = {i for i in source.applied if i.hlc < cohort.high}  # its cells, in the model
+        assert address in cohort.members and source.cohorts[cohort.id].high >= cohort.high
+        data = source.tagged[cohort.id]  # the cells its folds tagged, in the model
         into.applied |= data
         return len(data), 10 * len(data)
 
@@ -266,6 +272,7 @@ def rounds(
             sizes=pace.sizes_due(at),
             may_skip=pace.went_well,
             fold_ok=pace.fold_ok(at, cohort_after_s),
+            turn=pace.turn,
         )
         result = await round_.run()
         pace.after(at, result, advance=round_.advance, sizes=round_.sizes)

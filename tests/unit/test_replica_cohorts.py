@@ -69,6 +69,16 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
         assert held is not None and held.high == 400 and held.mutations == 3 and held.bytes > 0
         assert storage.reconcile.marks("tr", MarkKind.LOW_BOUND).at(50) == 0, "no low bound"
         assert storage.reconcile.marks("tr", MarkKind.FENCE).of(RING) == 400
+        table_id = written[0].table_id
+        # the cells the folded mutations wrote are tagged as the cohort's data, no others
+        tagged = storage.streams.scan_cohort(77, table_id, None, 100)
+        assert {bytes(row[1]) for row in tagged} == {m.partition_key for m in written[:3]}
+        assert len(tagged) == 3 * len(written[0].cells())
+        # a newer write of one of those cells takes it out of the cohort's data
+        newer = replace(written[1], id=replace(written[1].id, sequence=99, hlc=450))
+        assert (await submit(local, newer)).outcome is Outcome.OK
+        tagged = storage.streams.scan_cohort(77, table_id, None, 100)
+        assert written[1].partition_key not in {bytes(row[1]) for row in tagged}
         first = written[0]  # its data stays
         cells = storage.data.read_cells(
             first.table_id, first.token, first.partition_key, EVERYTHING
@@ -82,9 +92,9 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
         # A second fold of the same cohort extends it.
         rest = [(i, 50) for i in storage.data.range_ids("tr", 0, 0)]
         again = await local.perform(epoch, fold(span_digests(rest, RangeMarks(), 600), 600))
-        assert again.examined == 2
+        assert again.examined == 3  # 400, 450 (the newer write), 500
         held = storage.reconcile.cohort("tr", 77)
-        assert held is not None and (held.high, held.mutations) == (600, 5)
+        assert held is not None and (held.high, held.mutations) == (600, 6)
         # An advance must name the cohorts held: none, or another high, is refused.
         rest = [(i, 50) for i in storage.data.range_ids("tr", 0, 0)]
         for named in ((), (CohortMark(77, 400),)):
@@ -98,6 +108,7 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
             epoch, advance(rest, 650, (CohortMark(77, 600),), RangeMarks().raised(RING, 500))
         )
         assert ended.outcome is Outcome.OK and storage.reconcile.cohort("tr", 77) is None
+        assert storage.streams.scan_cohort(77, table_id, None, 100) == []  # its tags went too
         # A delivered cohort is recorded by a hold (its high only rises).
         other = replace(cohort, id=88, members=("X", "Y"), high=900)
         hold = HoldCohort(keyspace="tr", range=RING, token=3, cohort=other)

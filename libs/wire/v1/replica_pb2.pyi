@@ -791,20 +791,22 @@ class OperationStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., epoch: _Optional[int] = ..., kind: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., prepared_epoch: _Optional[int] = ..., streamed_bytes: _Optional[int] = ..., streamed_cells: _Optional[int] = ..., streamed_mutations: _Optional[int] = ..., ranges_done: _Optional[int] = ..., ranges_total: _Optional[int] = ..., eta_s: _Optional[float] = ..., barrier_level: _Optional[str] = ..., reconciled_mutations: _Optional[int] = ...) -> None: ...
 
 class TestHooks(_message.Message):
-    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms", "drop_write_share", "isolated", "id_clock_behind_ms")
+    __slots__ = ("hold_metadata_pushes", "skip_plan_recheck", "stream_delay_ms", "drop_write_share", "isolated", "id_clock_behind_ms", "cut_off_from")
     HOLD_METADATA_PUSHES_FIELD_NUMBER: _ClassVar[int]
     SKIP_PLAN_RECHECK_FIELD_NUMBER: _ClassVar[int]
     STREAM_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DROP_WRITE_SHARE_FIELD_NUMBER: _ClassVar[int]
     ISOLATED_FIELD_NUMBER: _ClassVar[int]
     ID_CLOCK_BEHIND_MS_FIELD_NUMBER: _ClassVar[int]
+    CUT_OFF_FROM_FIELD_NUMBER: _ClassVar[int]
     hold_metadata_pushes: bool
     skip_plan_recheck: bool
     stream_delay_ms: int
     drop_write_share: float
     isolated: bool
     id_clock_behind_ms: int
-    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ..., id_clock_behind_ms: _Optional[int] = ...) -> None: ...
+    cut_off_from: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hold_metadata_pushes: _Optional[bool] = ..., skip_plan_recheck: _Optional[bool] = ..., stream_delay_ms: _Optional[int] = ..., drop_write_share: _Optional[float] = ..., isolated: _Optional[bool] = ..., id_clock_behind_ms: _Optional[int] = ..., cut_off_from: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReconcileRange(_message.Message):
     __slots__ = ("epoch", "keyspace", "range", "lease_token", "replicas")
@@ -845,7 +847,7 @@ class RangeStateRequest(_message.Message):
     def __init__(self, range: _Optional[_Union[ReconcileRange, _Mapping]] = ..., claim: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., sizes: _Optional[bool] = ..., window_ids: _Optional[int] = ..., window_from: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangeStateResponse(_message.Message):
-    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes", "window_ends", "cohorts")
+    __slots__ = ("epoch", "outcome", "message", "hlc", "fence", "low_bounds", "lease_token", "lease_idle_ms", "log_entries", "log_bytes", "window_ends", "cohorts", "unreachable_peers")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -858,6 +860,7 @@ class RangeStateResponse(_message.Message):
     LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     WINDOW_ENDS_FIELD_NUMBER: _ClassVar[int]
     COHORTS_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_PEERS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     outcome: PeerOutcome
     message: str
@@ -870,7 +873,8 @@ class RangeStateResponse(_message.Message):
     log_bytes: int
     window_ends: _containers.RepeatedScalarFieldContainer[int]
     cohorts: _containers.RepeatedCompositeFieldContainer[Cohort]
-    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ..., cohorts: _Optional[_Iterable[_Union[Cohort, _Mapping]]] = ...) -> None: ...
+    unreachable_peers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ..., cohorts: _Optional[_Iterable[_Union[Cohort, _Mapping]]] = ..., unreachable_peers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Cohort(_message.Message):
     __slots__ = ("id", "range", "members", "low", "high", "mutations", "bytes", "formed_unix_ms")
