@@ -19,10 +19,13 @@ replica never took part.
   a summary alone cannot show what it holds: summaries name the cohorts held (``CohortMark``),
   and a replica lacking a cohort another replica names (``lacking``) must receive it before its
   data answers for the range.
-* **Delivery.** Folded ids have no log entries to send one by one; a member's fold tags the
-  cells those mutations wrote (and that still win) as the cohort's, and its data goes as those
-  cells. A cell a later write overwrote is no longer the cohort's: that write is in the log,
-  delivered by id. Only members send a cohort (only they tagged it).
+* **Delivery.** Folded ids have no log entries to send one by one; a member's fold records the
+  partitions those mutations wrote, and the cohort's data goes as those partitions' cells, whole
+  (a mutation writes one partition: none is torn; newer cells there only add). Only a member that
+  folded as far as it is asked sends a cohort (``folded``): only its folds recorded it.
+* **Finished.** Once some replica's low bound over the cohort's range reaches ``high``, every
+  replica held the cohort's data when that bound advanced: the cohort is finished — no longer
+  needed, delivered or named, whatever replicas still record it.
 * **End.** A full reconciliation advances the low bound only when every replica holds the same
   cohorts; a replica forgets a cohort once its low bound over the cohort's range reaches
   ``high`` (everything it covered is then below the bound, on every replica).
@@ -35,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from epochal.mtrack.hlc import MAX_HLC
+from epochal.mtrack.marks import RangeMarks
 from epochal.tcm.tokens import TokenRange
 
 MAX_MEMBERS = 64
@@ -64,12 +68,16 @@ class Cohort:
     members: tuple[str, ...]  # sorted node ids
     low: int  # the range's lowest full low bound when it formed
     high: int  # its members folded the ids of [low, high) they all held
+    folded: int = 0  # as far as this replica's own folds went (a member sends up to here)
     mutations: int = 0  # log entries folded here, and their bytes (held apart, not sent by id)
     bytes: int = 0
     formed_unix_ms: int = 0
 
     def __post_init__(self) -> None:
         CohortMark(self.id, self.high)  # checks both
+        for name in ("folded", "mutations", "bytes", "formed_unix_ms"):
+            if not 0 <= getattr(self, name) <= MAX_HLC:
+                raise ValueError(f"a cohort's {name} is in 0..2^63-1, got {getattr(self, name)}")
         if list(self.members) != sorted(set(self.members)) or not len(self.members) >= 2:
             raise ValueError(f"a cohort has 2 or more distinct members, sorted: {self.members}")
         if len(self.members) > MAX_MEMBERS:
@@ -101,6 +109,11 @@ def needed(holdings: Mapping[str, Iterable[CohortMark]]) -> dict[int, int]:
         for mark in marks:
             found[mark.id] = max(found.get(mark.id, 0), mark.high)
     return found
+
+
+def finished(cohort: Cohort, bounds: RangeMarks) -> bool:
+    """Whether ``bounds`` (the highest low bounds any replica holds) passed ``cohort``."""
+    return bounds.lowest(cohort.range) >= cohort.high
 
 
 def lacking(own: Iterable[CohortMark], wanted: Mapping[int, int]) -> dict[int, int]:

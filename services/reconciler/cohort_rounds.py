@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from epochal.mtrack.cohorts import Cohort, CohortMark, cohort_id, lacking, needed
+from epochal.mtrack.cohorts import Cohort, CohortMark, cohort_id, finished, lacking, needed
+from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import RangeState
 
 if TYPE_CHECKING:
@@ -22,10 +23,13 @@ COHORT_DELIVERIES_AT_ONCE = 2
 
 
 async def deliver_cohorts(
-    round_: Round, states: Mapping[str, RangeState]
+    round_: Round, states: Mapping[str, RangeState], bounds: RangeMarks
 ) -> tuple[CohortMark, ...]:
-    """Deliver every cohort a replica lacks to it; the cohorts every replica then holds."""
-    wanted = needed({node: [c.mark for c in s.cohorts] for node, s in states.items()})
+    """Deliver every cohort a replica lacks to it; the cohorts every replica then holds (a
+    cohort ``bounds`` passed is finished: every replica held it when that bound advanced)."""
+    wanted = needed(
+        {node: [c.mark for c in s.cohorts if not finished(c, bounds)] for node, s in states.items()}
+    )
     if not wanted:
         return ()
     records = _sources(states, wanted)
@@ -89,6 +93,6 @@ def _sources(
     for node in sorted(states):
         for cohort in states[node].cohorts:
             high = wanted.get(cohort.id, cohort.high + 1)
-            if node in cohort.members and cohort.high >= high and cohort.id not in found:
+            if node in cohort.members and cohort.folded >= high and cohort.id not in found:
                 found[cohort.id] = (node, cohort)
     return found

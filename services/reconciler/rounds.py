@@ -231,7 +231,7 @@ class Round:
         if not advancing:
             self._check()  # a round that outlived its lease did not finish under it
             raise RoundEnded(done, "nothing to advance or fold (yet)")
-        needed_cohorts = () if partial else await deliver_cohorts(self, states)
+        needed_cohorts = () if partial else await deliver_cohorts(self, states, bounds)
         # 4. fence, then collect below t
         self._check()
         await self._each(lambda address: self.client.fence(address, self.ref, t))
@@ -486,8 +486,8 @@ class RangePace:
         self.turn += 1
         if result is not None and (result.unreachable or result.outcome == "unavailable"):
             self.split_since = started if self.split_since is None else self.split_since
-        elif result is not None and result.outcome in ("advanced", "delivered"):
-            self.split_since = None  # every replica took part
+        elif result is not None:
+            self.split_since = None  # every replica answered (whatever happened after)
         self.went_well = result is not None and result.outcome in (
             "advanced",
             "delivered",

@@ -17,6 +17,7 @@ from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
 from epochal.replica.stream_values import (
+    LOG_MODES,
     CellPosition,
     LogPosition,
     Phase,
@@ -340,6 +341,8 @@ def range_request_to_proto(request: RangeRequest) -> pb.StreamRangeRequest:
 def range_request_from_proto(message: pb.StreamRangeRequest) -> RangeRequest:
     scalars = _fields_of(message, _RANGE_SCALARS)
     scalars["sequence_node"] = message.sequence_node or message.receiver  # empty: its own
+    if message.log_mode not in LOG_MODES:
+        raise MalformedInput(f"log_mode must be one of {LOG_MODES}, not {message.log_mode!r}")
     return RangeRequest(**scalars, after=cursor_from_proto(message.after))
 
 
@@ -356,7 +359,10 @@ def chunk_to_proto(chunk: RangeChunk) -> pb.StreamChunk:
         cursor=cursor_to_proto(chunk.cursor),
         ids=[
             pb.StreamedId(
-                id=id_to_proto(i.mutation_id), token=i.token, partition_key=i.partition_key
+                id=id_to_proto(i.mutation_id),
+                token=i.token,
+                partition_key=i.partition_key,
+                whole=i.whole,
             )
             for i in chunk.ids
         ],
@@ -375,7 +381,8 @@ def chunk_from_proto(message: pb.StreamChunk) -> ReceivedChunk:
         cursor=cursor_from_proto(message.cursor, "cursor"),
         size_bytes=message.ByteSize(),
         ids=tuple(
-            StreamedId(id_from_proto(i.id, "ids"), i.token, i.partition_key) for i in message.ids
+            StreamedId(id_from_proto(i.id, "ids"), i.token, i.partition_key, i.whole)
+            for i in message.ids
         ),
     )
 

@@ -34,8 +34,7 @@ UPSERT_CELL = (
     "INSERT INTO cells (table_id, token, pkey, ckey, col, value, hlc, writer, tombstone) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (table_id, token, pkey, ckey, col) DO UPDATE SET value = excluded.value, "
-    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone, "
-    "cohort = NULL "
+    "hlc = excluded.hlc, writer = excluded.writer, tombstone = excluded.tombstone "
     "WHERE (excluded.hlc, excluded.writer, excluded.tombstone) > "
     "(cells.hlc, cells.writer, cells.tombstone)"
 )
@@ -227,6 +226,17 @@ class DataStore:
                 (mid.node, mid.log, mid.sequence),
             )
         }
+
+    def held_by_id_in(
+        self, keyspace: str, table_id: str, left: int, right: int
+    ) -> list[MutationId]:
+        """The entries of the table in ``(left, right]`` (``left < right``) held by id only."""
+        rows = self._db.query(
+            "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = ? AND table_id = ? "
+            "AND token > ? AND token <= ? AND body = x''",
+            (keyspace, table_id, left, right),
+        )
+        return _ids(rows)
 
     def held_by_id(self, ids: Sequence[MutationId]) -> list[MutationId]:
         """Those of ``ids`` held here by id only (their data streamed in, no body)."""

@@ -436,9 +436,11 @@ class LocalReplica:
         digests = sketch = None
         cohorts: tuple[CohortMark, ...] = ()
         if summary or sketch_cells:
-            cohorts = self.storage.reconcile.cohort_marks_at(read.keyspace, read.token)
             own = self.storage.reconcile.marks(read.keyspace, MarkKind.LOW_BOUND).at(read.token)
             bound = max(read.low_bound, own)
+            # (a cohort the bound passed is finished: every replica held it then)
+            marks = self.storage.reconcile.cohort_marks_at(read.keyspace, read.token)
+            cohorts = tuple(m for m in marks if m.high > bound)
             ids = self._partition_ids(read, bound)
             digests = LogDigests.of(ids, low_bound=bound)
             self.metrics.summary_reads.inc()

@@ -10,7 +10,9 @@ its first attempt's (a write retried under a fresh id keeps it), at most a write
 clock skew before its id's, so the cutoff is the bound less twice the write timeout and the
 skew: every id purged is below the bound.
 
-Untracked keyspaces purge after the grace alone, as Cassandra does. Each pass purges at most
+Untracked keyspaces purge after the grace alone, as Cassandra does. Nothing is purged while a
+topology operation is in progress (a stream could send the cells a tombstone shadowed, without
+it). Each pass purges at most
 ``PASS_TOMBSTONES`` per table (a bounded stall of the event loop), in one transaction each.
 """
 
@@ -57,7 +59,12 @@ class Purger:
         """One pass over every table: the tombstones purged."""
         purged = 0
         margin_ms = 2 * self.settings.write_timeout_ms + self.settings.max_skew_ms
-        for keyspace in self.follower.metadata.keyspaces.values():
+        metadata = self.follower.metadata
+        if metadata.sequences:
+            # A stream sends a partition's cells in several messages: a tombstone purged
+            # between two of them could leave the receiver the cells it shadowed.
+            return 0
+        for keyspace in metadata.keyspaces.values():
             bounds = self.storage.reconcile.marks(keyspace.name, MarkKind.LOW_BOUND)
             tracked = keyspace.replication_type is ReplicationType.TRACKED
             for table in keyspace.tables.values():

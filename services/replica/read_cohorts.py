@@ -45,7 +45,11 @@ async def repair_cohorts(
     as held by every contacted replica for this partition: their summaries go on naming it
     only where it was folded or delivered whole."""
     for _ in range(MAX_SKETCH_ROUNDS):
-        wanted = cohorts.needed({node: reply.cohorts for node, reply in state.items()})
+        # a cohort a replica's bound passed is finished (every replica held it then)
+        floor = max((r.summary.low_bound for r in state.values() if r.summary), default=0)
+        wanted = cohorts.needed(
+            {node: [m for m in reply.cohorts if m.high > floor] for node, reply in state.items()}
+        )
         short = {n: cohorts.lacking([*r.cohorts, *repaired], wanted) for n, r in state.items()}
         short = {node: ids for node, ids in short.items() if ids}
         if not short:

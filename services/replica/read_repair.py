@@ -319,7 +319,9 @@ class ReadRepair:
             raise HeldBelowBound()
         if missing:  # held by id only where reported (a joined node's): whole elsewhere
             fetched.update(await self._elsewhere(epoch, read, set(holders), missing, deadline))
-            missing = [i for i in missing if i.key not in fetched and i.key not in held]
+            missing = [i for i in missing if i.key not in fetched]
+            if missing and all(i.key in held for i in missing):
+                raise HeldBelowBound()
         if missing:
             raise Unavailable(
                 f"read repair could not fetch {len(missing)} mutation(s) (e.g. {missing[0]}) "

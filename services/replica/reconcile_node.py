@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
-from epochal.mtrack.cohorts import Cohort, CohortMark
+from epochal.mtrack.cohorts import Cohort, CohortMark, cohort_id
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
 from epochal.mtrack.marks import RangeMarks
@@ -391,7 +391,7 @@ class ReconcileNode:
             new_bound=new_bound,
             digests=digests,
             token=ref.lease_token,
-            cohort=replace(cohort, high=new_bound, mutations=0, bytes=0),
+            cohort=replace(cohort, high=new_bound, folded=new_bound, mutations=0, bytes=0),
             node_id=self.local.node_id,
         )
         return await self._perform(ref, op, members=cohort.members)
@@ -413,20 +413,19 @@ class ReconcileNode:
         self._admit(metadata, ref)
         handle = self._peer(metadata, ref, target)
         held = self.storage.reconcile.cohort(ref.keyspace, cohort.id)
-        if held is None or held.high < cohort.high:
+        if held is None or held.folded < cohort.high:
             raise Refused(
                 Outcome.MISMATCH,
-                f"{self.local.node_id} does not hold cohort {cohort.id:x} up to {cohort.high} "
-                f"(it holds it up to {held.high if held else 'nothing'})",
+                f"{self.local.node_id} did not fold cohort {cohort.id:x} up to {cohort.high} "
+                f"(its folds went up to {held.folded if held else 'nothing'}): only its folds "
+                "recorded its data here",
             )
-        keyspace = metadata.keyspace(ref.keyspace)
-        assert keyspace is not None  # the gate checked it
         sent = await send_cohort(
+            self.storage.data,
             self.storage.streams,
             handle,
             epoch=metadata.epoch,
             keyspace=ref.keyspace,
-            table_ids=sorted(t.id for t in keyspace.tables.values()),
             cohort_id=cohort.id,
             timeout_s=timeout_s,
         )
@@ -435,6 +434,12 @@ class ReconcileNode:
         return sent
 
     def _check_cohort(self, ref: RangeRef, cohort: Cohort) -> None:
+        named = cohort_id(cohort.keyspace, cohort.range, cohort.members, cohort.low)
+        if cohort.id != named:
+            raise Refused(
+                Outcome.MALFORMED,
+                f"cohort {cohort.id:x} is not the id of its range, members and low ({named:x})",
+            )
         if cohort.keyspace != ref.keyspace or cohort.range != ref.range:
             raise Refused(
                 Outcome.MALFORMED,

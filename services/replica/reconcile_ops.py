@@ -31,9 +31,10 @@ is one durable transaction. The reconciler's operations go through the same queu
 
 **A cohort fold** (``FoldCohort``) to *t* is a low bound's advance among the cohort's members
 only (``epochal.mtrack.cohorts``): the same checks (lease, old bounds, the agreed digests of
-``[old bound, t)``), then, in one transaction, the fence rises to *t*, the log entries below *t*
-in the range are deleted — their ids are reconciled by the cohort — and the cohort is recorded
-as held up to *t* with what it folded; the low bound stays. **A cohort hold** (``HoldCohort``)
+``[old bound, t)``), then, in one transaction, the fence rises to *t*, the partitions the log
+entries below *t* wrote are recorded as the cohort's data, those entries are deleted — their
+ids are reconciled by the cohort — and the cohort is recorded as held (and folded here) up to
+*t* with what it folded; the low bound stays. **A cohort hold** (``HoldCohort``)
 records a cohort whose data was delivered here. An advance carries the cohorts every replica
 reported holding in the range; a replica holding others refuses (a replica lacking one would
 have its ids counted as reconciled without their data), and the advance forgets the cohorts the
@@ -59,7 +60,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from epochal.mtrack import LogDigests
-from epochal.mtrack.cohorts import Cohort, CohortMark
+from epochal.mtrack.cohorts import Cohort, CohortMark, finished
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.reconciliation import span_digests
@@ -272,6 +273,7 @@ class Admission:
                 folded = replace(
                     before or op.cohort,
                     high=max(op.new_bound, before.high if before else 0),
+                    folded=max(op.new_bound, before.folded if before else 0),
                     mutations=(before.mutations if before else 0) + deleted,
                     bytes=(before.bytes if before else 0) + size,
                 )
@@ -291,7 +293,14 @@ class Admission:
                     "mismatch", f"{op.node_id} is not a member of cohort {op.cohort.id:x}"
                 )
             return None
-        own = tuple(sorted(c.mark for c in self.store.cohorts(op.keyspace, op.range)))
+        # (a cohort the round's bounds passed is finished: every replica held it then)
+        own = tuple(
+            sorted(
+                c.mark
+                for c in self.store.cohorts(op.keyspace, op.range)
+                if not finished(c, op.old_bounds)
+            )
+        )
         if own != tuple(sorted(op.cohorts)):
             return Refusal(
                 "mismatch",

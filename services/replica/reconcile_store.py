@@ -11,13 +11,12 @@ what this replica says of its marks is always what a restart would read back.
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
 from typing import Any
 
-from epochal.mtrack import MutationId
 from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.marks import Mark, RangeMarks
 from epochal.replica.database import ReplicaDatabase
-from epochal.replica.model import writer_of
 from epochal.runtime.database import transaction
 from epochal.tcm.tokens import TokenRange
 
@@ -46,9 +45,9 @@ _LOG_BELOW = "SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM mutations " +
 )
 _UPSERT_COHORT = (
     "INSERT INTO cohorts (keyspace, cohort_id, range_left, range_right, members, low, high, "
-    "mutations, bytes, formed_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "folded_high, mutations, bytes, formed_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (keyspace, cohort_id) DO UPDATE SET high = excluded.high, "
-    "mutations = excluded.mutations, bytes = excluded.bytes"
+    "folded_high = excluded.folded_high, mutations = excluded.mutations, bytes = excluded.bytes"
 )
 
 Key = tuple[str, MarkKind]
@@ -69,8 +68,8 @@ class ReconcileStore:
         self._marks = {key: RangeMarks.of_pieces(found) for key, found in pieces.items()}
         self._cohorts: dict[str, Cohorts] = {}
         for row in db.query(
-            "SELECT keyspace, cohort_id, range_left, range_right, members, low, high, mutations, "
-            "bytes, formed_unix_ms FROM cohorts"
+            "SELECT keyspace, cohort_id, range_left, range_right, members, low, high, "
+            "folded_high, mutations, bytes, formed_unix_ms FROM cohorts"
         ):
             keyspace, cohort = row[0], _cohort_of(row)
             self._cohorts.setdefault(keyspace, {})[cohort.id] = cohort
@@ -143,22 +142,14 @@ class ReconcileStore:
     def tag_cohort(
         cursor: Any, keyspace: str, token_range: TokenRange, bound: int, cohort_id: int
     ) -> None:
-        """Tag, in ``cursor``'s transaction, the cells the log entries of ``token_range`` below
-        ``bound`` wrote and that still win as ``cohort_id``'s data (a cell's writer is its
-        mutation's id: no body is read)."""
+        """Record, in ``cursor``'s transaction, the partitions the log entries of
+        ``token_range`` below ``bound`` wrote as ``cohort_id``'s data."""
         for left, right in token_range.pieces():
             cursor.execute(
-                "SELECT table_id, token, pkey, node, log, seq, hlc FROM mutations "
+                "INSERT OR IGNORE INTO cohort_partitions (cohort_id, table_id, token, pkey) "
+                "SELECT DISTINCT ?, table_id, token, pkey FROM mutations "
                 "WHERE keyspace = ? AND hlc < ? AND token > ? AND token <= ?",
-                (keyspace, bound, left, right),
-            )
-            cursor.executemany(
-                "UPDATE cells SET cohort = ? WHERE table_id = ? AND token = ? AND pkey = ? "
-                "AND writer = ?",
-                [
-                    (cohort_id, table, token, pkey, _writer(node, log, seq, hlc))
-                    for table, token, pkey, node, log, seq, hlc in cursor.fetchall()
-                ],
+                (cohort_id, keyspace, bound, left, right),
             )
 
     def cohorts(self, keyspace: str, token_range: TokenRange | None = None) -> list[Cohort]:
@@ -181,12 +172,22 @@ class ReconcileStore:
         return tuple(c.mark for _, c in sorted(held.items()) if c.range.contains(token))
 
     def stage_cohort(self, cursor: Any, cohort: Cohort) -> Cohorts:
-        """Write ``cohort`` as held (its high only rises), in ``cursor``'s transaction; returns
-        the keyspace's cohorts to pass to ``cohorts_committed``."""
+        """Write ``cohort`` as held, merged with this replica's record of it (its high and how
+        far its own folds went only rise; a record's own counts stay unless a fold adds to
+        them), in ``cursor``'s transaction; returns the keyspace's cohorts to pass to
+        ``cohorts_committed``."""
         held = dict(self._cohorts.get(cohort.keyspace, {}))
         before = held.get(cohort.id)
-        if before is not None and before.high >= cohort.high:
-            return held
+        if before is not None:
+            cohort = replace(
+                before,
+                high=max(before.high, cohort.high),
+                folded=max(before.folded, cohort.folded),
+                mutations=max(before.mutations, cohort.mutations),
+                bytes=max(before.bytes, cohort.bytes),
+            )
+            if cohort == before:
+                return held
         cursor.execute(
             _UPSERT_COHORT,
             (
@@ -197,6 +198,7 @@ class ReconcileStore:
                 ",".join(cohort.members),
                 cohort.low,
                 cohort.high,
+                cohort.folded,
                 cohort.mutations,
                 cohort.bytes,
                 cohort.formed_unix_ms,
@@ -215,7 +217,7 @@ class ReconcileStore:
                     "DELETE FROM cohorts WHERE keyspace = ? AND cohort_id = ?",
                     (keyspace, cohort.id),
                 )
-                cursor.execute("UPDATE cells SET cohort = NULL WHERE cohort = ?", (cohort.id,))
+                cursor.execute("DELETE FROM cohort_partitions WHERE cohort_id = ?", (cohort.id,))
                 del held[cohort.id]
         return held
 
@@ -225,12 +227,8 @@ class ReconcileStore:
             self.version += 1
 
 
-def _writer(node: int, log: int, seq: int, hlc: int) -> bytes:
-    return writer_of(MutationId(node=node, log=log, sequence=seq, hlc=hlc))
-
-
 def _cohort_of(row: tuple[Any, ...]) -> Cohort:
-    _, cohort_id, left, right, members, low, high, mutations, size, formed = row
+    _, cohort_id, left, right, members, low, high, folded, mutations, size, formed = row
     return Cohort(
         id=int(cohort_id),
         keyspace=row[0],
@@ -238,6 +236,7 @@ def _cohort_of(row: tuple[Any, ...]) -> Cohort:
         members=tuple(members.split(",")),
         low=int(low),
         high=int(high),
+        folded=int(folded),
         mutations=int(mutations),
         bytes=int(size),
         formed_unix_ms=int(formed),

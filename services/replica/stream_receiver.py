@@ -47,13 +47,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from epochal.errors import EpochalError, GuardClosed, Rejected, StreamRefused
-from epochal.replica.borrowed import fetch_bodies
-from epochal.replica.handles import PeerFailed
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.model import Mutation
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
+from epochal.replica.stream_difference import Difference
 from epochal.replica.stream_plan import (
     Piece,
     PieceStep,
@@ -70,7 +68,6 @@ from epochal.replica.stream_values import (
     PullReport,
     PullRequest,
     RangeRequest,
-    StreamedId,
     StreamProgress,
 )
 from epochal.runtime.follower import MetadataFollower
@@ -308,7 +305,13 @@ class StreamReceiver:
         the log entries of the range's other read replicas, stored when new. A write a quorum
         acknowledged without the node the piece was streamed from is then here too, so the
         node is promoted at MID holding every acknowledged write of the range."""
-        for source in reconcile_sources(self.follower.metadata, piece, streamed_from):
+        difference = (
+            Difference(self.settings, self.follower, self.storage, self.coordinator, piece)
+            if self.coordinator is not None
+            else None
+        )
+        sources = reconcile_sources(self.follower.metadata, piece, streamed_from)
+        for source in sources:
             stream = reconcile_key(operation, source.node_id)
             progress = self.storage.streams.stream_progress(stream).get(piece.key)
             if progress is not None and progress.done:
@@ -329,6 +332,7 @@ class StreamReceiver:
                             view=view,
                             log_only=True,
                             log_mode=self._log_mode(piece),
+                            difference=difference,
                         ),
                         functools.partial(self._failed, sequence, piece),
                         what=str(piece),
@@ -336,6 +340,15 @@ class StreamReceiver:
                 except StreamRefused as refused:
                     log.warning("reconciling %s failed, skipped: %s", piece, refused)
                 traced.set_attribute("reconciled", view.reconciled - before)
+        if difference is not None:
+            # writes only the stream's source held whole (it may give the range up): whole here
+            source = streamed_from or (piece.movement.sources or ("",))[0]
+            if source and source != self.follower.node_id:
+                covered = await difference.cover(source)
+                if covered:
+                    self.storage.data.write(covered)
+                    view.mutation_bytes += sum(len(body) for _, body in covered)
+                    self.metrics.streamed_in_mutation_bytes.inc(sum(len(b) for _, b in covered))
 
     def _failed(
         self, sequence: InProgressSequence, piece: Piece, source: Source, error: EpochalError
@@ -368,6 +381,7 @@ class StreamReceiver:
         *,
         log_only: bool = False,
         log_mode: str = "",
+        difference: Difference | None = None,
     ) -> None:
         """One StreamRange call, from where the stream stored under ``operation`` stopped;
         ``log_only`` asks for the log entries only and counts the new ones as reconciled. With
@@ -400,9 +414,11 @@ class StreamReceiver:
                 cells = [(piece.table_id, c.token, c.partition_key, c.cell) for c in chunk.cells]
                 mutations = list(chunk.mutations)
                 ids = [(piece.keyspace, i) for i in chunk.ids]
-                if log_only and chunk.ids:  # by difference: what no entry here holds, whole
-                    mutations += await self._lacking(source, chunk.ids)
-                    ids = []
+                if difference is not None and log_only and chunk.ids:  # by difference
+                    more, fills, kept = await difference.lacking(source.node_id, chunk.ids)
+                    mutations += more
+                    cells += fills
+                    ids = [(piece.keyspace, i) for i in kept]
                 size = chunk.size_bytes + sum(
                     len(body) for _, body in mutations[len(chunk.mutations) :]
                 )
@@ -435,25 +451,3 @@ class StreamReceiver:
 
     def _log_mode(self, piece: Piece) -> str:
         return "ids" if piece.tracked and self.coordinator is not None else ""
-
-    async def _lacking(
-        self, source: Source, ids: Sequence[StreamedId]
-    ) -> list[tuple[Mutation, bytes]]:
-        """The mutations of ``ids`` this node holds no entry of, fetched whole from ``source``
-        (one it cannot give is left: it is below the source's bound now, held everywhere)."""
-        assert self.coordinator is not None
-        held = self.storage.data.held_ids([i.mutation_id for i in ids])
-        wanted = [i.mutation_id for i in ids if i.mutation_id.key not in held]
-        if not wanted:
-            return []
-        metadata = self.follower.metadata
-        handle = self.coordinator.handle(metadata, source.node_id)
-        try:
-            fetched = await fetch_bodies(
-                handle, metadata.epoch, wanted, timeout_s=self.settings.stream_timeout_s
-            )
-        except PeerFailed as error:
-            raise StreamRefused(
-                f"fetching {len(wanted)} mutations from {source.node_id}: {error}"
-            ) from None
-        return list(fetched.values())

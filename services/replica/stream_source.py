@@ -32,7 +32,6 @@ from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_plan import at_start
 from epochal.replica.stream_values import (
     DONE,
-    LOG_MODES,
     CellPosition,
     LogPosition,
     Phase,
@@ -104,8 +103,6 @@ class StreamSource:
     def _refusal(self, request: RangeRequest) -> str | None:
         metadata = self.follower.metadata
         me = self.follower.node_id
-        if request.log_mode not in LOG_MODES:
-            return f"log_mode must be one of {LOG_MODES}, not {request.log_mode!r}"
         if not request.left < request.right:
             return f"the range ({request.left}, {request.right}] must not wrap: send its pieces"
         problem = at_start(metadata, request.sequence_node, request.prepared_epoch)
@@ -183,8 +180,10 @@ class StreamSource:
             key_length=6,
         )
         ids = tuple(
-            StreamedId(MutationId(node=node, log=log_id, sequence=seq, hlc=hlc), token, pkey)
-            for token, pkey, hlc, node, log_id, seq, _ in rows
+            StreamedId(
+                MutationId(node=node, log=log_id, sequence=seq, hlc=hlc), token, pkey, bool(body)
+            )
+            for token, pkey, hlc, node, log_id, seq, body in rows
         )
         if ended:
             return ids, DONE, size

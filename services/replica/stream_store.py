@@ -19,9 +19,9 @@ _SCAN_CELLS = (
     "WHERE table_id = ? AND {where} AND token <= ? ORDER BY token, pkey, ckey, col LIMIT ?"
 )
 _SCAN_COHORT = (
-    "SELECT token, pkey, ckey, col, value, hlc, writer, tombstone FROM cells "
-    "WHERE cohort = ? AND table_id = ? AND (token, pkey, ckey, col) > (?, ?, ?, ?) "
-    "ORDER BY token, pkey, ckey, col LIMIT ?"
+    "SELECT table_id, token, pkey FROM cohort_partitions "
+    "WHERE cohort_id = ? AND (table_id, token, pkey) > (?, ?, ?) "
+    "ORDER BY table_id, token, pkey LIMIT ?"
 )
 _SCAN_MUTATIONS = (
     "SELECT token, pkey, hlc, node, log, seq, body FROM mutations "
@@ -63,11 +63,13 @@ class StreamStore:
         return self._db.query(_SCAN_CELLS.format(where=where), (*params, limit))
 
     def scan_cohort(
-        self, cohort_id: int, table_id: str, after: CellKey | None, limit: int
-    ) -> list[tuple[Any, ...]]:
-        """As ``scan_cells``, the table's cells tagged as ``cohort_id``'s data."""
-        start = after or (-(2**63), b"", b"", "")
-        return self._db.query(_SCAN_COHORT, (cohort_id, table_id, *start, limit))
+        self, cohort_id: int, after: tuple[str, int, bytes] | None, limit: int
+    ) -> list[tuple[str, int, bytes]]:
+        """Up to ``limit`` of the partitions recorded as ``cohort_id``'s data after ``after``,
+        in key order: (table id, token, partition key)."""
+        start = after or ("", -(2**63), b"")
+        rows = self._db.query(_SCAN_COHORT, (cohort_id, *start, limit))
+        return [(str(t), int(token), bytes(pkey)) for t, token, pkey in rows]
 
     def scan_mutations(
         self,

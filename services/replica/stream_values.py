@@ -118,6 +118,7 @@ class StreamedId:
     mutation_id: MutationId
     token: int
     partition_key: bytes
+    whole: bool = False  # the sender holds it whole (not by id only)
 
 
 LOG_MODES = ("", "ids", "none")

@@ -70,20 +70,13 @@ cells = Table(
     Column("hlc", BigInteger, nullable=False),
     Column("writer", LargeBinary, nullable=False),
     Column("tombstone", Boolean, nullable=False),
-    # The cohort whose data this cell is (a member's fold tagged it; cleared when a write
-    # overwrites it or the cohort ends): what a cohort's delivery sends.
-    Column("cohort", BigInteger, nullable=True),
     sqlite_with_rowid=False,
 )
 Index(
-    "ix_cells_by_cohort",
-    cells.c.cohort,
+    "ix_cells_tombstones",
     cells.c.table_id,
     cells.c.token,
-    cells.c.pkey,
-    cells.c.ckey,
-    cells.c.col,
-    sqlite_where=cells.c.cohort.isnot(None),
+    sqlite_where=cells.c.tombstone == True,  # noqa: E712  (SQL, not Python)
 )
 
 # The addressable mutation log of tracked keyspaces: by id, and partition -> ids and
@@ -153,7 +146,20 @@ cohorts = Table(
     Column("members", String(4096), nullable=False),  # sorted node ids, comma-separated
     Column("low", BigInteger, nullable=False),
     Column("high", BigInteger, nullable=False),
+    Column("folded_high", BigInteger, nullable=False),  # as far as this replica's folds went
     Column("mutations", BigInteger, nullable=False),
     Column("bytes", BigInteger, nullable=False),
     Column("formed_unix_ms", BigInteger, nullable=False),
+)
+
+# The partitions a member's folds of a cohort reached: its data, sent whole to a replica lacking
+# the cohort (a partition's cells hold its mutations whole: none is torn).
+cohort_partitions = Table(
+    "cohort_partitions",
+    metadata,
+    Column("cohort_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("table_id", String(64), primary_key=True),
+    Column("token", BigInteger, primary_key=True, autoincrement=False),
+    Column("pkey", LargeBinary, primary_key=True),
+    sqlite_with_rowid=False,
 )

@@ -1,9 +1,9 @@
 """Cohorts at a replica (epochal.replica.reconcile_ops through LocalReplica's group commit, on a
 real SQLite file): a fold needs the agreed digests, deletes the log below its time (the data
-stays), records the cohort and fences, and leaves the low bound; a read's summary names the
-cohorts held at its token; an advance is refused unless it names exactly the cohorts held, and
-forgets those the new bound passes; a delivered cohort is recorded by a hold; all of it survives a
-restart."""
+stays), records the cohort and the partitions it folded, fences, and leaves the low bound; a
+read's summary names the cohorts held at its token; an advance is refused unless it names
+exactly the cohorts held, and forgets those the new bound passes; a delivered cohort is recorded
+by a hold; all of it survives a restart."""
 
 from __future__ import annotations
 
@@ -70,15 +70,12 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
         assert storage.reconcile.marks("tr", MarkKind.LOW_BOUND).at(50) == 0, "no low bound"
         assert storage.reconcile.marks("tr", MarkKind.FENCE).of(RING) == 400
         table_id = written[0].table_id
-        # the cells the folded mutations wrote are tagged as the cohort's data, no others
-        tagged = storage.streams.scan_cohort(77, table_id, None, 100)
-        assert {bytes(row[1]) for row in tagged} == {m.partition_key for m in written[:3]}
-        assert len(tagged) == 3 * len(written[0].cells())
-        # a newer write of one of those cells takes it out of the cohort's data
+        # the partitions the folded mutations wrote are recorded as the cohort's data
+        recorded = storage.streams.scan_cohort(77, None, 100)
+        assert recorded == sorted((table_id, m.token, m.partition_key) for m in written[:3])
         newer = replace(written[1], id=replace(written[1].id, sequence=99, hlc=450))
-        assert (await submit(local, newer)).outcome is Outcome.OK
-        tagged = storage.streams.scan_cohort(77, table_id, None, 100)
-        assert written[1].partition_key not in {bytes(row[1]) for row in tagged}
+        assert (await submit(local, newer)).outcome is Outcome.OK  # (sent whole: still there)
+        assert storage.streams.scan_cohort(77, None, 100) == recorded
         first = written[0]  # its data stays
         cells = storage.data.read_cells(
             first.table_id, first.token, first.partition_key, EVERYTHING
@@ -108,7 +105,7 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
             epoch, advance(rest, 650, (CohortMark(77, 600),), RangeMarks().raised(RING, 500))
         )
         assert ended.outcome is Outcome.OK and storage.reconcile.cohort("tr", 77) is None
-        assert storage.streams.scan_cohort(77, table_id, None, 100) == []  # its tags went too
+        assert storage.streams.scan_cohort(77, None, 100) == []  # its partitions went too
         # A delivered cohort is recorded by a hold (its high only rises).
         other = replace(cohort, id=88, members=("X", "Y"), high=900)
         hold = HoldCohort(keyspace="tr", range=RING, token=3, cohort=other)

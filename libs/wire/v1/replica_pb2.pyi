@@ -711,14 +711,16 @@ class StreamChunk(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., cells: _Optional[_Iterable[_Union[StreamedCell, _Mapping]]] = ..., mutations: _Optional[_Iterable[bytes]] = ..., cursor: _Optional[_Union[StreamCursor, _Mapping]] = ..., ids: _Optional[_Iterable[_Union[StreamedId, _Mapping]]] = ...) -> None: ...
 
 class StreamedId(_message.Message):
-    __slots__ = ("id", "token", "partition_key")
+    __slots__ = ("id", "token", "partition_key", "whole")
     ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_FIELD_NUMBER: _ClassVar[int]
     id: MutationId
     token: int
     partition_key: bytes
-    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ...) -> None: ...
+    whole: bool
+    def __init__(self, id: _Optional[_Union[MutationId, _Mapping]] = ..., token: _Optional[int] = ..., partition_key: _Optional[bytes] = ..., whole: _Optional[bool] = ...) -> None: ...
 
 class BootstrapRequest(_message.Message):
     __slots__ = ("tokens", "num_tokens")
@@ -877,7 +879,7 @@ class RangeStateResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., hlc: _Optional[int] = ..., fence: _Optional[int] = ..., low_bounds: _Optional[_Iterable[_Union[RangeMark, _Mapping]]] = ..., lease_token: _Optional[int] = ..., lease_idle_ms: _Optional[float] = ..., log_entries: _Optional[int] = ..., log_bytes: _Optional[int] = ..., window_ends: _Optional[_Iterable[int]] = ..., cohorts: _Optional[_Iterable[_Union[Cohort, _Mapping]]] = ..., unreachable_peers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Cohort(_message.Message):
-    __slots__ = ("id", "range", "members", "low", "high", "mutations", "bytes", "formed_unix_ms")
+    __slots__ = ("id", "range", "members", "low", "high", "mutations", "bytes", "formed_unix_ms", "folded_high")
     ID_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
@@ -886,6 +888,7 @@ class Cohort(_message.Message):
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     FORMED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_HIGH_FIELD_NUMBER: _ClassVar[int]
     id: int
     range: _metadata_pb2.TokenRange
     members: _containers.RepeatedScalarFieldContainer[str]
@@ -894,7 +897,8 @@ class Cohort(_message.Message):
     mutations: int
     bytes: int
     formed_unix_ms: int
-    def __init__(self, id: _Optional[int] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., members: _Optional[_Iterable[str]] = ..., low: _Optional[int] = ..., high: _Optional[int] = ..., mutations: _Optional[int] = ..., bytes: _Optional[int] = ..., formed_unix_ms: _Optional[int] = ...) -> None: ...
+    folded_high: int
+    def __init__(self, id: _Optional[int] = ..., range: _Optional[_Union[_metadata_pb2.TokenRange, _Mapping]] = ..., members: _Optional[_Iterable[str]] = ..., low: _Optional[int] = ..., high: _Optional[int] = ..., mutations: _Optional[int] = ..., bytes: _Optional[int] = ..., formed_unix_ms: _Optional[int] = ..., folded_high: _Optional[int] = ...) -> None: ...
 
 class CohortMark(_message.Message):
     __slots__ = ("id", "high")

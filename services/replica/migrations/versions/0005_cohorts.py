@@ -1,6 +1,7 @@
 """Cohorts (epochal.mtrack.cohorts): per keyspace, the cohorts this replica holds — formed with
-it as a member, or delivered to it when it returned — and, on each cell a member's fold reached,
-the cohort whose data it is (kept apart: a cohort's delivery sends exactly its cells).
+it as a member, or delivered to it when it returned — and the partitions a member's folds
+reached (kept apart: a cohort's delivery sends those partitions whole); and an index of the
+tombstones, which the purge looks for.
 
 Revision ID: 0005
 Revises: 0004
@@ -27,21 +28,28 @@ def upgrade() -> None:
         sa.Column("members", sa.String(4096), nullable=False),
         sa.Column("low", sa.BigInteger, nullable=False),
         sa.Column("high", sa.BigInteger, nullable=False),
+        sa.Column("folded_high", sa.BigInteger, nullable=False),
         sa.Column("mutations", sa.BigInteger, nullable=False),
         sa.Column("bytes", sa.BigInteger, nullable=False),
         sa.Column("formed_unix_ms", sa.BigInteger, nullable=False),
     )
-    # (ALTER TABLE ADD COLUMN: the table stays WITHOUT ROWID, nothing is copied)
-    op.add_column("cells", sa.Column("cohort", sa.BigInteger, nullable=True))
+    op.create_table(
+        "cohort_partitions",
+        sa.Column("cohort_id", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("table_id", sa.String(64), primary_key=True),
+        sa.Column("token", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("pkey", sa.LargeBinary, primary_key=True),
+        sqlite_with_rowid=False,
+    )
     op.create_index(
-        "ix_cells_by_cohort",
+        "ix_cells_tombstones",
         "cells",
-        ["cohort", "table_id", "token", "pkey", "ckey", "col"],
-        sqlite_where=sa.text("cohort IS NOT NULL"),
+        ["table_id", "token"],
+        sqlite_where=sa.text("tombstone = 1"),
     )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_cells_by_cohort", "cells")
-    op.drop_column("cells", "cohort")
+    op.drop_index("ix_cells_tombstones", "cells")
+    op.drop_table("cohort_partitions")
     op.drop_table("cohorts")
