@@ -34,11 +34,19 @@ async def deliver_cohorts(
         return ()
     records = _sources(states, wanted)
     work = [
-        (node, records[cohort_id])
+        (node, cohort_id)
         for node, state in sorted(states.items())
         for cohort_id in sorted(lacking([c.mark for c in state.cohorts], wanted))
-        if cohort_id in records
     ]
+    unsourced = sorted({f"{i:x}" for _, i in work if i not in records})
+    if unsourced:
+        from epochal.reconciler.rounds import RoundEnded  # (rounds imports this module)
+
+        # No member that folded it answered: no advance (the replicas holding it would pass it,
+        # and a finished cohort is never sent again).
+        raise RoundEnded(
+            "unconverged", f"cohorts {unsourced} lack a member to send them; not advancing"
+        )
     gate = asyncio.Semaphore(COHORT_DELIVERIES_AT_ONCE)
 
     async def one(target: str, source_and_cohort: tuple[str, Cohort]) -> None:
@@ -53,10 +61,12 @@ async def deliver_cohorts(
             round_._check()
             # Nothing was folded there: what it holds apart is only what it now holds.
             await round_.client.hold(
-                round_.replicas[target], round_.ref, replace(cohort, mutations=0, bytes=0)
+                round_.replicas[target],
+                round_.ref,
+                replace(cohort, folded=0, mutations=0, bytes=0),
             )
 
-    await asyncio.gather(*(one(target, pair) for target, pair in work))
+    await asyncio.gather(*(one(target, records[cohort_id]) for target, cohort_id in work))
     return tuple(CohortMark(i, high) for i, high in sorted(wanted.items()))
 
 

@@ -99,6 +99,7 @@ class RoundResult:
     compared: bool = False
     capped: bool = False  # the advance stopped at a window's end, short of the reconciliation time
     unreachable: tuple[str, ...] = ()  # replicas that did not answer the state call
+    whole: bool = False  # every replica answered the state call, and all reach each other
     cohort: Cohort | None = None  # the cohort folded into (outcome "cohort")
     cohorts: tuple[Cohort, ...] = ()  # the cohorts the replicas reported holding
     cohort_holders: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -164,6 +165,7 @@ class Round:
             self.lease.renewed(sent_ms)
         sides = reach_groups(states, {n: s.unreachable_peers for n, s in states.items()})
         partial = len(sides) > 1 or len(states) < len(self.replicas)
+        self.result.whole = not partial
         if partial:
             sides = [side for side in sides if len(side) >= 2]
             if not sides:
@@ -486,7 +488,7 @@ class RangePace:
         self.turn += 1
         if result is not None and (result.unreachable or result.outcome == "unavailable"):
             self.split_since = started if self.split_since is None else self.split_since
-        elif result is not None:
+        elif result is not None and result.whole:
             self.split_since = None  # every replica answered (whatever happened after)
         self.went_well = result is not None and result.outcome in (
             "advanced",

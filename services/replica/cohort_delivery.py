@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from epochal.replica.data_store import CellRepair, DataStore
 from epochal.replica.handles import PeerFailed, RemoteHandle
 from epochal.replica.local_replica import Outcome, PeerReply
-from epochal.replica.model import Cell
+from epochal.replica.model import cell_bytes
 from epochal.replica.stream_store import StreamStore
 from epochal.tcm.keys import EVERYTHING
 
@@ -71,7 +71,7 @@ async def send_cohort(
         in_flight.add(future)
         partitions += 1
         cells += len(repair.cells)
-        size += sum(_cell_bytes(c) for c in repair.cells) + len(repair.partition_key)
+        size += sum(cell_bytes(c) for c in repair.cells) + len(repair.partition_key)
     if in_flight:
         done, _ = await asyncio.wait(in_flight)
         for reply in done:
@@ -91,8 +91,3 @@ def _partitions(data: DataStore, streams: StreamStore, cohort_id: int) -> Iterat
         if len(keys) < SCAN_PARTITIONS:
             return
         after = keys[-1]
-
-
-def _cell_bytes(cell: Cell) -> int:
-    # what a repair carries of it: clustering, column, value, hlc and writer
-    return len(cell.clustering) + len(cell.column) + len(cell.value or b"") + 8 + len(cell.writer)

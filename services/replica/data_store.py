@@ -190,7 +190,8 @@ class DataStore:
             if cutoff <= 0 or len(found) >= limit:
                 continue
             found += self._db.query(
-                "SELECT token, pkey, ckey, col, hlc, writer FROM cells WHERE table_id = ? "
+                "SELECT token, pkey, ckey, col, hlc, writer FROM cells "
+                "INDEXED BY ix_cells_tombstones WHERE table_id = ? "
                 "AND token > ? AND token <= ? AND tombstone = 1 AND hlc < ? LIMIT ?",
                 (table_id, left, right, cutoff, limit - len(found)),
             )

@@ -139,7 +139,8 @@ class ReplicaMetrics:
         )
         self.streamed_in_mutation_bytes = m.counter(
             "streamed_in_mutation_bytes",
-            "bytes of the whole mutations streams brought (by difference: what this node lacked)",
+            "bytes of what a join's difference brought: whole mutations this node lacked (and, "
+            "for ids held by id elsewhere, their partitions' cells)",
         )
         self.streamed_in_ids = m.counter(
             "streamed_in_ids",

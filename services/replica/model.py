@@ -163,3 +163,8 @@ def stale_cells(merged: dict[tuple[bytes, str], Cell], held: Iterable[Cell]) -> 
         for slot, cell in sorted(merged.items())
         if mine.get(slot, (-1, b"", False)) < cell.order
     ]
+
+
+def cell_bytes(cell: Cell) -> int:
+    """What a cell weighs on the wire, roughly (clustering, column, value, time and writer)."""
+    return len(cell.clustering) + len(cell.column) + len(cell.value or b"") + 8 + len(cell.writer)

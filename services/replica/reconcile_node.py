@@ -399,8 +399,9 @@ class ReconcileNode:
     async def hold(self, ref: RangeRef, cohort: Cohort) -> PeerReply:
         """Record ``cohort`` as held here: its data was delivered."""
         self._check_cohort(ref, cohort)
+        delivered = replace(cohort, folded=0, mutations=0, bytes=0)  # nothing folded here
         op = HoldCohort(
-            keyspace=ref.keyspace, range=ref.range, token=ref.lease_token, cohort=cohort
+            keyspace=ref.keyspace, range=ref.range, token=ref.lease_token, cohort=delivered
         )
         return await self._perform(ref, op)
 

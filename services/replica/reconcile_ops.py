@@ -278,8 +278,9 @@ class Admission:
                     bytes=(before.bytes if before else 0) + size,
                 )
                 held = self.store.stage_cohort(cursor, folded)
-            elif isinstance(op, HoldCohort):
-                held = self.store.stage_cohort(cursor, op.cohort)
+            elif isinstance(op, HoldCohort):  # delivered: nothing folded here
+                delivered = replace(op.cohort, folded=0, mutations=0, bytes=0)
+                held = self.store.stage_cohort(cursor, delivered)
         for kind, marks in staged.items():
             self.store.committed(op.keyspace, kind, marks)
         if held is not None:

@@ -50,7 +50,8 @@ class Difference:
     ) -> tuple[list[tuple[Mutation, bytes]], list[Fill], list[StreamedId]]:
         """For ids ``node_id`` listed: the mutations to store whole, the cells to store, and
         the ids to keep by id with those cells."""
-        self.covered |= {i.mutation_id.key for i in ids if i.whole}
+        if node_id not in self.piece.movement.sources:  # (a node that keeps the range)
+            self.covered |= {i.mutation_id.key for i in ids if i.whole}
         held = self.storage.data.held_ids([i.mutation_id for i in ids])
         wanted = [i for i in ids if i.mutation_id.key not in held]
         if not wanted:
@@ -80,9 +81,11 @@ class Difference:
             raise StreamRefused(f"taking the difference of {self.piece} from {error}") from None
         return list(fetched.values()), fills, rest
 
-    async def cover(self, source: str) -> list[tuple[Mutation, bytes]]:
-        """The entries of the piece held here by id that no other replica listed whole, whole
-        from ``source`` (the stream's)."""
+    async def cover(self, streamed_from: str) -> list[tuple[Mutation, bytes]]:
+        """The entries of the piece held here by id that no replica keeping the range listed
+        whole, whole from the piece's sources (``streamed_from`` first; after a restart this
+        run listed nothing, so every such entry is taken). StreamRefused when one is whole
+        nowhere reachable."""
         piece = self.piece
         mine = self.storage.data.held_by_id_in(
             piece.keyspace, piece.table_id, piece.left, piece.right
@@ -91,15 +94,28 @@ class Difference:
         if not uncovered:
             return []
         metadata = self.follower.metadata
-        try:
-            fetched = await fetch_bodies(
-                self.coordinator.handle(metadata, source),
-                metadata.epoch,
-                uncovered,
-                timeout_s=self.settings.stream_timeout_s,
-            )
-        except PeerFailed as error:
+        me = self.follower.node_id
+        candidates = dict.fromkeys(
+            n
+            for n in (streamed_from, *piece.movement.sources, *piece.movement.fallback)
+            if n and n != me
+        )
+        fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
+        for node in candidates:
+            wanted = [i for i in uncovered if i.key not in fetched]
+            if not wanted:
+                break
+            try:
+                handle = self.coordinator.handle(metadata, node)
+                fetched |= await fetch_bodies(
+                    handle, metadata.epoch, wanted, timeout_s=self.settings.stream_timeout_s
+                )
+            except PeerFailed:
+                continue
+        left = [i for i in uncovered if i.key not in fetched]
+        if left:
             raise StreamRefused(
-                f"taking {len(uncovered)} mutations of {piece} whole: {error}"
-            ) from None
+                f"{len(left)} mutations of {piece} (e.g. {left[0]}) are whole on no reachable "
+                f"replica of {sorted(candidates)}: retry when they answer"
+            )
         return list(fetched.values())

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from epochal.errors import EpochalError, GuardClosed, Rejected, StreamRefused
 from epochal.replica.metrics import ReplicaMetrics
+from epochal.replica.model import cell_bytes
 from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -342,13 +343,13 @@ class StreamReceiver:
                 traced.set_attribute("reconciled", view.reconciled - before)
         if difference is not None:
             # writes only the stream's source held whole (it may give the range up): whole here
-            source = streamed_from or (piece.movement.sources or ("",))[0]
-            if source and source != self.follower.node_id:
-                covered = await difference.cover(source)
-                if covered:
-                    self.storage.data.write(covered)
-                    view.mutation_bytes += sum(len(body) for _, body in covered)
-                    self.metrics.streamed_in_mutation_bytes.inc(sum(len(b) for _, b in covered))
+            covered = await difference.cover(streamed_from)
+            if covered:
+                self.storage.data.write(covered)
+                size = sum(len(body) for _, body in covered)
+                view.bytes += size
+                view.mutation_bytes += size
+                self.metrics.streamed_in_mutation_bytes.inc(size)
 
     def _failed(
         self, sequence: InProgressSequence, piece: Piece, source: Source, error: EpochalError
@@ -414,13 +415,17 @@ class StreamReceiver:
                 cells = [(piece.table_id, c.token, c.partition_key, c.cell) for c in chunk.cells]
                 mutations = list(chunk.mutations)
                 ids = [(piece.keyspace, i) for i in chunk.ids]
+                filled = 0  # bytes of partition cells taken for ids held by id elsewhere
                 if difference is not None and log_only and chunk.ids:  # by difference
                     more, fills, kept = await difference.lacking(source.node_id, chunk.ids)
                     mutations += more
                     cells += fills
+                    filled = sum(cell_bytes(c) for _, _, _, c in fills)
                     ids = [(piece.keyspace, i) for i in kept]
-                size = chunk.size_bytes + sum(
-                    len(body) for _, body in mutations[len(chunk.mutations) :]
+                size = (
+                    chunk.size_bytes
+                    + sum(len(body) for _, body in mutations[len(chunk.mutations) :])
+                    + filled
                 )
                 entries = len(mutations) + len(ids)  # log entries: whole, or by id with the cells
                 stored = stored.advanced(
@@ -434,9 +439,11 @@ class StreamReceiver:
                     cells, mutations, operation, piece.key, stored, ids
                 )
                 view.bytes += size
-                view.mutation_bytes += sum(len(body) for _, body in mutations)
+                view.mutation_bytes += sum(len(body) for _, body in mutations) + filled
                 view.id_entries += len(ids)
-                self.metrics.streamed_in_mutation_bytes.inc(sum(len(b) for _, b in mutations))
+                self.metrics.streamed_in_mutation_bytes.inc(
+                    sum(len(b) for _, b in mutations) + filled
+                )
                 self.metrics.streamed_in_ids.inc(len(ids))
                 if log_only:
                     view.reconciled += sum(fresh)

@@ -6,6 +6,8 @@ cohort's data before a full reconciliation advances the low bound, which ends th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from epochal.mtrack import MutationId, make_hlc
 from epochal.mtrack.cohorts import cohort_id, reach_groups
 from epochal.reconciler.rounds import RangePace, RoundResult
@@ -116,3 +118,19 @@ def test_two_sides_of_a_partition_fold_apart_and_exchange_their_cohorts_at_the_h
     assert sum(r.cohort_cells for r in healed) == 4 * 200
     assert sum(r.delivered for r in healed) == 0, "nothing went id by id"
     assert all(r.bounds.lowest(RANGE) > 0 and not r.cohorts for r in replicas.values())
+
+
+def test_a_cohort_no_member_folded_as_far_is_not_advanced_past() -> None:
+    """The returning replica lacks a cohort whose members' own folds did not reach its high (a
+    member's record came by delivery): no one can send it, so no round advances the bound."""
+    model, _ = cluster()
+    pace, _ = cut_off(model, "a")
+    for name in "bc":
+        for held, cohort in model.replicas[name].cohorts.items():
+            model.replicas[name].cohorts[held] = replace(cohort, folded=0)
+    model.replicas["a"].reachable = True
+    results: list[RoundResult] = []
+    rounds(model, 6, pace=pace, results=results, start=1_000.0)
+    assert "advanced" not in [r.outcome for r in results]
+    assert any("lack a member to send them" in r.detail for r in results)
+    assert all(r.bounds.lowest(RANGE) == 0 for r in model.replicas.values())

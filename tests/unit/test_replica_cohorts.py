@@ -38,11 +38,13 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
         id=77, keyspace="tr", range=RING, members=tuple(sorted([me, "Z"])), low=0, high=0
     )
 
-    def fold(digests, t: int, node: str = me, which: Cohort = cohort) -> FoldCohort:
+    def fold(
+        digests, t: int, node: str = me, which: Cohort = cohort, old: RangeMarks | None = None
+    ) -> FoldCohort:
         return FoldCohort(
             keyspace="tr",
             range=RING,
-            old_bounds=RangeMarks(),
+            old_bounds=old or RangeMarks(),
             new_bound=t,
             digests=digests,
             token=3,
@@ -113,12 +115,32 @@ def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -
         lower = HoldCohort(keyspace="tr", range=RING, token=3, cohort=replace(other, high=10))
         assert (await local.perform(epoch, lower)).outcome is Outcome.OK
         assert storage.reconcile.cohort_marks_at("tr", 50) == (CohortMark(88, 900),)
+        # A hold of a cohort this replica folded raises its high, not how far its folds went:
+        # it sends only what its folds recorded.
+        mine = replace(cohort, id=55, low=650, high=650)
+        rest = [(i, 50) for i in storage.data.range_ids("tr", 0, 0)]
+        old = RangeMarks().raised(RING, 650)
+        folded = await local.perform(
+            epoch, fold(span_digests(rest, old, 700), 700, which=mine, old=old)
+        )
+        assert folded.outcome is Outcome.OK, folded.message
+        bigger = HoldCohort(
+            keyspace="tr", range=RING, token=3, cohort=replace(mine, high=950, folded=950)
+        )
+        assert (await local.perform(epoch, bigger)).outcome is Outcome.OK
+        held = storage.reconcile.cohort("tr", 55)
+        assert held is not None and (held.high, held.folded) == (950, 700)
 
     asyncio.run(scenario())
     reopened = ReplicaStorage(storage.url)
     try:
-        assert reopened.reconcile.cohort_marks_at("tr", 50) == (CohortMark(88, 900),)
-        assert reopened.reconcile.cohorts("tr")[0].members == ("X", "Y")
+        assert reopened.reconcile.cohort_marks_at("tr", 50) == (
+            CohortMark(55, 950),
+            CohortMark(88, 900),
+        )
+        kept = reopened.reconcile.cohort("tr", 55)
+        assert kept is not None and kept.folded == 700
+        assert reopened.reconcile.cohorts("tr")[1].members == ("X", "Y")
     finally:
         reopened.close()
 
