@@ -139,6 +139,12 @@ def replica_db(cluster: LocalCluster, name: str) -> Iterator[sqlite3.Connection]
         yield db
 
 
+def replica_rows(cluster: LocalCluster, name: str, sql: str) -> list[tuple]:  # type: ignore[type-arg]
+    """The rows ``sql`` selects from the replica's database (opened read-only)."""
+    with replica_db(cluster, name) as db:
+        return db.execute(sql).fetchall()
+
+
 @dataclass
 class QuorumWriters:
     """One writer a keyspace, each writing new partitions of its ``events`` at QUORUM (``w0``,

@@ -16,8 +16,6 @@ the cohort data is less (a cohort's cells are each key's last value, not every w
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,7 @@ from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.tcm import ReplicationParams
-from tests.harness import start_ring, until
+from tests.harness import replica_rows, start_ring, until
 
 pytestmark = pytest.mark.integration
 
@@ -51,18 +49,14 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.close()
 
 
-def query(cluster: LocalCluster, name: str, sql: str) -> list[tuple]:
-    path = cluster.data_dir / name / "replica.db"
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        return db.execute(sql).fetchall()
-
-
 def cohorts(cluster: LocalCluster, name: str) -> list[tuple]:
-    return query(cluster, name, "SELECT cohort_id, members, bytes FROM cohorts")
+    return replica_rows(cluster, name, "SELECT cohort_id, members, bytes FROM cohorts")
 
 
 def low_bound(cluster: LocalCluster, name: str) -> int:
-    rows = query(cluster, name, "SELECT MIN(mark) FROM reconcile_marks WHERE kind = 'low_bound'")
+    rows = replica_rows(
+        cluster, name, "SELECT MIN(mark) FROM reconcile_marks WHERE kind = 'low_bound'"
+    )
     return int(rows[0][0] or 0)
 
 
@@ -134,7 +128,7 @@ def test_two_datacenters_cut_apart_converge_when_healed(cluster: LocalCluster) -
 
                 def caught_up(names: list[str] = names, members: str = members) -> bool:
                     # its cohorts formed, and its folds reached the end of the writes
-                    logs = query(cluster, names[0], "SELECT COUNT(*) FROM mutations")[0][0]
+                    logs = replica_rows(cluster, names[0], "SELECT COUNT(*) FROM mutations")[0][0]
                     held = cohorts(cluster, names[0])
                     return bool(held) and all(m == members for _, m, _ in held) and logs == 0
 

@@ -14,8 +14,6 @@ read through A returns the deleted rows (the test fails).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
-from tests.harness import start_ring, until
+from tests.harness import replica_rows, start_ring, until
 
 pytestmark = pytest.mark.integration
 
@@ -46,18 +44,12 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.close()
 
 
-def query(cluster: LocalCluster, name: str, sql: str) -> list[tuple]:
-    path = cluster.data_dir / name / "replica.db"
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        return db.execute(sql).fetchall()
-
-
 def tombstones(cluster: LocalCluster, name: str) -> int:
-    return query(cluster, name, "SELECT COUNT(*) FROM cells WHERE tombstone = 1")[0][0]
+    return replica_rows(cluster, name, "SELECT COUNT(*) FROM cells WHERE tombstone = 1")[0][0]
 
 
 def low_bound(cluster: LocalCluster, name: str) -> int:
-    rows = query(
+    rows = replica_rows(
         cluster,
         name,
         "SELECT MIN(mark) FROM reconcile_marks WHERE keyspace = 'tks' AND kind = 'low_bound'",
@@ -66,7 +58,7 @@ def low_bound(cluster: LocalCluster, name: str) -> int:
 
 
 def cohorts(cluster: LocalCluster, name: str) -> int:
-    return query(cluster, name, "SELECT COUNT(*) FROM cohorts")[0][0]
+    return replica_rows(cluster, name, "SELECT COUNT(*) FROM cohorts")[0][0]
 
 
 async def rows_seen(client: Client, coordinator: str, level: Consistency) -> list[int]:
@@ -114,7 +106,9 @@ def test_a_row_deleted_in_a_cohort_does_not_come_back_after_the_purge(
             await until(
                 "B and C folded the deletes into a cohort",
                 lambda: all(
-                    query(cluster, n, f"SELECT COUNT(*) FROM cohorts WHERE high > {last}")[0][0]
+                    replica_rows(cluster, n, f"SELECT COUNT(*) FROM cohorts WHERE high > {last}")[
+                        0
+                    ][0]
                     for n in ("replica2", "replica3")
                 ),
             )

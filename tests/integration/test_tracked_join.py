@@ -14,8 +14,6 @@ are printed (``-s``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ import pytest
 from epochal.client import Client, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
-from tests.harness import run, start_ring
+from tests.harness import replica_rows, run, start_ring
 from tests.harness.ring import read_group
 
 pytestmark = pytest.mark.integration
@@ -33,12 +31,6 @@ RECONCILER = (
     "--interval-ms", "250", "--advance-interval-ms", "500",
     "--write-timeout-ms", "500", "--slack-ms", "500",
 )  # fmt: skip
-
-
-def query(cluster: LocalCluster, name: str, sql: str) -> list[tuple]:
-    path = cluster.data_dir / name / "replica.db"
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        return db.execute(sql).fetchall()
 
 
 async def write(client: Client, key: str, acked: set[str]) -> None:
@@ -115,13 +107,13 @@ def test_a_tracked_join_takes_the_log_as_ids_and_only_the_difference_whole(
         # a stream of whole entries would have sent (at least once).
         ids = {
             (n, g, s)
-            for n, g, s in query(
+            for n, g, s in replica_rows(
                 cluster, joining.name, "SELECT node, log, seq FROM mutations WHERE keyspace = 'tks'"
             )
         }
         sizes: dict[tuple[int, int, int], int] = {}
         for name in founders:
-            for n, g, s, size in query(
+            for n, g, s, size in replica_rows(
                 cluster,
                 name,
                 "SELECT node, log, seq, LENGTH(body) FROM mutations WHERE keyspace = 'tks'",
