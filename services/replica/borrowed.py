@@ -16,16 +16,29 @@ Fetched = dict[tuple[int, int, int], tuple[Mutation, bytes]]
 
 
 async def fetch_bodies(
-    handle: ReplicaHandle, epoch: int, ids: Sequence[MutationId], *, timeout_s: float
+    handle: ReplicaHandle,
+    epoch: int,
+    ids: Sequence[MutationId],
+    *,
+    timeout_s: float,
+    keyspace: str = "",
+    token: int = 0,
+    held: set[tuple[int, int, int]] | None = None,
 ) -> Fetched:
     """Those of ``ids`` the replica behind ``handle`` holds whole, by id key (a page answers up
-    to a size budget; the rest is asked again). Raises PeerFailed when it cannot be reached."""
+    to a size budget; the rest is asked again). With the partition's ``keyspace`` and
+    ``token``, the keys of ids below the low bound there (every replica held them: no body is
+    needed) are added to ``held``. Raises PeerFailed when it cannot be reached."""
     fetched: Fetched = {}
     wanted = list(ids)
     while wanted:
-        reply = await handle.fetch(epoch, wanted, timeout_s=timeout_s)
+        reply = await handle.fetch(
+            epoch, wanted, timeout_s=timeout_s, keyspace=keyspace, token=token
+        )
         if reply.outcome is not Outcome.OK:
             raise PeerFailed(handle.node_id, f"{reply.outcome.value}: {reply.message}")
+        if held is not None:
+            held.update(i.key for i in reply.held)
         for body in reply.bodies:
             mutation = mutation_from_body(body)
             fetched[mutation.id.key] = (mutation, body)

@@ -230,14 +230,15 @@ class DataStore:
 
     def held_by_id_in(
         self, keyspace: str, table_id: str, left: int, right: int
-    ) -> list[MutationId]:
-        """The entries of the table in ``(left, right]`` (``left < right``) held by id only."""
+    ) -> list[tuple[MutationId, int]]:
+        """The entries of the table in ``(left, right]`` (``left < right``) held by id only,
+        each with its token."""
         rows = self._db.query(
-            "SELECT node, log, seq, hlc FROM mutations WHERE keyspace = ? AND table_id = ? "
-            "AND token > ? AND token <= ? AND body = x''",
+            "SELECT node, log, seq, hlc, token FROM mutations WHERE keyspace = ? "
+            "AND table_id = ? AND token > ? AND token <= ? AND body = x''",
             (keyspace, table_id, left, right),
         )
-        return _ids(rows)
+        return [(MutationId(node=n, log=g, sequence=q, hlc=h), t) for n, g, q, h, t in rows]
 
     def held_by_id(self, ids: Sequence[MutationId]) -> list[MutationId]:
         """Those of ``ids`` held here by id only (their data streamed in, no body)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from epochal.errors import StreamRefused
+from epochal.mtrack import MutationId
 from epochal.replica.borrowed import fetch_bodies
 from epochal.replica.handles import PeerFailed
 from epochal.replica.local_replica import Outcome, PartitionRead
@@ -90,7 +91,11 @@ class Difference:
         mine = self.storage.data.held_by_id_in(
             piece.keyspace, piece.table_id, piece.left, piece.right
         )
-        uncovered = [i for i in mine if i.key not in self.covered]
+        by_token: dict[int, list[MutationId]] = {}
+        for mutation_id, token in mine:
+            if mutation_id.key not in self.covered:
+                by_token.setdefault(token, []).append(mutation_id)
+        uncovered = [i for ids in by_token.values() for i in ids]
         if not uncovered:
             return []
         metadata = self.follower.metadata
@@ -101,18 +106,25 @@ class Difference:
             if n and n != me
         )
         fetched: dict[tuple[int, int, int], tuple[Mutation, bytes]] = {}
+        held: set[tuple[int, int, int]] = set()  # below a holder's low bound: held everywhere
         for node in candidates:
-            wanted = [i for i in uncovered if i.key not in fetched]
-            if not wanted:
-                break
             try:
                 handle = self.coordinator.handle(metadata, node)
-                fetched |= await fetch_bodies(
-                    handle, metadata.epoch, wanted, timeout_s=self.settings.stream_timeout_s
-                )
+                for token, ids in sorted(by_token.items()):
+                    wanted = [i for i in ids if i.key not in fetched and i.key not in held]
+                    if wanted:
+                        fetched |= await fetch_bodies(
+                            handle,
+                            metadata.epoch,
+                            wanted,
+                            timeout_s=self.settings.stream_timeout_s,
+                            keyspace=piece.keyspace,
+                            token=token,
+                            held=held,
+                        )
             except PeerFailed:
                 continue
-        left = [i for i in uncovered if i.key not in fetched]
+        left = [i for i in uncovered if i.key not in fetched and i.key not in held]
         if left:
             raise StreamRefused(
                 f"{len(left)} mutations of {piece} (e.g. {left[0]}) are whole on no reachable "
