@@ -24,6 +24,7 @@ down: raising a range to less than it has changes nothing.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -90,3 +91,19 @@ def _deciding_tokens(token_range: TokenRange, *marks: RangeMarks) -> list[int]:
         ends |= {piece.range.left, piece.range.left + 1, piece.range.right}
         ends |= {piece.range.right + 1}
     return [t for t in ends if MIN_TOKEN < t <= MAX_TOKEN and token_range.contains(t)]
+
+
+def bounded_segments(token_range: TokenRange, *marks: RangeMarks) -> list[tuple[int, int, int]]:
+    """``token_range`` as non-wrapping pieces ``(left, right, bound)`` over which the highest of
+    ``marks``' low bounds is one value: marks are constant between their pieces' ends, so a
+    query per segment filters by bound in SQL instead of a lookup per id."""
+    ends = {
+        end for m in marks for piece in m.pieces for end in (piece.range.left, piece.range.right)
+    }
+    segments = []
+    for left, right in token_range.pieces():
+        cuts = sorted({left, right, *(e for e in ends if left < e < right)})
+        for low, high in itertools.pairwise(cuts):
+            bound = max((m.at(high) for m in marks), default=0)
+            segments.append((low, high, bound))
+    return segments

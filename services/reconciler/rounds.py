@@ -449,60 +449,6 @@ class Round:
         return values[0] if all(v == values[0] for v in values) else None
 
 
-# The replicas count a range's log (entries and bytes, for the metrics) at most this often: the
-# count scans the range's log, which is long while a backlog is collected.
-SIZES_EVERY_S = 10.0
-
-
-@dataclass(slots=True)
-class RangePace:
-    """Where one range's rounds stand between rounds (monotonic seconds): when the next advances
-    (every ``advance_s``, at once after one stopped at a window's end), when the replicas count
-    their logs again, where the backlog walk stands, and whether the last round went well."""
-
-    advance_s: float
-    advanced_at: float = float("-inf")
-    sized_at: float = float("-inf")
-    cursor: int = 0
-    went_well: bool = True
-    split_since: float | None = None  # since when some replica has been left out of rounds
-    turn: int = 0  # rounds so far: the sides of a split take turns
-
-    def fold_ok(self, now: float, cohort_after_s: float) -> bool:
-        """Whether the range has been split for at least ``cohort_after_s``: a side may fold
-        into a cohort."""
-        return self.split_since is not None and now - self.split_since >= cohort_after_s
-
-    def advance_due(self, now: float) -> bool:
-        return now - self.advanced_at >= self.advance_s
-
-    def sizes_due(self, now: float) -> bool:
-        return now - self.sized_at >= SIZES_EVERY_S
-
-    def after(
-        self, started: float, result: RoundResult | None, *, advance: bool, sizes: bool
-    ) -> None:
-        """The round started at ``started`` ended with ``result`` (None: it failed outright)."""
-        if result is not None and result.compared:
-            self.cursor = result.next_cursor
-        self.turn += 1
-        if result is not None and (result.unreachable or result.outcome == "unavailable"):
-            self.split_since = started if self.split_since is None else self.split_since
-        elif result is not None and result.whole:
-            self.split_since = None  # every replica answered (whatever happened after)
-        self.went_well = result is not None and result.outcome in (
-            "advanced",
-            "delivered",
-            "partial",
-            "cohort",
-        )
-        if self.went_well and sizes:
-            self.sized_at = started
-        if advance and result is not None and result.outcome == "advanced":
-            # An advance stopped at a window's end is followed by another at once.
-            self.advanced_at = float("-inf") if result.capped else started
-
-
 def _by_id(cohort: Cohort) -> int:
     return cohort.id
 

@@ -27,9 +27,9 @@ from epochal.mtrack import physical_ms_of
 from epochal.mtrack.leases import HolderLease
 from epochal.reconciler.leases import Key, Leases, Target
 from epochal.reconciler.metrics import ReconcilerMetrics
-from epochal.reconciler.pacing import Pacer
+from epochal.reconciler.pacing import Pacer, RangePace
 from epochal.reconciler.replica_client import ReplicaClient
-from epochal.reconciler.rounds import RangePace, Round, RoundResult
+from epochal.reconciler.rounds import Round, RoundResult
 from epochal.reconciler.settings import ReconcilerSettings
 from epochal.reconciler.storage import RangeRecord, ReconcilerStorage, RoundRecord
 from epochal.runtime.follower import MetadataFollower

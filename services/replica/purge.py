@@ -23,9 +23,9 @@ import logging
 from dataclasses import dataclass
 
 from epochal.mtrack import make_hlc, physical_ms_of
+from epochal.mtrack.marks import bounded_segments
 from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
-from epochal.replica.reconcile_node import bounded_segments
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage

@@ -34,7 +34,6 @@ delivered here); ``deliver_cohort`` sends a cohort's data to a replica lacking i
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -43,7 +42,7 @@ from epochal.mtrack import LogDigests, MutationId, Sketch, make_hlc
 from epochal.mtrack.cohorts import Cohort, CohortMark, cohort_id
 from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.leases import TokenGuard, Verdict
-from epochal.mtrack.marks import RangeMarks
+from epochal.mtrack.marks import RangeMarks, bounded_segments
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.replica.borrowed import borrow
 from epochal.replica.cohort_delivery import CohortSent, send_cohort
@@ -484,19 +483,3 @@ class ReconcileNode:
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
-
-
-def bounded_segments(token_range: TokenRange, *marks: RangeMarks) -> list[tuple[int, int, int]]:
-    """``token_range`` as non-wrapping pieces ``(left, right, bound)`` over which the highest of
-    ``marks``' low bounds is one value: marks are constant between their pieces' ends, so a
-    query per segment filters by bound in SQL instead of a lookup per id."""
-    ends = {
-        end for m in marks for piece in m.pieces for end in (piece.range.left, piece.range.right)
-    }
-    segments = []
-    for left, right in token_range.pieces():
-        cuts = sorted({left, right, *(e for e in ends if left < e < right)})
-        for low, high in itertools.pairwise(cuts):
-            bound = max((m.at(high) for m in marks), default=0)
-            segments.append((low, high, bound))
-    return segments

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from epochal.mtrack import MutationId, make_hlc
 from epochal.mtrack.cohorts import cohort_id, reach_groups
-from epochal.reconciler.rounds import RangePace, RoundResult
+from epochal.reconciler.pacing import RangePace
+from epochal.reconciler.rounds import RoundResult
 
 from .test_reconciler_rounds import BACKLOG, NOW_MS, RANGE, WINDOW, Model, Replica, cluster, rounds
 

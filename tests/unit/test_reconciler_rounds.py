@@ -22,9 +22,9 @@ from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.mtrack.reconciliation import span_digests
-from epochal.reconciler.pacing import Pacer
+from epochal.reconciler.pacing import SIZES_EVERY_S, Pacer, RangePace
 from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
-from epochal.reconciler.rounds import SIZES_EVERY_S, RangePace, Round, RoundResult
+from epochal.reconciler.rounds import Round, RoundResult
 from epochal.tcm.tokens import TokenRange
 from epochal.wire.v1 import replica_pb2 as pb
 
