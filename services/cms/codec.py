@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from epochal.cms.log_server import FetchResult, SnapshotPage
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
@@ -90,8 +91,12 @@ def encode_item(item: ProposalItem) -> bytes:
 
 
 def decode_item(value: bytes) -> ProposalItem:
-    """A value of a chosen slot: the leader checked it before proposing it."""
-    message = cms_pb2.ProposalItem.FromString(value)
+    """A value of a chosen slot: the leader checked it before proposing it. Raises
+    MalformedInput for one this version cannot read (a kind it does not know)."""
+    try:
+        message = cms_pb2.ProposalItem.FromString(value)
+    except DecodeError as error:
+        raise MalformedInput(f"not an encoded ProposalItem: {error}") from None
     return ProposalItem(
         decode_transformation(message.transformation),
         message.transformation,

@@ -50,6 +50,14 @@ from typing import Any, TypeVar
 import grpc
 from opentelemetry import trace
 
+from epochal.cms.batching import (
+    Batch,
+    BatchLimits,
+    Decision,
+    build_batch,
+    entry_id_reused,
+    known_answer,
+)
 from epochal.cms.codec import decode_item, encode_item
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
@@ -78,6 +86,7 @@ from epochal.errors import (
     Overloaded,
     Rejected,
     ShuttingDown,
+    Unavailable,
 )
 from epochal.paxos import (
     AcceptedSlot,
@@ -92,17 +101,16 @@ from epochal.paxos import (
 )
 from epochal.runtime.service import EXIT_INVARIANT_BROKEN, fatal
 from epochal.tcm import (
-    CMS_KINDS,
     AddCMSCandidate,
     ClusterMetadata,
     CMSMember,
     CMSRole,
     InitializeCMS,
-    TriggerSnapshot,
 )
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.wire.metadata import (
+    MalformedInput,
     MetadataEncoder,
     decode_metadata,
     decode_transformation,
@@ -137,12 +145,12 @@ class _Unflushed:
 
 @dataclass(frozen=True, slots=True)
 class _OwnProposal:
-    """The slot this leader has in flight and the state it validated it into."""
+    """The slot this leader has in flight and the states it validated it into."""
 
     values: tuple[bytes, ...]
     items: list[ProposalItem]
     base: ClusterMetadata
-    tail: ClusterMetadata
+    states: list[ClusterMetadata]  # after each item
 
 
 class _Pending:
@@ -180,9 +188,6 @@ def _settled(outcome: CommitResult | EpochalError) -> asyncio.Future[CommitResul
     future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
     _settle(future, outcome)
     return future
-
-
-_CMS_KINDS = frozenset(kind.kind for kind in CMS_KINDS)
 
 
 def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | EpochalError) -> None:
@@ -255,12 +260,14 @@ class CMSMemberLoop:
         self._draining = False  # stopping: commits in flight settle, new ones are refused
         self.closing = asyncio.Event()  # stopping: the Step and Forward streams end
         self._accepting_messages = False
+        # Why this member stopped applying the log (a chosen value it cannot read), or "".
+        self.stopped_applying = ""
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         stored = await self._read(self.storage.load)
-        self.sm = self._rebuild(stored)
+        self.sm, unreadable = self._rebuild(stored)
         self._snapshot_epochs = await self._read(self.storage.snapshot_epochs)
         self.node = PaxosNode(
             self.member_id,
@@ -288,6 +295,10 @@ class CMSMemberLoop:
         )
         self.peers.update(self._peer_addresses(self.sm.metadata))
         self.loaded = True
+        if unreadable:
+            self._stop_applying(self.sm.applied_slot + 1, unreadable, stored=True)
+            self.started = True
+            return
         if self.settings.joining and self.sm.metadata.cms_member(self.member_id) is None:
             self._spawn(self._register_as_candidate())
         # Far behind: copy a snapshot before taking part in Paxos, whose slot-by-slot
@@ -299,21 +310,26 @@ class CMSMemberLoop:
         self._spawn(self._backfill())
         self.started = True
 
-    def _rebuild(self, stored: StoredState) -> MetadataStateMachine:
+    def _rebuild(self, stored: StoredState) -> tuple[MetadataStateMachine, str]:
+        """The state machine from the stored snapshot and log, and what stopped the replay
+        ("" when nothing did): an entry this version cannot read, or a damaged log."""
         metadata = ClusterMetadata.empty()
-        if stored.snapshot is not None:
-            metadata = decode_metadata(stored.snapshot.metadata)
-        for row in stored.entries:
-            transformation = decode_transformation(row.transformation)
-            metadata = transformation.execute(metadata)
-            assert metadata.epoch == row.epoch, (metadata.epoch, row.epoch)
+        unreadable = ""
+        try:
+            if stored.snapshot is not None:
+                metadata = decode_metadata(stored.snapshot.metadata)
+            for row in stored.entries:
+                metadata = _next_state(metadata, row)
+        except MalformedInput as error:
+            unreadable = f"its stored log cannot be replayed past epoch {metadata.epoch}: {error}"
         self.log.remember(stored.entries[-RECENT_ENTRIES:])
-        return MetadataStateMachine(
+        machine = MetadataStateMachine(
             metadata,
             stored.applied_slot,
             [(r.entry_id, r.epoch, r.digest) for r in stored.entry_ids],
             self.settings.entry_id_retention_epochs,
         )
+        return machine, unreadable
 
     async def drain(self, timeout_s: float) -> None:
         """Stop taking commits (they are answered UNAVAILABLE: the client retries them on
@@ -370,7 +386,7 @@ class CMSMemberLoop:
         return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
 
     async def _tick_forever(self) -> None:
-        while True:
+        while not self.stopped_applying:
             await asyncio.sleep(TICK_INTERVAL_S)
             with _crash_on_broken_invariant():
                 self.node.tick(now_ms())
@@ -391,6 +407,8 @@ class CMSMemberLoop:
             self._process()
 
     def _process(self) -> None:
+        if self.stopped_applying:
+            return
         with _crash_on_broken_invariant():
             self._process_readies()
 
@@ -490,12 +508,11 @@ class CMSMemberLoop:
     # ------------------------------------------------------------------ apply
 
     def _apply(self, chosen: tuple[ChosenSlot, ...]) -> None:
-        if not chosen:
+        if not chosen or self.stopped_applying:
             return
         for record in chosen:
             if record.slot <= self.sm.applied_slot:
                 continue  # installed by a state transfer
-            snapshots: list[tuple[int, ClusterMetadata]] = []
             members_before = self.sm.metadata.cms_members
             proposal, self._proposal = self._proposal, None
             if (
@@ -503,35 +520,54 @@ class CMSMemberLoop:
                 and proposal.base is self.sm.metadata
                 and record.value == proposal.values
             ):
-                result = self.sm.apply_validated(record.slot, proposal.items, proposal.tail)
+                result = self.sm.apply_validated(record.slot, proposal.items, proposal.states)
             else:
-                items = [decode_item(value) for value in record.value]
+                try:
+                    items = [decode_item(value) for value in record.value]
+                except MalformedInput as error:
+                    self._stop_applying(record.slot, str(error))
+                    return
                 result = self.sm.apply_slot(record.slot, items)
-            if result.snapshot_epochs:
-                # TriggerSnapshot is the last item of a batch, so the state after the slot is
-                # the state at the snapshot's epoch.
-                assert result.snapshot_epochs[-1] == self.sm.epoch, result.snapshot_epochs
-                snapshots.append((self.sm.epoch, self.sm.metadata))
             membership = self.node.membership
             if self.sm.metadata.cms_members != members_before:
                 membership = self._reconfigure(record.slot)
             self.node.applied(record.slot, membership)
             self._answer(result)  # first: the waiting clients need nothing else
-            self._record_applied(result, snapshots)
+            self._record_applied(result)
             if self._round_span is not None and self.node.is_leader:
                 self._round_span.set_attribute("slot", record.slot)
                 self._round_span.end()
                 self._round_span = None
         self._check_ready()
 
-    def _record_applied(
-        self, result: SlotResult, snapshots: list[tuple[int, ClusterMetadata]]
-    ) -> None:
+    def _stop_applying(self, slot: int, problem: str, stored: bool = False) -> None:
+        """A chosen slot (or this member's stored log) holds a value this member cannot read —
+        a transformation of a newer version, or damaged data: it never skips it (every member
+        must apply the same log), nor crash-loops on it. It stops taking part — no votes, no
+        proposals, no commits — keeps what it applied and serves it (FetchLog, Describe), and
+        reports NOT_SERVING until it runs a version that reads the log."""
+        where = "its stored log" if stored else f"slot {slot}"
+        self.stopped_applying = (
+            f"CMS member {self.member_id} cannot apply {where} (epoch {self.sm.epoch + 1} on): "
+            f"{problem}. It stays at epoch {self.sm.epoch}, takes no part in the CMS and serves "
+            "nothing newer; run a version that reads it (or replace this member)"
+        )
+        log.critical("%s", self.stopped_applying)
+        self._accepting_messages = False
+        self._flush_applied()
+        self._fail_all(lambda: Unavailable(self.stopped_applying))
+        for waiting in list(self._forwarded.values()):
+            for _, future in waiting:
+                _settle(future, Unavailable(self.stopped_applying))
+        self._check_ready()
+
+    def _record_applied(self, result: SlotResult) -> None:
         """Queue the slot's applied state for the next lazy flush, and publish its entries."""
         pending = self._unflushed
         rows = [LogEntryRow(e.epoch, e.slot, e.entry_id, e.kind, e.encoded) for e in result.entries]
         pending.entries.extend(rows)
         pending.entry_ids.extend(EntryIdRow(e.entry_id, e.epoch, e.digest) for e in result.entries)
+        snapshots = result.snapshots
         pending.snapshots.extend((epoch, result.slot, metadata) for epoch, metadata in snapshots)
         if result.forget_ids_below_epoch is not None:
             pending.forget_ids_below = result.forget_ids_below_epoch
@@ -596,9 +632,14 @@ class CMSMemberLoop:
         while True:
             known = self.sm.lookup(entry_id)
             if known is not None:
-                return _known_answer(item, known)
+                answer = known_answer(item, known)
+                if isinstance(answer, EpochalError):
+                    raise answer
+                return answer
             if self._draining:
                 raise self._shutting_down()
+            if self.stopped_applying:
+                raise Unavailable(self.stopped_applying)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CommitTimeout(
@@ -639,7 +680,9 @@ class CMSMemberLoop:
         """A commit ``origin`` forwarded: answered here if leader, else told who leads."""
         known = self.sm.lookup(item.entry_id)
         if known is not None:
-            return _settled(_known_answer_or_error(item, known))
+            return _settled(known_answer(item, known))
+        if self.stopped_applying:
+            return _settled(Unavailable(self.stopped_applying))
         if not self.node.is_leader:
             return _settled(NotLeader(self.node.leader_id))
         if self._draining:
@@ -686,19 +729,20 @@ class CMSMemberLoop:
         if self._linger():
             return
         base = self.sm.metadata
-        items, tail, learners = self._build_batch()
-        if not items:
+        batch = self._build_batch(base)
+        if not batch.items:
             return
+        items = batch.items
         self._lingered = False
         self._last_batch_commits = sum(1 for i in items if i.entry_id in self._in_flight)
         values = tuple(encode_item(item) for item in items)
         try:
-            self.node.propose(values, now_ms(), learners)
+            self.node.propose(values, now_ms(), batch.learners)
         except (NotLeader, Overloaded) as error:  # not expected: idle_leader was true
             log.error("proposal refused by the Paxos core: %s", error)
             self._fail_in_flight(lambda: NotLeader(self.node.leader_id))
             return
-        self._proposal = _OwnProposal(values, items, base, tail)
+        self._proposal = _OwnProposal(values, items, base, batch.states)
         if tracing_enabled():
             self._round_span = _tracer.start_span(
                 "paxos.round",
@@ -735,67 +779,48 @@ class CMSMemberLoop:
         self._lingered = True
         self._maybe_propose()
 
-    def _build_batch(self) -> tuple[list[ProposalItem], ClusterMetadata, set[str]]:
-        """Pending commits validated in order against the tail; returns them, the state they
-        lead to, and the members that forwarded them (they learn the slot from its votes)."""
-        base = self.sm.metadata
-        tail = base
-        items: list[ProposalItem] = []
-        learners: set[str] = set()
-        if base.epoch == 0:
-            items.append(self._initialize_item())
-            tail = items[0].transformation.execute(tail)
+    def _build_batch(self, base: ClusterMetadata) -> Batch[_Pending]:
+        """The next slot from the queued commits (``epochal.cms.batching``); settles those it
+        answers at once, requeues the deferred ones in front, and marks the proposed ones in
+        flight."""
+        settings = self.settings
+        batch = build_batch(
+            base,
+            self._live_pending(),
+            item_of=lambda pending: pending.item,
+            origin_of=lambda pending: pending.origin,
+            lookup=self.sm.lookup,
+            limits=BatchLimits(
+                max_values=settings.max_batch_values,
+                max_bytes=settings.max_batch_bytes,
+                snapshot_frequency=settings.snapshot_frequency,
+            ),
+            last_snapshot_epoch=self._snapshot_epochs[-1] if self._snapshot_epochs else 0,
+            initialize=self._initialize_item() if base.epoch == 0 else None,
+        )
         deferred: list[_Pending] = []
-        size = 0
-        limit = self.settings.max_batch_values
-        while self._pending and len(items) < limit and size < self.settings.max_batch_bytes:
-            pending = self._pending.popleft()
-            if pending.future.done():
-                continue
-            item = pending.item
-            known = self.sm.lookup(item.entry_id)
-            if known is not None:
-                _settle(pending.future, _known_answer_or_error(item, known))
-                continue
-            joined = self._in_flight.get(item.entry_id)
-            if joined is not None:
+        for decided in batch.decided:
+            pending = decided.commit
+            if decided.decision is Decision.PROPOSED:
+                self._in_flight[pending.item.entry_id] = [pending.future]
+            elif decided.decision is Decision.JOINED:
                 # The same id twice in one batch: one proposal, both callers answered by it.
-                joined.append(pending.future)
-                if pending.origin is not None:
-                    learners.add(pending.origin)
-                continue
-            if tail.cms_voters != base.cms_voters and item.transformation.kind in _CMS_KINDS:
-                # One voter change per slot: the next configuration differs from this one by a
-                # single member (epochal.tcm.cms), so this change waits for the next slot.
+                self._in_flight[pending.item.entry_id].append(pending.future)
+            elif decided.decision is Decision.DEFERRED:
                 deferred.append(pending)
-                continue
-            rejection = _validated(item, tail)
-            if rejection is not None:
-                if tail is base or _validated(item, base) is not None:
-                    _settle(pending.future, Rejected(rejection.rule, rejection.message))
-                else:
-                    deferred.append(pending)
-                continue
-            after = _executed(item, tail)
-            if isinstance(after, Rejected):
-                _settle(pending.future, Rejected(after.rule, after.message))
-                continue
-            tail = after
-            items.append(item)
-            size += len(item.encoded)
-            self._in_flight[item.entry_id] = [pending.future]
-            if pending.origin is not None:
-                learners.add(pending.origin)
+            else:
+                assert decided.answer is not None
+                _settle(pending.future, decided.answer)
         self._pending.extendleft(reversed(deferred))
-        if items and self._snapshot_due(tail.epoch):
-            snapshot = self._snapshot_item(tail.epoch + 1)
-            items.append(snapshot)
-            tail = snapshot.transformation.execute(tail)
-        return items, tail, learners
+        return batch
 
-    def _snapshot_due(self, tail_epoch: int) -> bool:
-        last = self._snapshot_epochs[-1] if self._snapshot_epochs else 0
-        return tail_epoch + 1 - last >= self.settings.snapshot_frequency
+    def _live_pending(self) -> Iterator[_Pending]:
+        """The queued commits in order, each taken off the queue as it is read (one whose
+        caller gave up is dropped)."""
+        while self._pending:
+            pending = self._pending.popleft()
+            if not pending.future.done():
+                yield pending
 
     def _initialize_item(self) -> ProposalItem:
         transformation = InitializeCMS(
@@ -805,11 +830,6 @@ class CMSMemberLoop:
         )
         encoded = encode_transformation(transformation)
         return ProposalItem(transformation, encoded, "initialize-cms", digest_of(encoded))
-
-    def _snapshot_item(self, epoch: int) -> ProposalItem:
-        transformation = TriggerSnapshot()
-        encoded = encode_transformation(transformation)
-        return ProposalItem(transformation, encoded, f"snapshot@{epoch}", digest_of(encoded))
 
     def _on_role_change(self) -> None:
         leader = self.node.leader_id
@@ -891,7 +911,7 @@ class CMSMemberLoop:
         self._check_ready()
 
     def _check_ready(self) -> None:
-        ready = self.sm.epoch >= max(self.target_epoch, 1)
+        ready = self.sm.epoch >= max(self.target_epoch, 1) and not self.stopped_applying
         if ready != self.ready:
             self.ready = ready
             log.info(
@@ -933,8 +953,7 @@ class CMSMemberLoop:
                 ids = list(page.snapshot.entry_ids)
                 rows = []
             for row in page.entries:
-                metadata = decode_transformation(row.transformation).execute(metadata)
-                assert metadata.epoch == row.epoch, (metadata.epoch, row.epoch)
+                metadata = _next_state(metadata, row)  # raises: the transfer fails, logged
                 rows.append(row)
                 ids.append((row.entry_id, row.epoch, digest_of(row.transformation)))
             since = metadata.epoch
@@ -986,7 +1005,7 @@ class CMSMemberLoop:
             known = self.sm.lookup(entry_id)
             if known is not None:
                 for item, future in waiting:
-                    _settle(future, _known_answer_or_error(item, known))
+                    _settle(future, known_answer(item, known))
 
     async def _backfill(self) -> None:
         """Fill the log below an installed snapshot with entries from peers, so this member
@@ -1136,56 +1155,19 @@ def _accepted_row(slot: int, ballot: Ballot, value: tuple[bytes, ...]) -> Accept
     return AcceptedRow(slot, ballot.round, ballot.node_id, encode_slot_value(value))
 
 
-def _validated(item: ProposalItem, metadata: ClusterMetadata) -> Rejected | None:
-    """``validate``, with a bug in it (an exception that is not a refusal) turned into a
-    refusal of that one commit, logged: a commit that breaks validation must not stop the
-    leader from proposing every commit queued behind it."""
-    try:
-        return item.transformation.validate(metadata)
-    except Exception as error:
-        log.exception("validating entry %r (%s) failed", item.entry_id, item.transformation)
-        return Rejected(
-            "validation_failed",
-            f"validating {item.transformation} failed: {type(error).__name__}: {error} "
-            "(a bug, logged by the CMS member)",
+def _next_state(metadata: ClusterMetadata, row: LogEntryRow) -> ClusterMetadata:
+    """The state after a log entry read from storage or a peer's log; raises MalformedInput
+    when it does not follow ``metadata`` or cannot be read."""
+    if row.epoch != metadata.epoch + 1:
+        raise MalformedInput(
+            f"the entry of epoch {row.epoch} does not follow epoch {metadata.epoch}"
         )
-
-
-def _executed(item: ProposalItem, metadata: ClusterMetadata) -> ClusterMetadata | Rejected:
-    """``execute`` of a validated commit, with a bug in it refused like one in validation."""
+    transformation = decode_transformation(row.transformation)
     try:
-        return item.transformation.execute(metadata)
-    except Exception as error:
-        log.exception("executing entry %r (%s) failed", item.entry_id, item.transformation)
-        return Rejected(
-            "validation_failed",
-            f"executing {item.transformation} failed: {type(error).__name__}: {error} "
-            "(a bug, logged by the CMS member)",
-        )
-
-
-def _known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult:
-    answer = _known_answer_or_error(item, known)
-    if isinstance(answer, EpochalError):
-        raise answer
-    return answer
-
-
-def _known_answer_or_error(
-    item: ProposalItem, known: tuple[int, int]
-) -> CommitResult | EpochalError:
-    epoch, digest = known
-    if digest != item.digest:
-        return entry_id_reused(item.entry_id, epoch)
-    return CommitResult(epoch, duplicate=True)
-
-
-def entry_id_reused(entry_id: str, epoch: int) -> Rejected:
-    return Rejected(
-        "entry_id_reused",
-        f"entry_id {entry_id!r} was already used for a different transformation "
-        f"(committed at epoch {epoch}); use a new entry_id for a new transformation",
-    )
+        return transformation.execute(metadata)
+    except Exception as error:  # a bug: the entry was validated when it was applied
+        log.exception("replaying epoch %d (%s) failed", row.epoch, transformation)
+        raise MalformedInput(f"replaying epoch {row.epoch} ({transformation}) failed") from error
 
 
 def _answer_for(outcome: Outcome, batch_size: int, slot: int) -> CommitResult | EpochalError:

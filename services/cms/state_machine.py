@@ -9,7 +9,13 @@ that answers the first epoch (at-most-once, checked and recorded at apply, DESIG
 whose id is known with another digest is a reused id and a no-op with an error; an item that no
 longer validates is a no-op with its rejection (the leader validated it against this very state
 when it had one slot in flight, so this is a second line of defence, not the normal path); any
-other item takes the next epoch.
+other item takes the next epoch. Applying is total (DESIGN.md principle 7): whatever a chosen
+slot holds, every member reaches the same state; a transformation whose validate or execute
+raises (a bug) is a no-op with a ``validation_failed`` rejection, alike everywhere.
+
+A ``TriggerSnapshot`` may stand anywhere in a slot (a client's is batched like any other
+commit): its snapshot is the state right after it, at its own epoch, whatever follows it in
+the slot.
 
 Entry ids are remembered for ``retention_epochs`` epochs; forgetting is decided by epoch alone,
 so every member forgets the same ids at the same point. The at-most-once window therefore
@@ -19,11 +25,14 @@ covers retries that come within that many epochs of the first attempt.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from epochal.tcm import ClusterMetadata, Rejected, Transformation, TriggerSnapshot
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_EPOCHS = 100_000
 
@@ -80,8 +89,13 @@ class SlotResult:
     slot: int
     entries: tuple[AppliedEntry, ...]
     outcomes: tuple[Outcome, ...]
-    snapshot_epochs: tuple[int, ...]
+    # (epoch, state at that epoch) of each TriggerSnapshot the slot applied, in order
+    snapshots: tuple[tuple[int, ClusterMetadata], ...]
     forget_ids_below_epoch: int | None
+
+    @property
+    def snapshot_epochs(self) -> tuple[int, ...]:
+        return tuple(epoch for epoch, _ in self.snapshots)
 
 
 class MetadataStateMachine:
@@ -117,7 +131,7 @@ class MetadataStateMachine:
         assert slot == self.applied_slot + 1, f"slot {slot} applied after {self.applied_slot}"
         entries: list[AppliedEntry] = []
         outcomes: list[Outcome] = []
-        snapshots: list[int] = []
+        snapshots: list[tuple[int, ClusterMetadata]] = []
         for item in items:
             outcome = self._apply_item(slot, item, entries)
             outcomes.append(outcome)
@@ -126,40 +140,44 @@ class MetadataStateMachine:
                 and not outcome.duplicate
                 and isinstance(item.transformation, TriggerSnapshot)
             ):
-                snapshots.append(outcome.epoch)
+                snapshots.append((outcome.epoch, self.metadata))
         self.applied_slot = slot
         return SlotResult(
             slot=slot,
             entries=tuple(entries),
             outcomes=tuple(outcomes),
-            snapshot_epochs=tuple(snapshots),
+            snapshots=tuple(snapshots),
             forget_ids_below_epoch=self._forget_old_ids(),
         )
 
     def apply_validated(
-        self, slot: int, items: Sequence[ProposalItem], tail: ClusterMetadata
+        self, slot: int, items: Sequence[ProposalItem], states: Sequence[ClusterMetadata]
     ) -> SlotResult:
         """The leader's own batch: it validated and executed these items, in order, against
-        exactly the current state, reaching ``tail``. Same result as ``apply_slot``, without
-        doing that work a second time (the caller checks the state is the one it started from)."""
+        exactly the current state, reaching ``states`` (the state after each item). Same result
+        as ``apply_slot``, without doing that work a second time (the caller checks the state
+        is the one it started from)."""
         assert slot == self.applied_slot + 1, f"slot {slot} applied after {self.applied_slot}"
         base_epoch = self.metadata.epoch
-        assert tail.epoch == base_epoch + len(items), (tail.epoch, base_epoch, len(items))
+        assert len(states) == len(items), (len(states), len(items))
         entries: list[AppliedEntry] = []
         outcomes: list[Outcome] = []
-        snapshots: list[int] = []
-        for epoch, item in enumerate(items, start=base_epoch + 1):
-            assert item.entry_id not in self._ids, item.entry_id
+        snapshots: list[tuple[int, ClusterMetadata]] = []
+        for epoch, item, state in zip(
+            range(base_epoch + 1, base_epoch + 1 + len(items)), items, states, strict=True
+        ):
+            assert item.entry_id not in self._ids and state.epoch == epoch, (item, state.epoch)
             outcomes.append(self._record(slot, epoch, item, entries))
             if isinstance(item.transformation, TriggerSnapshot):
-                snapshots.append(epoch)
-        self.metadata = tail
+                snapshots.append((epoch, state))
+        if states:
+            self.metadata = states[-1]
         self.applied_slot = slot
         return SlotResult(
             slot=slot,
             entries=tuple(entries),
             outcomes=tuple(outcomes),
-            snapshot_epochs=tuple(snapshots),
+            snapshots=tuple(snapshots),
             forget_ids_below_epoch=self._forget_old_ids(),
         )
 
@@ -170,10 +188,10 @@ class MetadataStateMachine:
             if digest != item.digest:
                 return Outcome(entry_id=item.entry_id, reused_id_of_epoch=epoch)
             return Outcome(entry_id=item.entry_id, epoch=epoch, duplicate=True)
-        rejection = item.transformation.validate(self.metadata)
-        if rejection is not None:
-            return Outcome(entry_id=item.entry_id, rejection=rejection)
-        self.metadata = item.transformation.execute(self.metadata)
+        after = validated_and_executed(item, self.metadata)
+        if isinstance(after, Rejected):
+            return Outcome(entry_id=item.entry_id, rejection=after)
+        self.metadata = after
         return self._record(slot, self.metadata.epoch, item, entries)
 
     def _record(
@@ -217,3 +235,25 @@ class MetadataStateMachine:
         for entry_id, epoch, digest in sorted(entry_ids, key=lambda record: record[1]):
             self._ids[entry_id] = (epoch, digest)
         self._forget_old_ids()
+
+
+def validated_and_executed(
+    item: ProposalItem, metadata: ClusterMetadata
+) -> ClusterMetadata | Rejected:
+    """The state after ``item``, or the rule it breaks. A bug in a transformation (an
+    exception that is not a refusal) refuses that one item, logged, rather than stopping
+    whoever applies or batches it: the leader building a batch (which then proposes every
+    commit queued behind it) and every member applying a chosen slot, alike."""
+    transformation = item.transformation
+    try:
+        rejection = transformation.validate(metadata)
+        if rejection is not None:
+            return rejection
+        return transformation.execute(metadata)
+    except Exception:
+        log.exception("applying entry %r (%s) failed", item.entry_id, transformation)
+        return Rejected(
+            "validation_failed",
+            f"applying {transformation} failed: a bug, logged with its traceback by the CMS "
+            "member; the commit was not applied",
+        )

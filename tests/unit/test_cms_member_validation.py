@@ -1,13 +1,14 @@
-"""A commit whose validation raises something that is not a refusal (a bug) is refused alone:
-the CMS leader goes on proposing every other commit (services/cms/member.py)."""
+"""A commit whose validation raises something that is not a refusal (a bug) is refused alone —
+by the leader building a batch and by every member applying a chosen slot alike — so the
+leader goes on proposing every other commit and no member stops on it
+(services/cms/state_machine.py ``validated_and_executed``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from epochal.cms.member import _validated
-from epochal.cms.state_machine import ProposalItem
+from epochal.cms.state_machine import MetadataStateMachine, ProposalItem, validated_and_executed
 from epochal.tcm import (
     ClusterMetadata,
     CMSMember,
@@ -31,7 +32,24 @@ class Broken(TriggerSnapshot):
 
 def test_a_bug_in_validation_refuses_that_commit_only() -> None:
     item = ProposalItem(Broken(), b"", "entry-1", 0)
-    refusal = _validated(item, METADATA)
-    assert refusal is not None and refusal.rule == "validation_failed"
-    assert "ValueError: token -1 is owned by both" in refusal.message
-    assert _validated(ProposalItem(TriggerSnapshot(), b"", "entry-2", 0), METADATA) is None
+    refusal = validated_and_executed(item, METADATA)
+    assert not isinstance(refusal, ClusterMetadata) and refusal.rule == "validation_failed"
+    assert "a bug" in refusal.message
+    assert "token -1" not in refusal.message, "the exception's own text stays in the log"
+    after = validated_and_executed(ProposalItem(TriggerSnapshot(), b"", "entry-2", 0), METADATA)
+    assert isinstance(after, ClusterMetadata) and after.epoch == METADATA.epoch + 1
+
+
+def test_a_chosen_slot_holding_such_a_commit_applies_the_others() -> None:
+    machine = MetadataStateMachine(METADATA, 1)
+    result = machine.apply_slot(
+        2,
+        [
+            ProposalItem(Broken(), b"", "entry-1", 0),
+            ProposalItem(TriggerSnapshot(), b"", "entry-2", 0),
+        ],
+    )
+    assert [o.epoch for o in result.outcomes] == [0, 2]
+    assert result.outcomes[0].rejection is not None
+    assert result.outcomes[0].rejection.rule == "validation_failed"
+    assert machine.epoch == 2 and machine.applied_slot == 2

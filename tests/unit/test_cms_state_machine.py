@@ -92,9 +92,29 @@ def test_the_leaders_validated_batch_applies_exactly_like_a_decoded_one() -> Non
     validated = MetadataStateMachine(ClusterMetadata.empty(), 0, retention_epochs=3)
     for machine in (decoded, validated):
         machine.apply_slot(1, [INIT, KEYSPACE])
-    tail = validated.metadata
+    states = [validated.metadata]
     for proposal in batch:
-        tail = proposal.transformation.execute(tail)
-    assert validated.apply_validated(2, batch, tail) == decoded.apply_slot(2, batch)
+        states.append(proposal.transformation.execute(states[-1]))
+    assert validated.apply_validated(2, batch, states[1:]) == decoded.apply_slot(2, batch)
     assert validated.metadata == decoded.metadata
     assert validated.entry_ids() == decoded.entry_ids()
+
+
+def test_a_snapshot_in_the_middle_of_a_slot_is_the_state_at_its_own_epoch() -> None:
+    """A client's TriggerSnapshot batched before other commits: its snapshot holds the state
+    right after it (epoch 3: the keyspace, no table), not the state after the slot — on the
+    path of a decoded slot and on the leader's own, alike."""
+    batch = [item(TriggerSnapshot(), "snap"), table("a", "e1"), table("b", "e2")]
+    decoded = MetadataStateMachine(ClusterMetadata.empty(), 0)
+    validated = MetadataStateMachine(ClusterMetadata.empty(), 0)
+    for machine in (decoded, validated):
+        machine.apply_slot(1, [INIT, KEYSPACE])
+    states = [validated.metadata]
+    for proposal in batch:
+        states.append(proposal.transformation.execute(states[-1]))
+    from_decoded = decoded.apply_slot(2, batch)
+    assert validated.apply_validated(2, batch, states[1:]) == from_decoded
+    ((epoch, snapshot),) = from_decoded.snapshots
+    assert epoch == 3 and snapshot == states[1]
+    assert snapshot.epoch == 3 and not snapshot.keyspaces["ks"].tables
+    assert decoded.epoch == 5 and decoded.metadata == validated.metadata

@@ -1,0 +1,180 @@
+"""Building the leader's next slot from the commits queued at it. Pure (no I/O, clock or
+randomness): the member's loop hands it the state at the tail and its queue, and performs the
+plan it returns.
+
+Theory of operation
+-------------------
+The leader keeps one slot in flight, so the slot built here rests on the state at the tail of
+the applied log — a state that really happened. Queued commits are taken in order, each
+validated and executed against the state the ones before it reached:
+
+* an entry id already applied is answered from its record (its first epoch, or "reused" when
+  its transformation differs); one already in this batch joins that item (one proposal answers
+  both callers);
+* a commit that fails at the tail is refused; one that fails only because of another commit in
+  this batch is deferred to the next slot, where it is validated against a state that happened;
+* one CMS voter change per slot: a second waits for the next slot;
+* a ``TriggerSnapshot`` ends the batch, so that a snapshot is normally the last item of its slot
+  (apply does not rely on it: ``MetadataStateMachine`` takes a snapshot at its own epoch wherever
+  it stands);
+* when the slot brings the log ``snapshot_frequency`` epochs past the last snapshot, the
+  leader's own ``TriggerSnapshot`` closes it.
+
+The slot is bounded by ``max_values`` commits and ``max_bytes`` of encoded transformations (the
+InitializeCMS of an empty log and the closing snapshot come on top). What is not taken stays
+queued, in order, with the deferred commits ahead of it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from epochal.cms.state_machine import (
+    CommitResult,
+    ProposalItem,
+    digest_of,
+    validated_and_executed,
+)
+from epochal.errors import EpochalError, Rejected
+from epochal.tcm import CMS_KINDS, ClusterMetadata, TriggerSnapshot
+from epochal.wire.metadata import encode_transformation
+
+C = TypeVar("C")  # a queued commit as the shell keeps it: read through ``item_of``, ``origin_of``
+
+_CMS_KINDS = frozenset(kind.kind for kind in CMS_KINDS)
+
+
+class Decision(enum.Enum):
+    PROPOSED = "proposed"  # in this slot; its outcome comes when the slot is applied
+    JOINED = "joined"  # its entry id is already in this slot: answered with that item
+    DEFERRED = "deferred"  # back to the queue, ahead of what was not looked at
+    ANSWERED = "answered"  # settled now (``answer``)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided(Generic[C]):
+    commit: C
+    decision: Decision
+    answer: CommitResult | EpochalError | None = None
+
+
+@dataclass(slots=True)
+class Batch(Generic[C]):
+    items: list[ProposalItem] = field(default_factory=list)
+    states: list[ClusterMetadata] = field(default_factory=list)  # the state after each item
+    decided: list[Decided[C]] = field(default_factory=list)  # every commit taken off the queue
+    learners: set[str] = field(default_factory=set)  # members that forwarded proposed commits
+
+    def tail(self, base: ClusterMetadata) -> ClusterMetadata:
+        return self.states[-1] if self.states else base
+
+    def add(self, item: ProposalItem, state: ClusterMetadata) -> None:
+        self.items.append(item)
+        self.states.append(state)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchLimits:
+    max_values: int
+    max_bytes: int
+    snapshot_frequency: int
+
+
+def build_batch(
+    base: ClusterMetadata,
+    queue: Iterator[C],
+    *,
+    item_of: Callable[[C], ProposalItem],
+    origin_of: Callable[[C], str | None],
+    lookup: Callable[[str], tuple[int, int] | None],
+    limits: BatchLimits,
+    last_snapshot_epoch: int,
+    initialize: ProposalItem | None = None,
+) -> Batch[C]:
+    """The next slot over ``base``: ``queue`` is read lazily, one commit at a time, only while
+    the slot has room (what is not read stays queued)."""
+    batch: Batch[C] = Batch()
+    if base.epoch == 0 and initialize is not None:
+        after = validated_and_executed(initialize, base)
+        if not isinstance(after, Rejected):
+            batch.add(initialize, after)
+    proposed: set[str] = set()
+    size = 0
+    while len(proposed) < limits.max_values and size < limits.max_bytes:
+        commit = next(queue, None)
+        if commit is None:
+            break
+        item = item_of(commit)
+        decided = _decide(base, batch, commit, item, proposed, lookup)
+        batch.decided.append(decided)
+        if decided.decision in (Decision.PROPOSED, Decision.JOINED):
+            origin = origin_of(commit)
+            if origin is not None:
+                batch.learners.add(origin)
+        if decided.decision is Decision.PROPOSED:
+            size += len(item.encoded)
+            if isinstance(item.transformation, TriggerSnapshot):
+                break  # a snapshot closes its slot
+    tail = batch.tail(base)
+    if (
+        proposed
+        and not isinstance(batch.items[-1].transformation, TriggerSnapshot)
+        and tail.epoch + 1 - last_snapshot_epoch >= limits.snapshot_frequency
+    ):
+        snapshot = snapshot_item(tail.epoch + 1)
+        batch.add(snapshot, snapshot.transformation.execute(tail))
+    return batch
+
+
+def _decide(
+    base: ClusterMetadata,
+    batch: Batch[C],
+    commit: C,
+    item: ProposalItem,
+    proposed: set[str],
+    lookup: Callable[[str], tuple[int, int] | None],
+) -> Decided[C]:
+    known = lookup(item.entry_id)
+    if known is not None:
+        return Decided(commit, Decision.ANSWERED, known_answer(item, known))
+    if item.entry_id in proposed:
+        return Decided(commit, Decision.JOINED)
+    tail = batch.tail(base)
+    if tail.cms_voters != base.cms_voters and item.transformation.kind in _CMS_KINDS:
+        # One voter change per slot: the next configuration differs from this one by a single
+        # member (epochal.tcm.cms), so this change waits for the next slot.
+        return Decided(commit, Decision.DEFERRED)
+    after = validated_and_executed(item, tail)
+    if isinstance(after, Rejected):
+        if tail is base or isinstance(validated_and_executed(item, base), Rejected):
+            return Decided(commit, Decision.ANSWERED, Rejected(after.rule, after.message))
+        return Decided(commit, Decision.DEFERRED)  # it fails only after this batch's others
+    batch.add(item, after)
+    proposed.add(item.entry_id)
+    return Decided(commit, Decision.PROPOSED)
+
+
+def snapshot_item(epoch: int) -> ProposalItem:
+    """The leader's own TriggerSnapshot, for the slot that reaches ``epoch``."""
+    transformation = TriggerSnapshot()
+    encoded = encode_transformation(transformation)
+    return ProposalItem(transformation, encoded, f"snapshot@{epoch}", digest_of(encoded))
+
+
+def known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult | EpochalError:
+    """The answer to a commit whose entry id was applied at ``known`` = (epoch, digest)."""
+    epoch, digest = known
+    if digest != item.digest:
+        return entry_id_reused(item.entry_id, epoch)
+    return CommitResult(epoch, duplicate=True)
+
+
+def entry_id_reused(entry_id: str, epoch: int) -> Rejected:
+    return Rejected(
+        "entry_id_reused",
+        f"entry_id {entry_id!r} was already used for a different transformation "
+        f"(committed at epoch {epoch}); use a new entry_id for a new transformation",
+    )
