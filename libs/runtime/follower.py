@@ -40,7 +40,12 @@ from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.telemetry.metrics import Metrics
 from epochal.wire.log import LogClient, LogPage, LogSourceFailed
-from epochal.wire.metadata import MetadataEncoder, decode_metadata, decode_transformation
+from epochal.wire.metadata import (
+    MalformedInput,
+    MetadataEncoder,
+    decode_metadata,
+    decode_transformation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +161,26 @@ class MetadataFollower:
         stored = self.store.stored_metadata()
         metadata = ClusterMetadata.empty()
         if stored.snapshot is not None:
-            metadata = decode_metadata(stored.snapshot)
+            try:
+                metadata = decode_metadata(stored.snapshot)
+            except MalformedInput as error:
+                # What is stored here is a copy of the CMS's log: fetch it again rather than
+                # stop on it (a follower never applies what it cannot read: that stops it).
+                log.warning("the stored metadata snapshot cannot be read (%s); refetching", error)
+                stored = StoredMetadata(0, None, [])
         for entry in stored.entries:
             if entry.epoch != metadata.epoch + 1:
                 break  # a lazily written tail may have lost entries: fetch them again
-            metadata = decode_transformation(entry.transformation).execute(metadata)
+            try:
+                metadata = decode_transformation(entry.transformation).execute(metadata)
+            except Exception as error:  # MalformedInput (another version's kind), or a bug
+                log.warning(
+                    "stored epoch %d cannot be replayed (%s); it is fetched and applied again "
+                    "from the log",
+                    entry.epoch,
+                    error,
+                )
+                break
         self._snapshot_epoch = stored.snapshot_epoch
         self._set(metadata, [])
         log.info(
