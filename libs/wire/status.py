@@ -32,6 +32,13 @@ LEADER_TRAILER = "epochal-leader-id"
 
 StatusTable = Mapping[type[EpochalError], grpc.StatusCode]
 
+# The statuses of a call that got no answer from its server: the connection failed or broke
+# (UNAVAILABLE; CANCELLED when the channel was closed under it) or the deadline passed. What a
+# server said is an answer, whatever it said: only these say that it may be unreachable.
+NO_ANSWER = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
+
 # The narrower errors an UNAVAILABLE answer names by its rule.
 _UNAVAILABLE_BY_RULE: dict[str, type[Unavailable]] = {
     cls.RULE: cls for cls in (ShuttingDown, CommitTimeout, StalePlan)

@@ -19,12 +19,14 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 
+import grpc
+
 from epochal.mtrack import MutationId
 from epochal.replica import exchange_codec as codec
 from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
-from epochal.replica.reachability import PeerReach
+from epochal.replica.reachability import PeerReach, counts_as_unreachable
 from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
 
@@ -32,10 +34,16 @@ MAX_IN_FLIGHT = 16_384
 
 
 class PeerFailed(Exception):
-    def __init__(self, node_id: str, reason: str) -> None:
+    """A call to ``node_id`` got no usable answer; ``code`` says how (``reachability``: only a
+    call that got no answer says the peer may be unreachable)."""
+
+    def __init__(
+        self, node_id: str, reason: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    ) -> None:
         super().__init__(f"{node_id}: {reason}")
         self.node_id = node_id
         self.reason = reason
+        self.code = code
 
 
 class LocalHandle:
@@ -111,7 +119,7 @@ class RemoteHandle:
             codec.batch,
             max_in_flight=MAX_IN_FLIGHT,
             name=node_id,
-            failure=lambda reason, _: PeerFailed(node_id, reason),
+            failure=lambda reason, code: PeerFailed(node_id, reason, code),
         )
 
     def _call(
@@ -125,21 +133,28 @@ class RemoteHandle:
             cut: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
             cut.set_exception(PeerFailed(self.node_id, "cut off by a test hook"))
             return cut
+        deadline = asyncio.get_running_loop().time() + timeout_s
         future = self.stream.call(request, timeout_s, functools.partial(self._decoded, decode))
         if reach is not None:
-            future.add_done_callback(self._reached)
+            future.add_done_callback(functools.partial(self._reached, deadline))
         return future
 
-    def _reached(self, future: asyncio.Future[PeerReply]) -> None:
+    def _reached(self, deadline: float, future: asyncio.Future[PeerReply]) -> None:
+        """What the call says about reaching the peer (``reachability``)."""
         assert self.reach is not None
-        failed = future.cancelled() or isinstance(future.exception(), PeerFailed)
-        self.reach.record(self.node_id, ok=not failed)
+        if future.cancelled():
+            return  # its caller gave up on it: nothing learned about the peer
+        failed = future.exception()
+        if not isinstance(failed, PeerFailed):
+            self.reach.record(self.node_id, ok=True)
+        elif counts_as_unreachable(failed.code, asyncio.get_running_loop().time() - deadline):
+            self.reach.record(self.node_id, ok=False)
 
     def _decoded(self, decode: Callable[[codec.Reply], PeerReply], reply: codec.Reply) -> PeerReply:
         try:
             return decode(reply)
-        except codec.UnusableReply as unusable:
-            raise PeerFailed(self.node_id, str(unusable)) from None
+        except codec.UnusableReply as unusable:  # an answer, if not a usable one
+            raise PeerFailed(self.node_id, str(unusable), grpc.StatusCode.INTERNAL) from None
 
     def apply(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
