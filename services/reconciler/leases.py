@@ -40,7 +40,8 @@ from epochal.errors import EpochalError
 from epochal.mtrack.leases import HolderLease, may_take_over
 from epochal.mtrack.range_calls import RangeRef
 from epochal.reconciler.metrics import ReconcilerMetrics
-from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
+from epochal.reconciler.replica_client import ReplicaClient
+from epochal.reconciler.status import ReplicaRefused
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.leases import GrantReconcileLease, LeaseGrant
 from epochal.tcm.tokens import TokenRange, covers
@@ -168,8 +169,8 @@ class Leases:
         )
         idle: dict[str, float | None] = {}
         for node, answer in zip(target.replicas, answers, strict=True):
-            if isinstance(answer, Unreachable | ReplicaRefused):
-                continue  # an unreachable replica says nothing either way
+            if isinstance(answer, EpochalError):
+                continue  # an unreachable, refusing or overloaded replica says nothing either way
             if isinstance(answer, BaseException):
                 raise answer
             if answer.lease_token > token:

@@ -1,13 +1,16 @@
 """The reconciler's calls to replicas (``epochal.v1.ReplicaReconcile``), in domain values: the one
 place the reconciler meets protobuf on that side.
 
-A call the replica answered with a refusal raises ``ReplicaRefused`` (its outcome, as the
-replica named it, and its message); a call that failed at the transport raises ``Unreachable``.
-Both name the replica."""
+A call that fails raises an error of the family, named by ``epochal.reconciler.status`` (one
+table, every status a row): ``Unreachable`` only when no answer came (the connection failed or
+the deadline passed), ``ReplicaOverloaded``, ``ReplicaRefused`` (a reply's refusal, or a status
+the replica answered with) or ``VersionMismatch`` (a replica lacking the method, logged once per
+replica and method). Each names the replica."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 
 import grpc
@@ -16,6 +19,13 @@ from epochal.mtrack import LogDigests, MutationId, Sketch
 from epochal.mtrack.cohorts import Cohort, CohortMark
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
+from epochal.reconciler.status import (
+    ReplicaRefused,
+    Unreachable,
+    VersionMismatch,
+    failure,
+    refusal,
+)
 from epochal.wire.channels import Channels
 from epochal.wire.reconcile import (
     cohort_from_proto,
@@ -27,21 +37,12 @@ from epochal.wire.reconcile import (
 )
 from epochal.wire.v1 import replica_pb2 as pb
 
+log = logging.getLogger(__name__)
+
 OUTCOME_NAMES = {number: name.lower() for name, number in pb.PeerOutcome.items()}
+SERVICE = pb.DESCRIPTOR.services_by_name["ReplicaReconcile"].full_name
 
-
-class ReplicaRefused(Exception):
-    def __init__(self, replica: str, outcome: str, message: str) -> None:
-        super().__init__(f"{replica} refused ({outcome}): {message}")
-        self.replica = replica
-        self.outcome = outcome
-        self.message = message
-
-
-class Unreachable(Exception):
-    def __init__(self, replica: str, reason: str) -> None:
-        super().__init__(f"{replica} unreachable: {reason}")
-        self.replica = replica
+__all__ = ["ReplicaClient", "ReplicaRefused", "Unreachable"]
 
 
 class ReplicaClient:
@@ -51,6 +52,7 @@ class ReplicaClient:
         # A cohort's data is a scan of its range at the source: more time than a call.
         self.delivery_timeout_s = max(timeout_s, 10 * timeout_s)
         self.bytes_exchanged = 0  # summaries and sketches received
+        self._unimplemented: set[tuple[str, str]] = set()  # (replica, method) logged so far
 
     async def state(
         self,
@@ -71,7 +73,7 @@ class ReplicaClient:
             window_ids=window_ids,
             window_from=window_from,
         )
-        with _reached(address):
+        with self._answered(address, "RangeState"):
             reply = await self.channels.reconcile(address).RangeState(
                 request, timeout=self.timeout_s
             )
@@ -113,7 +115,7 @@ class ReplicaClient:
             sketch_logs=[pb.LogKey(node=n, log=g) for n, g in sketch_logs],
             sketch_cells=sketch_cells,
         )
-        with _reached(address):
+        with self._answered(address, "RangeSummary"):
             reply = await self.channels.reconcile(address).RangeSummary(
                 request, timeout=self.timeout_s
             )
@@ -132,7 +134,7 @@ class ReplicaClient:
                 pb.MutationId(node=i.node, log=i.log, sequence=i.sequence, hlc=i.hlc) for i in ids
             ],
         )
-        with _reached(address):
+        with self._answered(address, "Deliver"):
             reply = await self.channels.reconcile(address).Deliver(request, timeout=self.timeout_s)
         if reply.outcome in (pb.SUPERSEDED, pb.LAPSED, pb.NOT_A_REPLICA, pb.MALFORMED):
             _check(address, reply)  # about the call itself, not its mutations
@@ -147,7 +149,7 @@ class ReplicaClient:
     async def fence(self, address: str, ref: RangeRef, hlc: int) -> int:
         """The range's fence at the replica once ``hlc`` holds there."""
         request = pb.FenceRequest(range=ref_to_proto(ref), hlc=hlc)
-        with _reached(address):
+        with self._answered(address, "Fence"):
             reply = await self.channels.reconcile(address).Fence(request, timeout=self.timeout_s)
         _check(address, reply)
         return reply.fence
@@ -169,7 +171,7 @@ class ReplicaClient:
             digests=digests.encode(),
             cohorts=cohort_marks_to_proto(cohorts),
         )
-        with _reached(address):
+        with self._answered(address, "AdvanceLowBound"):
             reply = await self.channels.reconcile(address).AdvanceLowBound(
                 request, timeout=self.timeout_s
             )
@@ -193,7 +195,7 @@ class ReplicaClient:
             digests=digests.encode(),
             cohort=cohort_to_proto(cohort),
         )
-        with _reached(address):
+        with self._answered(address, "FoldCohort"):
             reply = await self.channels.reconcile(address).FoldCohort(
                 request, timeout=self.timeout_s
             )
@@ -208,7 +210,7 @@ class ReplicaClient:
         request = pb.DeliverCohortRequest(
             range=ref_to_proto(ref), cohort=cohort_to_proto(cohort), target=target
         )
-        with _reached(address):
+        with self._answered(address, "DeliverCohort"):
             reply = await self.channels.reconcile(address).DeliverCohort(
                 request, timeout=self.delivery_timeout_s
             )
@@ -217,22 +219,34 @@ class ReplicaClient:
 
     async def hold(self, address: str, ref: RangeRef, cohort: Cohort) -> None:
         request = pb.HoldCohortRequest(range=ref_to_proto(ref), cohort=cohort_to_proto(cohort))
-        with _reached(address):
+        with self._answered(address, "HoldCohort"):
             reply = await self.channels.reconcile(address).HoldCohort(
                 request, timeout=self.timeout_s
             )
         _check(address, reply)
 
+    @contextlib.contextmanager
+    def _answered(self, address: str, method: str) -> Iterator[None]:
+        """A failed call as the error of the family its status stands for (``status``)."""
+        try:
+            yield
+        except grpc.aio.AioRpcError as error:
+            failed = failure(address, f"{SERVICE}/{method}", error)
+            if isinstance(failed, VersionMismatch) and (address, method) not in self._unimplemented:
+                self._unimplemented.add((address, method))
+                log.error(
+                    "replica %s does not implement %s/%s (another version?): the rounds of its "
+                    "ranges stop until it does",
+                    address,
+                    SERVICE,
+                    method,
+                )
+            raise failed from None
+        self._unimplemented.discard((address, method))
+
 
 def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:
     outcome = getattr(reply, "outcome", pb.OK)
     if outcome != pb.OK:
-        raise ReplicaRefused(address, OUTCOME_NAMES.get(outcome, str(outcome)), reply.message)  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def _reached(address: str) -> Iterator[None]:
-    try:
-        yield
-    except grpc.aio.AioRpcError as error:
-        raise Unreachable(address, f"{error.code().name}: {error.details()}") from None
+        name = OUTCOME_NAMES.get(outcome, str(outcome))
+        raise refusal(address, name, reply.message)  # type: ignore[attr-defined]

@@ -29,8 +29,9 @@ changed is abandoned (its fences stay; a fence never hurts).
 5. **Advance** every replica's low bound to *t* with those digests (a replica whose own differ
    refuses: the next round starts again from its bounds).
 
-A replica that does not answer the state call is left out: the others (at least two) still
-compare and deliver among themselves ("partial"), and once every replica left out has been
+A replica that does not answer the state call — no answer at all, by its deadline: a refusal
+or an overload ends the round instead (``status``) — is left out: the others (at least two)
+still compare and deliver among themselves ("partial"), and once every replica left out has been
 unreachable for ``--cohort-after-ms`` (``fold_ok``) they fence, collect and *fold* their ids
 below *t* into their cohort instead of advancing the low bound (``epochal.mtrack.cohorts``;
 outcome "cohort"). When every replica answers again and some lack a cohort another holds, the
@@ -65,7 +66,13 @@ from epochal.mtrack.reconciliation import deliveries, holders, reconciliation_ti
 from epochal.mtrack.windows import capped_time, compare_windows, lowest_end, recent_ms
 from epochal.reconciler.cohort_rounds import deliver_cohorts, formed_cohort, held_high
 from epochal.reconciler.pacing import Pacer
-from epochal.reconciler.replica_client import ReplicaClient, ReplicaRefused, Unreachable
+from epochal.reconciler.replica_client import ReplicaClient
+from epochal.reconciler.status import (
+    ReplicaOverloaded,
+    ReplicaRefused,
+    Unreachable,
+    VersionMismatch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +152,17 @@ class Round:
         except RoundEnded as ended:
             self.result.outcome = ended.outcome
             self.result.detail = ended.detail
+        except VersionMismatch as mismatch:
+            self.result.outcome = "version_mismatch"
+            self.result.detail = str(mismatch)
         except ReplicaRefused as refused:
             lost = refused.outcome in ("superseded", "lapsed")
             self.result.outcome = refused.outcome if lost else "refused"
             self.result.detail = str(refused)
+        except ReplicaOverloaded as overloaded:
+            self.pacer.back_off()
+            self.result.outcome = "overloaded"
+            self.result.detail = str(overloaded)
         except Unreachable as unreachable:
             self.result.outcome = "unavailable"
             self.result.detail = str(unreachable)
@@ -270,7 +284,8 @@ class Round:
 
     async def _states(self, starts: list[int]) -> dict[str, RangeState]:
         """Every replica's state, claiming (renewing) the lease there; those that did not
-        answer are left out (a refusal still ends the round)."""
+        answer are left out (a refusal, an overload or a version mismatch ends the round: the
+        replica answered)."""
         nodes = list(self.replicas)
         sent_ms = time.time_ns() // 1_000_000
         answers = await asyncio.gather(
