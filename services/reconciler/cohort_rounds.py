@@ -71,11 +71,11 @@ async def deliver_cohorts(
 
 
 def formed_cohort(round_: Round, states: Mapping[str, RangeState], lowest: int) -> Cohort | None:
-    """The cohort the side this round works forms, once the range has been split long enough
-    (None: not yet)."""
-    if not round_.fold_ok:
-        return None
+    """The cohort the side this round works forms, once the rounds have found that side apart
+    from the others long enough (None: not yet)."""
     members = tuple(sorted(states))
+    if members not in round_.fold_sides:
+        return None
     return Cohort(
         id=cohort_id(round_.ref.keyspace, round_.ref.range, members, lowest),
         keyspace=round_.ref.keyspace,

@@ -8,7 +8,7 @@ through raises it back by a tenth. Pure but for the event loop's clock and sleep
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,20 +60,27 @@ SIZES_EVERY_S = 10.0
 class RangePace:
     """Where one range's rounds stand between rounds (monotonic seconds): when the next advances
     (every ``advance_s``, at once after one stopped at a window's end), when the replicas count
-    their logs again, where the backlog walk stands, and whether the last round went well."""
+    their logs again, where the backlog walk stands, whether the last round went well, and since
+    when each side of a split has been apart from the other replicas."""
 
     advance_s: float
     advanced_at: float = float("-inf")
     sized_at: float = float("-inf")
     cursor: int = 0
     went_well: bool = True
-    split_since: float | None = None  # since when some replica has been left out of rounds
+    # Per side of a split range (its sorted node ids): since when every round that found the
+    # replicas' sides found this one. Per side, not per range: when the side changes — the
+    # replica left out comes back and another is briefly reported unreachable — the new side
+    # waits its own ``--cohort-after-ms`` before it folds without the one left out.
+    split_since: dict[tuple[str, ...], float] = field(default_factory=dict)
     turn: int = 0  # rounds so far: the sides of a split take turns
 
-    def fold_ok(self, now: float, cohort_after_s: float) -> bool:
-        """Whether the range has been split for at least ``cohort_after_s``: a side may fold
-        into a cohort."""
-        return self.split_since is not None and now - self.split_since >= cohort_after_s
+    def fold_sides(self, now: float, cohort_after_s: float) -> frozenset[tuple[str, ...]]:
+        """The sides apart for at least ``cohort_after_s``: a round working one of them may fold
+        it into a cohort."""
+        return frozenset(
+            side for side, since in self.split_since.items() if now - since >= cohort_after_s
+        )
 
     def advance_due(self, now: float) -> bool:
         return now - self.advanced_at >= self.advance_s
@@ -88,10 +95,12 @@ class RangePace:
         if result is not None and result.compared:
             self.cursor = result.next_cursor
         self.turn += 1
-        if result is not None and (result.unreachable or result.outcome == "unavailable"):
-            self.split_since = started if self.split_since is None else self.split_since
-        elif result is not None and result.whole:
-            self.split_since = None  # every replica answered (whatever happened after)
+        if result is not None and result.whole:
+            self.split_since = {}  # every replica answered (whatever happened after)
+        elif result is not None and result.sides:
+            self.split_since = {s: self.split_since.get(s, started) for s in result.sides}
+        # else the round learned nothing of the sides (it ended before or at the state call:
+        # no two replicas answered and reached each other, or one refused): they stand
         self.went_well = result is not None and result.outcome in (
             "advanced",
             "delivered",

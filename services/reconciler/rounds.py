@@ -31,12 +31,14 @@ changed is abandoned (its fences stay; a fence never hurts).
 
 A replica that does not answer the state call — no answer at all, by its deadline: a refusal
 or an overload ends the round instead (``status``) — is left out: the others (at least two)
-still compare and deliver among themselves ("partial"), and once every replica left out has been
-unreachable for ``--cohort-after-ms`` (``fold_ok``) they fence, collect and *fold* their ids
-below *t* into their cohort instead of advancing the low bound (``epochal.mtrack.cohorts``;
-outcome "cohort"). When every replica answers again and some lack a cohort another holds, the
-cohort's data goes to them first (``cohort_rounds``), and the advance carries the cohorts they
-all hold. A refusal for the lease ends a round as "superseded" and the reconciler steps back.
+still compare and deliver among themselves ("partial"), and once the rounds have found that same
+side apart from the rest for ``--cohort-after-ms`` (``fold_sides``: the worker's ``RangePace``
+keeps since when, per side) they fence, collect and *fold* their ids below *t* into their cohort
+instead of advancing the low bound (``epochal.mtrack.cohorts``; outcome "cohort"). Another side
+— a different replica left out, even for one round — starts its own clock. When every replica
+answers again and some lack a cohort another holds, the cohort's data goes to them first
+(``cohort_rounds``), and the advance carries the cohorts they all hold. A refusal for the lease
+ends a round as "superseded" and the reconciler steps back.
 """
 
 from __future__ import annotations
@@ -105,8 +107,10 @@ class RoundResult:
     next_cursor: int = 0
     compared: bool = False
     capped: bool = False  # the advance stopped at a window's end, short of the reconciliation time
-    unreachable: tuple[str, ...] = ()  # replicas that did not answer the state call
+    unreachable: tuple[str, ...] = ()  # replicas left out (no answer, or on another side)
     whole: bool = False  # every replica answered the state call, and all reach each other
+    # The sides (of two replicas or more) a split range's replicas formed this round.
+    sides: tuple[tuple[str, ...], ...] = ()
     cohort: Cohort | None = None  # the cohort folded into (outcome "cohort")
     cohorts: tuple[Cohort, ...] = ()  # the cohorts the replicas reported holding
     cohort_holders: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -134,9 +138,9 @@ class Round:
     cursor: int = 0  # where the backlog walk stands (``epochal.mtrack.windows``; 0: the bound)
     sizes: bool = False  # also count each replica's log of the range (a scan of it: now and then)
     may_skip: bool = True  # the last round of the range ended well (``_run``, 2)
-    # The range's replicas have been split (some unreachable, or not reaching each other) long
-    # enough that the side this round works may fold a cohort without the others.
-    fold_ok: bool = False
+    # The sides (sorted node ids) that earlier rounds found apart from the others long enough
+    # that this round, working one of them, may fold a cohort without the others.
+    fold_sides: frozenset[tuple[str, ...]] = frozenset()
     turn: int = 0  # which side of a split this round works (they take turns)
     result: RoundResult = field(default_factory=RoundResult)
     # The digests every replica reported alike at the last comparison, and below what.
@@ -182,6 +186,7 @@ class Round:
         self.result.whole = not partial
         if partial:
             sides = [side for side in sides if len(side) >= 2]
+            self.result.sides = tuple(sides)
             if not sides:
                 raise RoundEnded("unavailable", f"no two of {sorted(states)} reach each other")
             side = sides[self.turn % len(sides)]

@@ -152,7 +152,7 @@ class Worker:
                         cursor=pace.cursor,
                         sizes=sizes,
                         may_skip=pace.went_well,
-                        fold_ok=pace.fold_ok(started, self.settings.cohort_after_ms / 1000),
+                        fold_sides=pace.fold_sides(started, self.settings.cohort_after_ms / 1000),
                         turn=pace.turn,
                     )
             except Exception:
@@ -170,7 +170,7 @@ class Worker:
         cursor: int = 0,
         sizes: bool = True,
         may_skip: bool = True,
-        fold_ok: bool = False,
+        fold_sides: frozenset[tuple[str, ...]] = frozenset(),
         turn: int = 0,
     ) -> RoundResult:
         key = (target.keyspace, target.range)
@@ -193,7 +193,7 @@ class Worker:
             cursor=cursor,
             sizes=sizes,
             may_skip=may_skip,
-            fold_ok=fold_ok,
+            fold_sides=fold_sides,
             turn=turn,
         )
         span = (

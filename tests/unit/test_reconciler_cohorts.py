@@ -72,7 +72,27 @@ def test_the_returning_replica_receives_the_cohort_then_the_low_bound_advances()
     assert a.applied >= every, "a holds every write's data: the cohort's came as cells"
     assert all(r.bounds.lowest(RANGE) > 0 for r in model.replicas.values())
     assert not a.cohorts and not b.cohorts and not c.cohorts, "the low bound passed the cohort"
-    assert pace.split_since is None
+    assert not pace.split_since
+
+
+def test_a_side_that_changed_waits_its_own_time_before_it_folds() -> None:
+    """a was cut off long enough that b and c folded; it returns and, for one round, b reports c
+    unreachable (b's calls to c failed lately: c restarted, or b was stopped and its calls in
+    flight expired at SIGCONT). a and b are a new side: they do not fold without c — which had
+    no fault — before they have been apart from it for the cohort setting themselves."""
+    model, _ = cluster()
+    pace, _ = cut_off(model, "a")
+    model.replicas["a"].reachable = True
+    model.replicas["b"].cut = {"c"}
+    first: list[RoundResult] = []
+    rounds(model, 1, cohort_after_s=COHORT_AFTER_S, pace=pace, results=first, start=1_000.0)
+    assert first[0].unreachable == ("c",) and first[0].outcome == "partial", first[0].detail
+    model.replicas["b"].cut = set()
+    after: list[RoundResult] = []
+    rounds(model, 3, cohort_after_s=COHORT_AFTER_S, pace=pace, results=after, start=1_001.0)
+    without_c = cohort_id("ks", RANGE, ("a", "b"), 0)
+    assert all(without_c not in r.cohorts for r in model.replicas.values())
+    assert "advanced" in [r.outcome for r in after]
 
 
 def test_reach_groups_are_the_sides_of_a_partition() -> None:

@@ -275,7 +275,7 @@ def rounds(
             cursor=pace.cursor,
             sizes=pace.sizes_due(at),
             may_skip=pace.went_well,
-            fold_ok=pace.fold_ok(at, cohort_after_s),
+            fold_sides=pace.fold_sides(at, cohort_after_s),
             turn=pace.turn,
         )
         result = await round_.run()

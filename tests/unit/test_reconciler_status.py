@@ -174,14 +174,14 @@ def test_only_a_replica_that_gave_no_answer_is_left_out_of_the_round(
     assert result.outcome == OUTCOMES[reaction], (code, result.outcome, result.detail)
     if reaction is Reaction.LEAVE_OUT:
         # a and b compared their logs without c, and the range counts as split from c
-        assert result.unreachable == ("c",)
+        assert result.unreachable == ("c",) and result.sides == (("a", "b"),)
     else:
-        # c answered: not left out, and the range's split clock is untouched
-        assert result.unreachable == () and not result.whole
+        # c answered: not left out, no side formed, and the range's split clock is untouched
+        assert result.unreachable == () and result.sides == () and not result.whole
         assert "127.0.0.1:" in result.detail
-        pace = RangePace(advance_s=5.0, split_since=1.0)
+        pace = RangePace(advance_s=5.0, split_since={("a", "b"): 1.0})
         pace.after(100.0, result, advance=False, sizes=False)
-        assert pace.split_since == 1.0
+        assert pace.split_since == {("a", "b"): 1.0}
     assert pacer.share == (0.5 if reaction is Reaction.BACK_OFF else 1.0)
 
 
