@@ -5,7 +5,11 @@ A call that fails raises an error of the family, named by ``epochal.reconciler.s
 table, every status a row): ``Unreachable`` only when no answer came (the connection failed or
 the deadline passed), ``ReplicaOverloaded``, ``ReplicaRefused`` (a reply's refusal, or a status
 the replica answered with) or ``VersionMismatch`` (a replica lacking the method, logged once per
-replica and method). Each names the replica."""
+replica and method). Each names the replica.
+
+The state call (``state``) decides who takes part in a round and renews the lease there: it has
+its own deadline (``state_timeout_s``, well inside the lease margin), so that a replica that
+stopped answering (SIGSTOP, swap, a long pause) holds a round up no longer than that."""
 
 from __future__ import annotations
 
@@ -46,9 +50,12 @@ __all__ = ["ReplicaClient", "ReplicaRefused", "Unreachable"]
 
 
 class ReplicaClient:
-    def __init__(self, channels: Channels, *, timeout_s: float) -> None:
+    def __init__(
+        self, channels: Channels, *, timeout_s: float, state_timeout_s: float | None = None
+    ) -> None:
         self.channels = channels
         self.timeout_s = timeout_s
+        self.state_timeout_s = timeout_s if state_timeout_s is None else state_timeout_s
         # A cohort's data is a scan of its range at the source: more time than a call.
         self.delivery_timeout_s = max(timeout_s, 10 * timeout_s)
         self.bytes_exchanged = 0  # summaries and sketches received
@@ -75,7 +82,7 @@ class ReplicaClient:
         )
         with self._answered(address, "RangeState"):
             reply = await self.channels.reconcile(address).RangeState(
-                request, timeout=self.timeout_s
+                request, timeout=self.state_timeout_s
             )
         _check(address, reply)
         ends = tuple(reply.window_ends) or (0,) * len(window_from)  # (a replica without windows)

@@ -71,7 +71,11 @@ class ReconcilerServer:
         )
         self.follower.load()
         self.cms = CMSClient(list(settings.cms))
-        self.client = ReplicaClient(self.channels, timeout_s=settings.rpc_timeout_ms / 1000)
+        self.client = ReplicaClient(
+            self.channels,
+            timeout_s=settings.rpc_timeout_ms / 1000,
+            state_timeout_s=settings.state_timeout_s,
+        )
         self.leases = Leases(
             self.id,
             self.follower,

@@ -35,6 +35,7 @@ class ReconcilerSettings:
     cohort_after_ms: int = 600_000
     rate: int = 20_000
     rpc_timeout_ms: int = 10_000
+    state_timeout_ms: int = 0  # 0: half of --lease-margin-ms, at most --rpc-timeout-ms
     max_ranges: int = 0
     pull_interval_ms: int = 1_000
     pull_backoff_max_ms: int = 10_000
@@ -55,15 +56,44 @@ class ReconcilerSettings:
             )
         if len(self.id) > 256:
             raise ValueError("--id is at most 256 characters")
-        check_numbers(self, zero_means_off=frozenset({"max_ranges"}))
+        if self.state_timeout_ms < 0:
+            raise ValueError(
+                f"--state-timeout-ms must be >= 0 (0: half of --lease-margin-ms), "
+                f"got {self.state_timeout_ms}"
+            )
+        check_numbers(self, zero_means_off=frozenset({"max_ranges", "state_timeout_ms"}))
         if self.lease_margin_ms >= self.lease_ms:
             raise ValueError("--lease-margin-ms must be below --lease-ms")
+        # A round waits up to the state deadline on a replica that does not answer (SIGSTOP,
+        # swap, a long pause) before it goes on with the others; its state calls renew the
+        # lease. Within the margin, a round started while its lease allowed acting learns
+        # whether it renewed before that lease could end at any replica; and after the wait the
+        # renewed lease must leave time to act.
+        state_ms = round(self.state_timeout_s * 1000)
+        if state_ms >= self.lease_margin_ms:
+            raise ValueError(
+                f"--state-timeout-ms ({state_ms}) must be below --lease-margin-ms "
+                f"({self.lease_margin_ms}): a round that waits its whole state deadline on a "
+                "replica that does not answer must learn who took part before its lease can end"
+            )
+        if state_ms + self.lease_margin_ms >= self.lease_ms:
+            raise ValueError(
+                f"--state-timeout-ms ({state_ms}) plus --lease-margin-ms "
+                f"({self.lease_margin_ms}) must be below --lease-ms ({self.lease_ms}): else a "
+                "round that waited on a replica that does not answer has no lease left to act"
+            )
         if self.window_ids > MAX_WINDOW_IDS:
             raise ValueError(
                 f"--window-ids must be at most {MAX_WINDOW_IDS} (replicas read no more)"
             )
         if self.lease_ms > MAX_LEASE_MS:
             raise ValueError(f"--lease-ms must be at most {MAX_LEASE_MS} (replicas refuse more)")
+
+    @property
+    def state_timeout_s(self) -> float:
+        """The deadline of the state calls (who takes part in a round; lease renewals)."""
+        chosen = self.state_timeout_ms or min(self.lease_margin_ms // 2, self.rpc_timeout_ms)
+        return chosen / 1000
 
     @property
     def follower(self) -> FollowerSettings:
@@ -116,7 +146,12 @@ _FLAGS: dict[str, tuple[type, str]] = {
         "into a cohort (the low bound waits for it)",
     ),
     "rate": (int, "most mutations delivered per second, over all ranges (back-off when full)"),
-    "rpc_timeout_ms": (int, "deadline of each call to a replica"),
+    "rpc_timeout_ms": (int, "deadline of each call to a replica but the state calls"),
+    "state_timeout_ms": (
+        int,
+        "deadline of the state calls, which decide who takes part in a round and renew the "
+        "lease; below --lease-margin-ms (0: half of it, at most --rpc-timeout-ms)",
+    ),
     "max_ranges": (int, "most ranges held at once (0: a fair share of the known reconcilers)"),
     "pull_interval_ms": (int, "pull the metadata log from the CMS this often"),
     "pull_backoff_max_ms": (int, "longest wait between pulls while the CMS is unreachable"),

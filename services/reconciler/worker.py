@@ -345,19 +345,28 @@ class Worker:
         self._cohort_labels[key] = set(shown)
 
     async def _renew_forever(self) -> None:
+        """Renew every held lease each third of a lease, a few ranges at a time: each renewal
+        waits on its replicas' state calls (``--state-timeout-ms`` at most), and one replica
+        that stopped answering must not make a pass take one deadline per range."""
+        gate = asyncio.Semaphore(ACQUIRES_AT_ONCE)
+
+        async def renew(key: Key, lease: HolderLease, target: Target | None) -> None:
+            if target is None:
+                self.leases.drop(key, "the range changed at a newer epoch")
+                return
+            async with gate:
+                try:
+                    renewed = await self.leases.renew(target, lease)
+                except Exception:
+                    log.exception("renewing the lease of %s failed", key)
+                    return
+            if renewed in ("superseded", "lapsed"):
+                self.leases.drop(key, f"a replica refused its lease token ({renewed})")
+            elif renewed != "ok" and not lease.may_act(time.monotonic() * 1000):
+                self.leases.drop(key, "a majority of its replicas did not renew it")
+
         while True:
             await asyncio.sleep(self.settings.lease_ms / 3000)
             by_key = {(t.keyspace, t.range): t for t in targets(self.follower.metadata)}
-            for key, lease in list(self.leases.held.items()):
-                target = by_key.get(key)
-                if target is None:
-                    self.leases.drop(key, "the range changed at a newer epoch")
-                    continue
-                try:
-                    renewed = await self.leases.renew(target, lease)
-                    if renewed in ("superseded", "lapsed"):
-                        self.leases.drop(key, f"a replica refused its lease token ({renewed})")
-                    elif renewed != "ok" and not lease.may_act(time.monotonic() * 1000):
-                        self.leases.drop(key, "a majority of its replicas did not renew it")
-                except Exception:
-                    log.exception("renewing the lease of %s failed", key)
+            held = list(self.leases.held.items())
+            await asyncio.gather(*(renew(k, lease, by_key.get(k)) for k, lease in held))

@@ -108,13 +108,16 @@ class ReconcileNode:
 
     # ------------------------------------------------------------------ the gate
 
-    async def _gate(self, ref: RangeRef) -> ClusterMetadata:
+    async def _gate(self, ref: RangeRef, wait_s: float | None = None) -> ClusterMetadata:
+        """The metadata at the call's epoch or newer, once the call may be served here
+        (``wait_s``: the longest the call may wait to catch up, within its deadline)."""
         for end in (ref.range.left, ref.range.right):
             if not MIN_TOKEN <= end <= MAX_TOKEN:
                 raise Refused(Outcome.MALFORMED, f"the range {ref.range} is not one of tokens")
         follower = self.follower
+        catch_up_s = self.settings.catch_up_timeout_ms / 1000
         if ref.epoch > follower.epoch and not await follower.catch_up(
-            ref.epoch, self.settings.catch_up_timeout_ms / 1000
+            ref.epoch, catch_up_s if wait_s is None else min(catch_up_s, wait_s)
         ):
             raise Refused(
                 Outcome.BEHIND,
@@ -210,8 +213,12 @@ class ReconcileNode:
         sizes: bool = False,
         window_ids: int = 0,
         window_from: Sequence[int] = (),
+        wait_s: float | None = None,
     ) -> RangeState:
-        metadata = await self._gate(ref)
+        """(``wait_s``: the longest to wait to catch up to the call's epoch: a reconciler's
+        state call has a short deadline, and a replica behind answers BEHIND within it rather
+        than not at all — no answer would leave it out of the round, as if cut off.)"""
+        metadata = await self._gate(ref, wait_s)
         if window_from and not 0 < window_ids <= MAX_WINDOW_IDS:
             raise Refused(Outcome.MALFORMED, f"window_ids must be in 1..{MAX_WINDOW_IDS}")
         if len(window_from) > MAX_WINDOWS:

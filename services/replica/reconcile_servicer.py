@@ -33,6 +33,7 @@ from epochal.wire.v1 import replica_pb2 as pb
 
 Reply = TypeVar("Reply")
 DELIVERY_TIMEOUT_S = 30.0
+ANSWER_S = 0.1  # of a state call's deadline, kept to answer BEHIND in time when not caught up
 MAX_DELIVERY_IDS = 50_000
 
 
@@ -67,6 +68,7 @@ class ReconcileServicer:
         self, request: pb.RangeStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.RangeStateResponse:
         async def call() -> pb.RangeStateResponse:
+            remaining = context.time_remaining()
             state = await self.node.state(
                 ref_from_proto(request.range),
                 claim=request.claim,
@@ -74,6 +76,7 @@ class ReconcileServicer:
                 sizes=request.sizes,
                 window_ids=request.window_ids,
                 window_from=tuple(request.window_from),
+                wait_s=None if remaining is None else max(remaining - ANSWER_S, 0.0),
             )
             return pb.RangeStateResponse(
                 **self._common(Outcome.OK),

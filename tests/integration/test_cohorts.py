@@ -1,6 +1,11 @@
 """Cohort reconciliation with real processes: 3 CMS members, 3 replicas and a reconciler on
 127.0.0.1 (RF 3, a tracked keyspace), under the history check of tests/integration/history.py.
 
+Proves too that a replica stopped (SIGSTOP: the common way one goes missing — stopped, swapping,
+in a long pause) does not hold the others' rounds up: with the reconciler's default call
+deadline, lease and lease margin and ``--cohort-after-ms 5000``, the two others fold a cohort
+while it is stopped, under QUORUM writes through them.
+
 Proves, for a partition {A} | {B, C} (A isolated with the test hooks) under QUORUM writers and
 readers: B and C reconcile under a cohort (every range's cohort id is ``cohort_id`` of its range,
 its members B and C and its low bound) while the low bound stays where it was; after the heal,
@@ -14,14 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from epochal.client import Client
 from epochal.devcluster.cluster import LocalCluster
+from epochal.errors import EpochalError
 from epochal.mtrack.cohorts import cohort_id
+from epochal.reconcile_client import ReconcileClient
 from epochal.tcm.tokens import TokenRange
+from tests.harness import QuorumWriters, create_events, replica_rows, run, start_ring, until
 
 from .history import KEYSPACE, Workload, run_history
 from .partitions import Partition
@@ -33,6 +44,7 @@ FAST_ROUNDS = (
     "--write-timeout-ms", "500", "--slack-ms", "500", "--cohort-after-ms", "1000",
 )  # fmt: skip
 SECONDS = 30.0
+STOPPED_S = 15.0  # three times --cohort-after-ms 5000
 
 
 @pytest.fixture
@@ -96,3 +108,70 @@ def test_a_partitioned_replica_misses_nothing_across_the_heal(
             assert await cluster.metric(cut, "read_cohort_repairs_total") > 0, cut
 
     asyncio.run(repaired())
+
+
+async def advanced(reconcilers: ReconcileClient) -> bool:
+    """Whether a round of some range advanced its low bound (the reconciler's Status)."""
+    try:
+        status = await reconcilers.status()
+    except EpochalError:
+        return False  # not serving yet
+    return any(r.last_outcome == "advanced" for r in status.ranges)
+
+
+def test_the_others_fold_while_a_replica_is_stopped_at_the_default_timeouts(
+    cluster: LocalCluster,
+) -> None:
+    async def scenario() -> None:
+        await start_ring(cluster, num_tokens=4)
+        async with Client(cluster.addresses) as client:
+            await client.create_keyspace("tks", replication_factor=3, tracked=True)
+            await create_events(client, "tks")
+        others = ("replica1", "replica3")
+        members = ",".join(sorted(cluster.nodes[name].node_id for name in others))
+        # only the default --rpc-timeout-ms, --lease-ms and --lease-margin-ms
+        cluster.reconciler_args = ("--cohort-after-ms", "5000")
+        cluster.start_reconciler(cluster.add_reconciler().name)
+        reconciler = cluster.reconcilers["reconciler1"].address
+        async with (
+            Client([cluster.nodes[name].address for name in others]) as client,
+            ReconcileClient([reconciler]) as reconcilers,
+        ):
+            writers = QuorumWriters(client, ["tks"])
+            writers.start()
+            try:
+                await until(
+                    "the reconciler advanced a range",
+                    lambda: advanced(reconcilers),
+                    timeout_s=60,
+                    interval_s=0.2,
+                )
+                await writers.more(20)
+                stopped = cluster.nodes["replica2"].process
+                assert stopped is not None
+                os.kill(stopped.pid, signal.SIGSTOP)
+                try:
+
+                    def folded() -> bool:
+                        return all(
+                            replica_rows(
+                                cluster,
+                                name,
+                                f"SELECT 1 FROM cohorts WHERE members = '{members}'",
+                            )
+                            for name in others
+                        )
+
+                    await until(
+                        f"{' and '.join(others)} folding a cohort while replica2 is stopped",
+                        folded,
+                        timeout_s=STOPPED_S,
+                        interval_s=0.2,
+                    )
+                finally:
+                    os.kill(stopped.pid, signal.SIGCONT)
+                await writers.more(20)  # the writes went on through the others
+            finally:
+                await writers.stop()
+
+    run(cluster, scenario, timeout_s=180)

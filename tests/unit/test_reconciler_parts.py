@@ -38,6 +38,16 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
         ([], "--listen"),
         (["--listen", "127.0.0.1:1"], "--cms"),
         ([*BASE, "--lease-ms", "1000", "--lease-margin-ms", "1000"], "below --lease-ms"),
+        (
+            [*BASE, "--state-timeout-ms", "2000"],
+            r"--state-timeout-ms \(2000\) must be below --lease-margin-ms \(2000\)",
+        ),
+        (
+            [*BASE, "--lease-ms", "3000", "--lease-margin-ms", "2000"],
+            r"--state-timeout-ms \(1000\) plus --lease-margin-ms \(2000\) must be below "
+            r"--lease-ms \(3000\)",
+        ),
+        ([*BASE, "--state-timeout-ms", "-1"], "--state-timeout-ms must be >= 0"),
         ([*BASE, "--batch", "0"], "--batch must be > 0"),
         ([*BASE, "--max-ranges", "-1"], "--max-ranges must be >= 0"),
         ([*BASE, "--window-ids", "0"], "--window-ids must be > 0"),
@@ -48,6 +58,23 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
 def test_settings_that_make_no_sense_are_refused(args: list[str], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         settings_from(args, {})
+
+
+def test_the_state_calls_deadline_fits_in_the_lease_margin() -> None:
+    """The defaults work together: a round that waited its whole state deadline on a replica
+    that does not answer still holds its lease, with time left to act; a test's own short
+    lease and margin get a deadline to match."""
+    defaults = settings_from(BASE, {})
+    assert (defaults.rpc_timeout_ms, defaults.lease_ms, defaults.lease_margin_ms) == (
+        10_000,
+        10_000,
+        2_000,
+    )
+    assert defaults.state_timeout_s == 1.0  # half the margin
+    short = settings_from([*BASE, "--lease-ms", "2000", "--lease-margin-ms", "500"], {})
+    assert short.state_timeout_s == 0.25
+    chosen = settings_from(BASE, {"EPOCHAL_RECONCILER_STATE_TIMEOUT_MS": "1500"})
+    assert chosen.state_timeout_s == 1.5
 
 
 def test_the_pacer_waits_for_what_the_bucket_lacks_and_backs_off(monkeypatch) -> None:

@@ -1,7 +1,7 @@
 """What the reconciler does with each way a call to a replica can fail (epochal.reconciler.status),
 against stub ``ReplicaReconcile`` servers on 127.0.0.1 driven through the real ReplicaClient and
-a real Round: only no answer — the connection failed, the channel closed, the deadline passed —
-leaves a replica out of the round (and only that counts towards a
+a real Round: only no answer — the connection failed, the channel closed, the deadline passed,
+or a replica that hangs — leaves a replica out of the round (and only that counts towards a
 cohort without it); an overloaded replica ends the round and the deliveries back off; a replica
 that refuses ends the round with its reason; a replica lacking the method (another version)
 ends the round, logged once per replica and method. Every gRPC status has a case."""
@@ -41,6 +41,7 @@ from .local_server import serving
 RANGE = TokenRange(0, 1_000)
 REF = RangeRef(1, "ks", RANGE, 1, ("a", "b", "c"))
 FAILURES = sorted(set(grpc.StatusCode) - {grpc.StatusCode.OK}, key=lambda c: c.value[0])
+STATE_TIMEOUT_S = 0.3
 RPC_TIMEOUT_S = 5.0
 EXPECTED: dict[Reaction, type[Exception]] = {
     Reaction.LEAVE_OUT: Unreachable,
@@ -110,7 +111,7 @@ async def replicas(c: StubReplica | None) -> AsyncIterator[dict[str, str]]:
 
 
 def client(channels: Channels) -> ReplicaClient:
-    return ReplicaClient(channels, timeout_s=RPC_TIMEOUT_S)
+    return ReplicaClient(channels, timeout_s=RPC_TIMEOUT_S, state_timeout_s=STATE_TIMEOUT_S)
 
 
 async def one_round(addresses: dict[str, str], pacer: Pacer) -> RoundResult:
@@ -189,6 +190,18 @@ def test_a_refusal_keeps_the_rule_the_replica_named() -> None:
     stub = StubReplica(grpc.StatusCode.INVALID_ARGUMENT, trailers=(("epochal-rule", "malformed"),))
     error = asyncio.run(state_of_c(stub))
     assert isinstance(error, ReplicaRefused) and error.outcome == "malformed"
+
+
+def test_a_replica_that_hangs_is_left_out_once_its_state_deadline_passes() -> None:
+    async def scenario() -> tuple[RoundResult, float]:
+        async with replicas(StubReplica(hang=True)) as addresses:
+            started = time.monotonic()
+            result = await one_round(addresses, Pacer(1_000))
+            return result, time.monotonic() - started
+
+    result, seconds = asyncio.run(scenario())
+    assert result.outcome == "partial" and result.unreachable == ("c",)
+    assert seconds < RPC_TIMEOUT_S, "the state call's own deadline, not every call's"
 
 
 def test_a_replica_of_another_version_ends_rounds_with_one_log_line(

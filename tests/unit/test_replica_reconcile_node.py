@@ -6,6 +6,8 @@ range summary's per-token low bounds and upper end."""
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import replace
 
 import pytest
 
@@ -81,6 +83,20 @@ def test_an_action_needs_a_claim_renewed_within_the_lease(storage, clock) -> Non
     asyncio.run(reconciler.state(ref(made, 8), claim=True, lease_ms=LEASE_MS))
     assert asyncio.run(reconciler.fence(ref(made, 8), hlc + 1)).outcome is Outcome.OK
     assert reconciler.fence_of(ref(made, 8)) == hlc + 1
+
+
+def test_a_replica_behind_answers_a_state_call_within_its_deadline(storage, clock) -> None:
+    """A reconciler's state call has a short deadline (``--state-timeout-ms``): a replica that
+    cannot catch up to the call's epoch in that time answers BEHIND — a refusal, which ends the
+    round — rather than nothing, which would leave it out of the round as if cut off."""
+    made = cluster()
+    reconciler, local = node(storage, made)
+    ahead = replace(ref(made, 7), epoch=made.md.epoch + 1)
+    assert local.settings.catch_up_timeout_ms >= 2_000
+    started = time.monotonic()
+    behind = refused(reconciler.state(ahead, claim=True, lease_ms=LEASE_MS, wait_s=0.05))
+    assert behind.outcome is Outcome.BEHIND
+    assert time.monotonic() - started < 1.0, "within the call's wait, not the catch-up timeout"
 
 
 def test_a_newer_claim_or_grant_supersedes_an_older_token(storage, clock) -> None:
