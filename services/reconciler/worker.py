@@ -243,7 +243,11 @@ class Worker:
         elif result.outcome not in ("advanced", "delivered", "partial", "cohort") and (
             previous is None or previous.last_outcome != result.outcome
         ):  # said once when a range's rounds start failing, not every round
-            log.info(
+            # A replica that answers but refuses stops the range's rounds (it is not left out
+            # as if cut off): an operator has something to look at.
+            refused = result.outcome in ("refused", "version_mismatch")
+            log.log(
+                logging.WARNING if refused else logging.INFO,
                 "round of %s in %s: %s %s",
                 target.range,
                 target.keyspace,
