@@ -1,7 +1,8 @@
 """Fuzz every gRPC method of a running cluster (3 CMS members, 3 replicas) and check what came
 back: no process exits, no call hangs, every refusal is a clear status (never UNKNOWN or
-INTERNAL, always with a message), and refused input changes neither the metadata log nor the
-data.
+INTERNAL, always with a message), no refusal's words — status or in-band — are a Python
+exception's or echo the input unbounded (``fuzz_answers``), and refused input changes neither
+the metadata log nor the data.
 
 Inputs come from ``fuzz_messages``: generated from each method's descriptor, realistic requests
 mutated field by field, raw garbage frames, and streams cancelled or abandoned half way. Each
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,10 +36,12 @@ from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 from tests.harness import start_ring
 
-from .fuzz_messages import Context, Generator, Input, methods
-from .fuzz_seeds import PARTITIONS, seeds
+from .fuzz_answers import problems
+from .fuzz_messages import PARTITIONS, Context, Generator, Input, methods
+from .fuzz_seeds import seeds
 
 CALL_TIMEOUT_S = 8.0
+SEEDED_SHARE = 0.5  # of the inputs: a method with realistic requests (fuzz_seeds)
 MAX_SERVER_RSS_MB = 1500
 _ENDED = "Internal error from Core"
 ENDED_BEFORE_WRITE = "the server ended the call before a later write (its status is lost)"
@@ -91,6 +95,7 @@ class FuzzResult:
     by_method: Counter[str] = field(default_factory=Counter)
     by_kind: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+    leaks: Counter[str] = field(default_factory=Counter)  # method: kind (fuzz_answers)
     exits: int = 0
     refused_tags: set[str] = field(default_factory=set)
     refused_entry_ids: set[str] = field(default_factory=set)
@@ -122,6 +127,7 @@ async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
     result = FuzzResult()
     started = time.monotonic()
     all_methods = methods()
+    seeded = [m for m in all_methods if m.path in generator.seeds]
     channels = {
         process.address: grpc.aio.insecure_channel(process.address)
         for process in [*cluster.cms.members.values(), *cluster.nodes.values()]
@@ -141,11 +147,10 @@ async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
 
         workers = [asyncio.create_task(worker()) for _ in range(6)]
         for number in range(count):
-            method = (
-                all_methods[number % len(all_methods)]
-                if number < len(all_methods)
-                else (rng.choice(all_methods))
-            )
+            if number < len(all_methods):
+                method = all_methods[number]
+            else:  # methods with realistic requests more often: those reach deeper
+                method = rng.choice(seeded if rng.random() < SEEDED_SHARE else all_methods)
             await queue.put(generator.input_for(method, number))
             result.inputs += 1
             if number % 250 == 249:
@@ -229,6 +234,9 @@ async def _one(
         )
     if item.kind in ("cancelled", "abandoned") and elapsed > CALL_TIMEOUT_S:
         result.violations.append(f"{where}: cancelling took {elapsed:.1f} s")
+    for kind, problem in problems(code, details, method.response, replies):
+        result.leaks[f"{method.path}: {kind}"] += 1
+        result.violations.append(f"{where}: {problem}; sent {_shown(item)}")
     _note_refusals(item, code, replies, result)
 
 
@@ -290,16 +298,24 @@ async def _call(channel: grpc.aio.Channel, item: Input) -> tuple[grpc.StatusCode
         return grpc.StatusCode.CANCELLED, "cancelled by the fuzzer", replies
 
 
+_LONG_RUN = re.compile(r"(.)\1{31,}")
+
+
+def _abridged(run: re.Match[str]) -> str:
+    return f"{run.group(1) * 4}…({len(run.group(0))} times)"
+
+
 def _shown(item: Input) -> str:
     """The frames, parsed where they parse, shortened: enough to replay the input by hand."""
     message_class = message_factory.GetMessageClass(item.method.request)
     shown = []
     for frame in item.frames:
         try:
-            text = text_format.MessageToString(message_class.FromString(frame), as_one_line=True)
+            parsed = message_class.FromString(frame)
+            text = text_format.MessageToString(parsed, as_one_line=True, as_utf8=True)
         except DecodeError:
             text = f"garbage {frame[:16].hex()}"
-        shown.append(text[:300])
+        shown.append(_LONG_RUN.sub(_abridged, text)[:600])
     return " | ".join(shown)
 
 

@@ -7,6 +7,13 @@ Generated values come from pools of boundary values (0, -1, the largest signed a
 plausible ones (the names of the fuzz keyspace and tables, node and member ids, epochs near
 the current one), so that a message gets past the first checks often enough to reach storage,
 the HLC and the Paxos ballots: the places where a bad number once crashed a process.
+
+A boundary mutation changes one scalar of a realistic message, at any depth (an element of a
+repeated field of a nested message too: a cell of an Exchange apply's cell repair), to a value
+past what the server keeps: an unsigned 64-bit number at or above 2^63 (SQLite's INTEGER is
+signed), the most negative signed one, the largest 32-bit one; or a string to 64 KiB (ASCII, or
+non-ASCII, which gRPC percent-encodes to three bytes a byte in a status), which a refusal must not
+echo whole.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import contextlib
 import dataclasses
 import random
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +44,15 @@ UINT64 = [0, 1, 2**63 - 1, 2**63, 2**64 - 1, 2**62, 2**32, 5, 1_000_000]
 DOUBLES = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e308, -1.5]
 TEXTS = ["", "a", "\x00", "é☃\U0001f600", "x" * 70_000, "  ", "../../etc", "1", "1.0.0"]
 NAMES = ["fuzz", "ft", "tracked", "plain", "missing", "node-1", "node-2", "node-99", "cms1"]
+LONG_TEXTS = ["k" * 65_536, "\u00e9" * 32_768]  # 64 KiB as UTF-8
+EXTREMES = {  # per integer kind: past what storage and the cores keep
+    "u64": [2**63, 2**64 - 1, 2**63 + 1],
+    "s64": [-(2**63), -1, 2**63 - 1],
+    "u32": [2**32 - 1, 2**31],
+    "s32": [-(2**31), -1, 2**31 - 1],
+}
+BOUNDARY_SHARE = 0.5  # of the mutations of a realistic message
+LONG_TEXT_SHARE = 0.04  # of the generated strings
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +60,7 @@ class Method:
     service: str
     name: str
     request: Descriptor
+    response: Descriptor
     client_streaming: bool
     server_streaming: bool
 
@@ -71,6 +89,7 @@ def methods() -> list[Method]:
             service.full_name,
             method.name,
             method.input_type,
+            method.output_type,
             method.client_streaming,
             method.server_streaming,
         )
@@ -90,6 +109,9 @@ class Input:
     cancel_after: int | None = None
     tag: str = ""  # a value written by this input, looked for in the data afterwards
     target: int = 0  # which server of the kind that serves the method (modulo their number)
+
+
+PARTITIONS = 16  # the partitions of fuzz.ft that seeds write to (and the oracle reads)
 
 
 @dataclass
@@ -112,6 +134,7 @@ class Generator:
         self.rng = rng
         self.context = context
         self.seeds = seeds  # method path -> builders of realistic requests (given a tag)
+        self._boundary_counts: Counter[tuple[str, str]] = Counter()  # (method, field path)
 
     # ------------------------------------------------------------------ inputs
 
@@ -143,7 +166,7 @@ class Generator:
         if builders and rng.random() < 0.75:
             message = rng.choice(builders)(tag)
             if rng.random() < 0.85:
-                self.mutate(message)
+                self.mutate(message, method.path)
         else:
             message = self.message(method.request)
         return message.SerializeToString()
@@ -244,6 +267,8 @@ class Generator:
             plausible = ["reconciler-1", "reconciler-2", ""]  # "": a release
         if plausible and rng.random() < 0.7:
             return rng.choice(plausible)
+        if rng.random() < LONG_TEXT_SHARE:
+            return rng.choice(LONG_TEXTS)
         return rng.choice(
             [*TEXTS, *NAMES, "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(8))]
         )
@@ -263,14 +288,45 @@ class Generator:
 
     # ------------------------------------------------------------------ mutation
 
-    def mutate(self, message: Message) -> None:
-        """Change 1 to 3 fields somewhere in ``message``: a boundary value, a clear, a copy."""
+    def mutate(self, message: Message, method: str = "") -> None:
+        """Change 1 to 3 fields somewhere in ``message``: a boundary value, a clear, a copy;
+        or, a share of the time, one scalar to a value past the server's range (``boundary``)."""
+        if self.rng.random() < BOUNDARY_SHARE:
+            self.boundary(message, method)
+            return
         for _ in range(self.rng.randint(1, 3)):
-            places = list(_places(message))
+            places = _places(message)
             if not places:
                 return
-            parent, fd = self.rng.choice(places)
+            parent, fd, _ = self.rng.choice(places)
             self._mutate_field(parent, fd)
+
+    def boundary(self, message: Message, method: str = "") -> None:
+        """One integer (or, less often, string) field anywhere in ``message`` — one element of
+        a repeated one — set past the server's range (see the module docstring). The field is
+        the one of the message's fields boundary-mutated least often so far in ``method``'s
+        messages, so that a run reaches every field of every realistic request."""
+        places = [x for x in _places(message) if x[1].type in _EXTREME_KINDS]
+        numbers = [x for x in places if x[1].type != FieldDescriptor.TYPE_STRING]
+        if numbers and self.rng.random() < 0.75:
+            places = numbers
+        if not places:
+            return
+        counts = self._boundary_counts
+        fewest = min(counts[method, path] for _, _, path in places)
+        parent, fd, path = self.rng.choice([x for x in places if counts[method, x[2]] == fewest])
+        counts[method, path] += 1
+        kind = _EXTREME_KINDS[fd.type]
+        value = self.rng.choice(LONG_TEXTS if kind == "text" else EXTREMES[kind])
+        if not fd.is_repeated:
+            _assign(parent, fd, value)
+            return
+        target = getattr(parent, fd.name)
+        if len(target):
+            with contextlib.suppress(TypeError, ValueError):
+                target[self.rng.randrange(len(target))] = value
+        else:
+            _append(target, value)
 
     def _mutate_field(self, parent: Message, fd: FieldDescriptor) -> None:
         rng = self.rng
@@ -297,19 +353,23 @@ class Generator:
             _assign(parent, fd, self.value(fd))
 
 
-def _places(message: Message, depth: int = 0) -> list[tuple[Message, FieldDescriptor]]:
-    """(containing message, field) for every field that may be changed, set or not."""
+def _places(
+    message: Message, depth: int = 0, prefix: str = ""
+) -> list[tuple[Message, FieldDescriptor, str]]:
+    """(containing message, field, its path of field names) for every field that may be
+    changed, set or not."""
     found = []
     for fd in message.DESCRIPTOR.fields:
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
             continue
-        found.append((message, fd))
+        path = f"{prefix}{fd.name}"
+        found.append((message, fd, path))
         if depth < 5 and fd.type == FieldDescriptor.TYPE_MESSAGE:
             if fd.is_repeated:
                 for element in getattr(message, fd.name):
-                    found.extend(_places(element, depth + 1))
+                    found.extend(_places(element, depth + 1, f"{path}."))
             elif message.HasField(fd.name):
-                found.extend(_places(getattr(message, fd.name), depth + 1))
+                found.extend(_places(getattr(message, fd.name), depth + 1, f"{path}."))
     return found
 
 
@@ -324,6 +384,24 @@ _INT_POOLS = {
     FieldDescriptor.TYPE_FIXED32: UINT32,
     FieldDescriptor.TYPE_UINT64: UINT64,
     FieldDescriptor.TYPE_FIXED64: UINT64,
+}
+
+
+_EXTREME_KINDS = {
+    FieldDescriptor.TYPE_STRING: "text",
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64),
+        "u64",
+    ),
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64),
+        "s64",
+    ),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32), "u32"),
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32),
+        "s32",
+    ),
 }
 
 

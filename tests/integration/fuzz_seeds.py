@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
-from epochal.mtrack import MutationId, make_hlc
+from epochal.mtrack import make_hlc
 from epochal.paxos import (
     Accept,
     Accepted,
@@ -31,8 +31,6 @@ from epochal.paxos import (
 )
 from epochal.paxos.ballot import MAX_ROUND
 from epochal.paxos.messages import MAX_CHOSEN, MAX_SLOT
-from epochal.replica.codec import mutation_to_proto
-from epochal.replica.mutations import CellDraft, RowDraft, WriteDraft, prepare_write
 from epochal.tcm import (
     AlterTable,
     Column,
@@ -50,16 +48,14 @@ from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 
-from .fuzz_messages import Context
-
-PARTITIONS = 16  # the partitions of fuzz.ft that seeds write to (and the oracle reads)
+from .fuzz_messages import PARTITIONS, Context
+from .fuzz_peer_seeds import peer_seeds
 
 
 def seeds(
     metadata: Any, context: Context, rng: random.Random
 ) -> dict[str, list[Callable[[str], Message]]]:
     """Realistic requests per method path, each built for a tag."""
-    ft = metadata.keyspaces["fuzz"].tables["ft"]
 
     def partition() -> int:
         return rng.randrange(PARTITIONS)
@@ -114,55 +110,6 @@ def seeds(
             requests=[
                 pb.SessionRequest(id=1, write=write(tag)),
                 pb.SessionRequest(id=2, read=read(tag)),
-            ]
-        )
-
-    def stored(tag: str) -> pb.StoredMutation:
-        draft = WriteDraft(
-            keyspace="fuzz",
-            table="ft",
-            partition_key=(partition(),),
-            rows=(
-                RowDraft(
-                    (rng.randrange(100),),
-                    (CellDraft("v", "text", pb.Value(text=tag).SerializeToString()),),
-                ),
-            ),
-        )
-        prepared = prepare_write(
-            metadata, draft, max_value_bytes=1 << 20, max_mutation_bytes=1 << 24
-        )
-        node = rng.randint(1, 3)
-        identity = MutationId(
-            node=node,
-            log=rng.randint(1, 9),
-            sequence=rng.randint(1, 10**6),
-            hlc=make_hlc(int(time.time() * 1000)),
-        )
-        return mutation_to_proto(prepared.with_id(identity))
-
-    def exchange(tag: str) -> pb.PeerRequests:
-        body = stored(tag)
-        return pb.PeerRequests(
-            requests=[
-                pb.PeerRequest(id=1, apply=pb.ApplyRequest(epoch=context.epoch, mutation=body)),
-                pb.PeerRequest(
-                    id=2,
-                    read=pb.LocalReadRequest(
-                        epoch=context.epoch,
-                        keyspace="fuzz",
-                        table_id=ft.id,
-                        token=body.token,
-                        partition_key=body.partition_key,
-                        data=True,
-                        summary=True,
-                        sketch_logs=[pb.LogKey(node=1, log=1)],
-                        sketch_cells=12,
-                    ),
-                ),
-                pb.PeerRequest(
-                    id=3, fetch=pb.FetchMutationsRequest(epoch=context.epoch, ids=[body.id])
-                ),
             ]
         )
 
@@ -249,25 +196,16 @@ def seeds(
 
     epoch = context.epoch
     return {
+        **peer_seeds(metadata, context, rng),
         "/epochal.v1.Replica/Write": [write],
         "/epochal.v1.Replica/Read": [read],
         "/epochal.v1.Replica/Session": [session],
         "/epochal.v1.Replica/FetchLog": [lambda _: cms_pb2.FetchLogRequest(since_epoch=epoch - 2)],
-        "/epochal.v1.ReplicaPeer/Exchange": [exchange],
+        "/epochal.v1.Replica/AppliedEpochs": [
+            lambda _: pb.AppliedEpochsRequest(since_epoch=epoch - 2)
+        ],
         "/epochal.v1.ReplicaPeer/AwaitEpoch": [
             lambda _: pb.AwaitEpochRequest(epoch=epoch, timeout_ms=200)
-        ],
-        "/epochal.v1.ReplicaPeer/StreamRange": [
-            lambda _: pb.StreamRangeRequest(
-                epoch=epoch,
-                receiver=rng.choice(context.node_ids),
-                prepared_epoch=epoch,
-                keyspace="fuzz",
-                table_id=ft.id,
-                left=-100,
-                right=100,
-                max_message_bytes=1024,
-            )
         ],
         "/epochal.v1.ReplicaPeer/PullRanges": [
             lambda _: pb.PullRangesRequest(
@@ -276,6 +214,10 @@ def seeds(
         ],
         "/epochal.v1.ReplicaAdmin/Replace": [lambda _: pb.ReplaceRequest(replaced="node-2")],
         "/epochal.v1.ReplicaAdmin/Remove": [lambda _: pb.OperationRequest(node_id="node-2")],
+        "/epochal.v1.ReplicaAdmin/Cleanup": [lambda _: pb.OperationRequest(epoch=epoch)],
+        "/epochal.v1.ReplicaAdmin/Status": [
+            lambda _: pb.OperationRequest(node_id=rng.choice(context.node_ids))
+        ],
         "/epochal.v1.CMS/Commit": [commit],
         "/epochal.v1.CMS/FetchLog": [
             lambda _: cms_pb2.FetchLogRequest(since_epoch=epoch - 3, include_entry_ids=True)

@@ -1,6 +1,7 @@
 """Fuzz every gRPC method of a running cluster (tests/integration/fuzz.py): no process exits, no
-call hangs, every refusal is a clear status other than UNKNOWN or INTERNAL, and refused input
-changes neither the metadata log nor the data.
+call hangs, every refusal is a clear status other than UNKNOWN or INTERNAL whose words are
+neither a Python exception's nor an unbounded echo of the input (fuzz_answers.py), and refused
+input changes neither the metadata log nor the data.
 
 A short run in CI; ``make fuzz`` runs a long one (``EPOCHAL_FUZZ_INPUTS``, ``EPOCHAL_FUZZ_SEED``).
 """
@@ -37,6 +38,7 @@ def test_every_method_refuses_bad_input_clearly_and_nothing_exits_or_hangs(tmp_p
         f"{len(result.refused_entry_ids)} refused commits checked against {result.tags_checked} "
         f"rows ({result.data_check}) and the log; {result.exits} exits; "
         f"{len(result.violations)} violations"
+        + "".join(f"\n  {count} × {leak}" for leak, count in sorted(result.leaks.items()))
     )
     assert not result.violations, "\n".join(result.violations[:30])
     assert len(result.by_method) == len(methods())  # every method was called
