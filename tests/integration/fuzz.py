@@ -342,6 +342,9 @@ def _note_refusals(
 
 
 def _all_refused_in_band(name: str, replies: list[bytes]) -> bool:
+    """Whether every request of a stream that could store something was refused: on a peer
+    stream, an apply that was not OK and a delivery that stored none (one that stored some of
+    its mutations answers the first refusal); reads and fetches store nothing."""
     outcomes = []
     try:
         for frame in replies:
@@ -353,7 +356,13 @@ def _all_refused_in_band(name: str, replies: list[bytes]) -> bool:
             else:
                 for reply in pb.PeerReplies.FromString(frame).replies:
                     body = reply.WhichOneof("body")
-                    outcomes.append(body == "apply" and reply.apply.outcome == pb.OK)
+                    if body == "apply":
+                        outcomes.append(reply.apply.outcome == pb.OK)
+                    elif body == "deliver":
+                        delivered = reply.deliver
+                        outcomes.append(delivered.outcome == pb.OK or delivered.stored > 0)
+                    elif body == "malformed":
+                        outcomes.append(False)
     except DecodeError:
         return False
     return bool(outcomes) and not any(outcomes)
