@@ -1,5 +1,6 @@
-"""Decoding helpers shared by the metadata and topology conversions: required fields, known
-enum values, replication params. Errors are ``MalformedInput`` naming the field."""
+"""Decoding helpers shared by the conversions of every service's messages: required fields,
+known enum values, integers in range, replication params. Errors are ``MalformedInput`` naming
+the field."""
 
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ def enum_from(kind: type, values: dict[Any, Any], number: int, field: str) -> An
     if number not in values:
         raise MalformedInput(f"{field}: unknown or unset {kind.__name__} value {number}")
     return values[number]
+
+
+# The largest epoch, HLC, sequence, lease token or count a server keeps: SQLite's INTEGER is
+# signed 64-bit, and a protobuf uint64 field carries up to 2^64 - 1.
+MAX_INT64 = (1 << 63) - 1
+
+
+def within(value: int, field: str, high: int = MAX_INT64, low: int = 0) -> int:
+    """``value``, checked where the message enters to be in ``low..high``."""
+    if not low <= value <= high:
+        raise MalformedInput(f"{field}: {value} is out of range ({low}..{high})")
+    return value
 
 
 def required(value: str, field: str) -> str:

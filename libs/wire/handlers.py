@@ -12,8 +12,9 @@
   answered UNAVAILABLE with that reason, which every client retries on another server
   (``epochal.status.RETRIES``). A method never runs against state that is not there yet.
 - **Bugs**: an exception a method does not turn into a status itself is logged with its
-  traceback and answered INTERNAL naming it (gRPC would answer UNKNOWN, the status a transport
-  failure also gets, and log it without saying which call). gRPC's own exceptions (an abort,
+  traceback and answered INTERNAL naming the method, not the exception (gRPC would answer
+  UNKNOWN, the status a transport failure also gets, and log it without saying which call;
+  a bug's Python text says nothing a caller can act on). gRPC's own exceptions (an abort,
   a call that ended under the method) are gRPC's to handle, and pass through.
 - **Stopping**: ``finished_before`` ends a long-lived stream's reading when the server stops,
   so that the stream ends with a status instead of holding the stop to its deadline, where
@@ -184,7 +185,7 @@ async def _answer_bug(context: grpc.aio.ServicerContext, full_name: str, error: 
     log.error("%s failed unexpectedly", full_name, exc_info=error)
     await context.abort(
         grpc.StatusCode.INTERNAL,
-        f"internal error in {full_name}: {type(error).__name__}: {error} (logged by the server)",
+        f"internal error in {full_name} (logged by the server with its traceback)",
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from epochal.tcm import GrantReconcileLease, LeaseGrant, TokenRange, Transformation
-from epochal.wire.fields import MalformedInput, required
+from epochal.wire.fields import MalformedInput, required, within
 from epochal.wire.v1 import metadata_pb2 as pb
 
 
@@ -59,7 +59,7 @@ def _from_grant(m: pb.GrantReconcileLease) -> Transformation:
         keyspace=required(m.keyspace, "grant_reconcile_lease.keyspace"),
         range=_range_from_proto(m, "grant_reconcile_lease"),
         holder=m.holder,  # empty: a release
-        replaces=m.replaces,
+        replaces=within(m.replaces, "grant_reconcile_lease.replaces"),
     )
 
 

@@ -9,7 +9,7 @@ from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import Mark, RangeMarks
 from epochal.mtrack.range_calls import RangeRef
 from epochal.tcm.tokens import MAX_TOKEN, MIN_TOKEN, TokenRange
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.v1 import metadata_pb2 as mpb
 from epochal.wire.v1 import replica_pb2 as pb
 
@@ -54,10 +54,10 @@ def ref_from_proto(message: pb.ReconcileRange) -> RangeRef:
     if not message.HasField("range"):
         raise MalformedInput("range.range is required")
     return RangeRef(
-        message.epoch,
+        within(message.epoch, "range.epoch"),
         message.keyspace,
         range_from_proto(message.range, "range.range"),
-        message.lease_token,
+        within(message.lease_token, "range.lease_token"),
         tuple(message.replicas),
     )
 

@@ -254,6 +254,6 @@ def validated_and_executed(
         log.exception("applying entry %r (%s) failed", item.entry_id, transformation)
         return Rejected(
             "validation_failed",
-            f"applying {transformation} failed: a bug, logged with its traceback by the CMS "
-            "member; the commit was not applied",
+            f"applying {transformation.kind} entry {item.entry_id!r} failed (a bug, logged by "
+            "the CMS member with its traceback); it was not applied",
         )

@@ -6,6 +6,7 @@ through the one status table (``status``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 
 import grpc
@@ -16,11 +17,14 @@ from epochal.replica.coordinator import Coordinator, Hooks
 from epochal.replica.faults import Faults
 from epochal.replica.ids import wall_ms
 from epochal.replica.operations import Operations
-from epochal.replica.status import abort_with
+from epochal.replica.status import LOGGED, abort_with
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.v1 import replica_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 class AdminServicer:
@@ -88,8 +92,8 @@ class AdminServicer:
         self, request: pb.OperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.CleanupResponse:
         try:
-            epoch, removed = await self.operations.cleanup(request.epoch)
-        except OperationRefused as error:
+            epoch, removed = await self.operations.cleanup(within(request.epoch, "epoch"))
+        except (OperationRefused, MalformedInput) as error:
             await abort_with(context, error, self._epoch())
         return pb.CleanupResponse(epoch=epoch, removed=removed)
 
@@ -113,7 +117,9 @@ class AdminServicer:
             # The operation this call waited for was stopped by an abort.
             await abort_with(context, Aborted("the operation was aborted"), self._epoch())
         except Exception as error:
-            await abort_with(context, Aborted(f"the operation failed: {error}"), self._epoch())
+            log.error("the operation failed unexpectedly", exc_info=error)
+            failed = Aborted(f"the operation failed unexpectedly ({LOGGED}); resume or cancel it")
+            await abort_with(context, failed, self._epoch())
         return operation_status_to_proto(self.operations.status())
 
 

@@ -32,7 +32,7 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with, code_of, expected
 from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
 from epochal.wire.multiplex import answer_with, serve
@@ -123,7 +123,7 @@ class ReplicaServicer:
         result = await self.coordinator.write(
             draft,
             level,
-            client_epoch=request.epoch,
+            client_epoch=within(request.epoch, "epoch"),
             session_hlc=session_hlc_from(request.session_hlc),
             retry_of=retry_of,
         )
@@ -140,7 +140,7 @@ class ReplicaServicer:
         result = await self.coordinator.read(
             draft,
             level,
-            client_epoch=request.epoch,
+            client_epoch=within(request.epoch, "epoch"),
             session_hlc=session_hlc_from(request.session_hlc),
         )
         stats = result.stats

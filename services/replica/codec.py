@@ -14,6 +14,7 @@ from typing import Any
 from epochal.admin import OperationStatus
 from epochal.mtrack import MutationId
 from epochal.mtrack.hlc import MAX_HLC
+from epochal.replica.data_store import CellRepair
 from epochal.replica.model import Cell, Mutation, ResolvedRow, RowWrite
 from epochal.replica.mutations import CellDraft, ReadDraft, RowDraft, SliceDraft, WriteDraft
 from epochal.replica.stream_values import (
@@ -33,7 +34,7 @@ from epochal.replica.stream_values import (
 from epochal.tcm import Table
 from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import KeyBounds, KeyValue, clustering_columns, decode_key
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.values import decode, from_proto, to_proto
 
@@ -222,7 +223,7 @@ def mutation_from_proto(message: pb.StoredMutation) -> Mutation:
         ),
         partition_deleted=message.partition_deleted,
         tracked=message.tracked,
-        timestamp=message.timestamp,
+        timestamp=within(message.timestamp, "mutation.timestamp", MAX_HLC),
     )
 
 
@@ -249,18 +250,29 @@ def cell_to_proto(cell: Cell) -> pb.RawCell:
     )
 
 
-def cells_from_proto(messages: Iterable[pb.RawCell]) -> list[Cell]:
+def cells_from_proto(messages: Iterable[pb.RawCell], field: str = "cells") -> list[Cell]:
     return [
         Cell(
             m.clustering,
             m.column,
             None if m.tombstone or not m.value else m.value,
-            m.hlc,
+            within(m.hlc, f"{field}[{index}].hlc", MAX_HLC),
             m.mutation_key,
             m.tombstone,
         )
-        for m in messages
+        for index, m in enumerate(messages)
     ]
+
+
+def cell_repair_from_proto(message: pb.CellRepair) -> CellRepair:
+    """An untracked read repair's cells (whether some write made them is checked later, at
+    the table's schema: ``check_repaired_cells``)."""
+    return CellRepair(
+        message.table_id,
+        message.token,
+        message.partition_key,
+        tuple(cells_from_proto(message.cells, "cell_repair.cells")),
+    )
 
 
 def bounds_to_proto(bounds: KeyBounds) -> pb.KeyBounds:
@@ -325,6 +337,7 @@ def cursor_from_proto(message: pb.StreamCursor, field: str = "after") -> StreamC
             CellPosition(message.token, message.partition_key, message.clustering, message.column),
         )
     mid = message.mutation_id  # its hlc is the cursor's own
+    within(message.hlc, f"{field}.hlc", MAX_HLC)
     try:
         mutation_id = MutationId(node=mid.node, log=mid.log, sequence=mid.sequence, hlc=message.hlc)
     except ValueError as error:
@@ -339,6 +352,7 @@ def range_request_to_proto(request: RangeRequest) -> pb.StreamRangeRequest:
 
 
 def range_request_from_proto(message: pb.StreamRangeRequest) -> RangeRequest:
+    _check_epochs(message)
     scalars = _fields_of(message, _RANGE_SCALARS)
     scalars["sequence_node"] = message.sequence_node or message.receiver  # empty: its own
     if message.log_mode not in LOG_MODES:
@@ -392,7 +406,13 @@ def pull_request_to_proto(request: PullRequest) -> pb.PullRangesRequest:
 
 
 def pull_request_from_proto(message: pb.PullRangesRequest) -> PullRequest:
+    _check_epochs(message)
     return PullRequest(**_fields_of(message, _names(PullRequest)))
+
+
+def _check_epochs(message: pb.StreamRangeRequest | pb.PullRangesRequest) -> None:
+    within(message.epoch, "epoch")
+    within(message.prepared_epoch, "prepared_epoch")
 
 
 def pull_report_to_proto(report: PullReport) -> pb.PullRangesResponse:

@@ -138,14 +138,15 @@ def read_reply(reply: Reply) -> PeerReply:
     _check(reply)
     response = reply.read
     try:
+        cells = tuple(cells_from_proto(response.cells))
         summary = LogDigests.decode(response.summary) if response.summary else None
         sketch = Sketch.decode(response.sketch) if response.sketch else None
         cohorts = tuple(CohortMark(m.id, m.high) for m in response.cohorts)
-    except (MalformedSummary, ValueError) as malformed:
-        raise UnusableReply(f"sent a malformed summary: {malformed}") from None
+    except (MalformedSummary, ValueError) as malformed:  # MalformedInput is a ValueError
+        raise UnusableReply(f"sent a malformed summary or cells: {malformed}") from None
     return PeerReply(
         *_outcome(response),
-        cells=tuple(cells_from_proto(response.cells)),
+        cells=cells,
         summary=summary,
         digest=response.digest,
         sketch=sketch,

@@ -16,11 +16,12 @@ import grpc
 
 from epochal.errors import Aborted, EpochalError
 from epochal.mtrack import EXPLICIT_CELLS
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.replica.client_servicer import shutting_down
 from epochal.replica.codec import (
     bounds_from_proto,
+    cell_repair_from_proto,
     cell_to_proto,
-    cells_from_proto,
     chunk_to_proto,
     id_from_proto,
     id_to_proto,
@@ -29,16 +30,15 @@ from epochal.replica.codec import (
     pull_request_from_proto,
     range_request_from_proto,
 )
-from epochal.replica.data_store import CellRepair
 from epochal.replica.exchange_codec import OUTCOME_NUMBERS
 from epochal.replica.faults import ISOLATED, Faults
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
 from epochal.replica.settings import ReplicaSettings
-from epochal.replica.status import abort_with
+from epochal.replica.status import LOGGED, abort_with
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.multiplex import answer_with, serve
 from epochal.wire.v1 import replica_pb2 as pb
 
@@ -63,8 +63,12 @@ class PeerServicer:
     async def AwaitEpoch(
         self, request: pb.AwaitEpochRequest, context: grpc.aio.ServicerContext
     ) -> pb.AwaitEpochResponse:
+        try:
+            epoch = within(request.epoch, "epoch")
+        except MalformedInput as error:
+            await abort_with(context, error, self.follower.epoch)
         timeout_ms = min(request.timeout_ms or self.settings.catch_up_timeout_ms, 60_000)
-        await self.follower.catch_up(request.epoch, timeout_ms / 1000)
+        await self.follower.catch_up(epoch, timeout_ms / 1000)
         return pb.AwaitEpochResponse(epoch=self.follower.epoch, node_id=self.follower.node_id)
 
     async def StreamRange(
@@ -81,10 +85,12 @@ class PeerServicer:
     ) -> pb.PullRangesResponse:
         try:
             return pull_report_to_proto(await self.receiver.pull(pull_request_from_proto(request)))
-        except EpochalError as error:  # the guard closed, or no source would serve a range
-            await abort_with(context, error, self.follower.epoch)
+        except (EpochalError, MalformedInput) as error:  # the guard closed, no source would
+            await abort_with(context, error, self.follower.epoch)  # serve a range; bad input
         except Exception as error:
-            await abort_with(context, Aborted(f"streaming failed: {error}"), self.follower.epoch)
+            log.error("PullRanges failed unexpectedly", exc_info=error)
+            failed = Aborted(f"streaming failed unexpectedly ({LOGGED}); resume the operation")
+            await abort_with(context, failed, self.follower.epoch)
         raise AssertionError("unreachable: context.abort raises")
 
     async def Exchange(
@@ -110,7 +116,7 @@ class PeerServicer:
         return answer_with(
             future,
             lambda reply: pb.PeerReply(id=request_id, **{kind: _reply_to_proto(kind, reply)}),
-            lambda error: pb.PeerReply(id=request_id, malformed=f"failed: {error!r}"),
+            lambda error: pb.PeerReply(id=request_id, malformed=_failed(kind, error)),
         )
 
     def _serve(self, kind: str | None, request: Any) -> asyncio.Future[PeerReply]:
@@ -118,32 +124,28 @@ class PeerServicer:
         local = self.local
         if self.faults.isolated:
             return _refused(local, Outcome.OVERLOADED, f"{local.node_id} is {ISOLATED}")
+        if kind is None:
+            raise MalformedInput("a peer request needs a body: apply, read, fetch or deliver")
+        epoch = within(request.epoch, f"{kind}.epoch")
         if kind == "apply":
             if request.HasField("cell_repair"):
                 repair = request.cell_repair
-                cells = CellRepair(
-                    repair.table_id,
-                    repair.token,
-                    repair.partition_key,
-                    tuple(cells_from_proto(repair.cells)),
-                )
-                return asyncio.ensure_future(
-                    local.apply_cells(request.epoch, cells, repair.keyspace)
-                )
+                cells = cell_repair_from_proto(repair)
+                return asyncio.ensure_future(local.apply_cells(epoch, cells, repair.keyspace))
             mutation = mutation_from_proto(request.mutation)
             if not request.repair and self.faults.drops_write():
                 return _refused(
                     local, Outcome.OVERLOADED, f"{local.node_id} dropped the write ({DROPPED})"
                 )
             body = request.mutation.SerializeToString()
-            return local.apply_soon(request.epoch, mutation, body, repair=request.repair)
+            return local.apply_soon(epoch, mutation, body, repair=request.repair)
         if kind == "read":
             cells = request.sketch_cells
             if cells and (cells > EXPLICIT_CELLS or cells % 3):
                 raise MalformedInput(f"sketch_cells must be a multiple of 3 up to {EXPLICIT_CELLS}")
             return asyncio.ensure_future(
                 local.read(
-                    request.epoch,
+                    epoch,
                     _partition(request),
                     data=request.data,
                     summary=request.summary,
@@ -154,13 +156,11 @@ class PeerServicer:
             )
         if kind == "deliver":
             delivered = [(mutation_from_proto(m), m.SerializeToString()) for m in request.mutations]
-            return asyncio.ensure_future(local.deliver(request.epoch, delivered))
-        if kind == "fetch":
-            ids = [id_from_proto(i, "ids") for i in request.ids]
-            return asyncio.ensure_future(
-                local.fetch(request.epoch, ids, keyspace=request.keyspace, token=request.token)
-            )
-        raise MalformedInput("a peer request needs a body: apply, read, fetch or deliver")
+            return asyncio.ensure_future(local.deliver(epoch, delivered))
+        ids = [id_from_proto(i, "fetch.ids") for i in request.ids]
+        return asyncio.ensure_future(
+            local.fetch(epoch, ids, keyspace=request.keyspace, token=request.token)
+        )
 
 
 def _refused(local: LocalReplica, outcome: Outcome, message: str) -> asyncio.Future[PeerReply]:
@@ -203,5 +203,15 @@ def _partition(request: pb.LocalReadRequest) -> PartitionRead:
         request.token,
         request.partition_key,
         bounds_from_proto(request.bounds),
-        request.low_bound,
+        within(request.low_bound, "read.low_bound", MAX_HLC),
     )
+
+
+def _failed(kind: str, error: BaseException) -> str:
+    """What a peer is told of a request that failed here other than by a refusal: a
+    cancellation (this replica is stopping), or a bug — logged with its traceback, never
+    answered with its Python text."""
+    if isinstance(error, asyncio.CancelledError):
+        return "the request was cancelled here (this replica is stopping); try another"
+    log.error("a peer's %s request failed unexpectedly", kind, exc_info=error)
+    return f"internal error serving a {kind} request ({LOGGED})"

@@ -20,7 +20,7 @@ from epochal.replica.faults import ISOLATED, Faults
 from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.replica.reconcile_node import ReconcileNode, Refused
 from epochal.replica.status import abort_with
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.reconcile import (
     cohort_from_proto,
     cohort_marks_from_proto,
@@ -62,7 +62,11 @@ class ReconcileServicer:
         raise AssertionError("unreachable: context.abort raises")
 
     def _common(self, outcome: Outcome, message: str = "") -> dict[str, Any]:
-        return {"epoch": self._epoch(), "outcome": OUTCOME_NUMBERS[outcome], "message": message}
+        return {
+            "epoch": self._epoch(),
+            "outcome": OUTCOME_NUMBERS[outcome],
+            "message": message,
+        }
 
     async def RangeState(
         self, request: pb.RangeStateRequest, context: grpc.aio.ServicerContext
@@ -75,7 +79,10 @@ class ReconcileServicer:
                 lease_ms=request.lease_ms,
                 sizes=request.sizes,
                 window_ids=request.window_ids,
-                window_from=tuple(request.window_from),
+                window_from=tuple(
+                    within(start, f"window_from[{i}]", MAX_HLC)
+                    for i, start in enumerate(request.window_from)
+                ),
                 wait_s=None if remaining is None else max(remaining - ANSWER_S, 0.0),
             )
             return pb.RangeStateResponse(
@@ -101,12 +108,10 @@ class ReconcileServicer:
             cells = request.sketch_cells
             if cells and (cells > EXPLICIT_CELLS or cells % 3):
                 raise MalformedInput(f"sketch_cells must be a multiple of 3 up to {EXPLICIT_CELLS}")
-            if request.below > MAX_HLC:
-                raise MalformedInput(f"below: {request.below} is not an HLC")
             digests, sketch = await self.node.summary(
                 ref_from_proto(request.range),
                 marks_from_proto(request.low_bounds, "low_bounds"),
-                request.below,
+                within(request.below, "below", MAX_HLC),
                 [(k.node, k.log) for k in request.sketch_logs],
                 cells,
             )
@@ -145,7 +150,8 @@ class ReconcileServicer:
     ) -> pb.MarkResponse:
         async def call() -> pb.MarkResponse:
             ref = ref_from_proto(request.range)
-            return self._marked(ref, await self.node.fence(ref, request.hlc))
+            fence = within(request.hlc, "hlc", MAX_HLC)
+            return self._marked(ref, await self.node.fence(ref, fence))
 
         return await self._serve(context, call, lambda c: pb.MarkResponse(**c))
 
@@ -157,7 +163,7 @@ class ReconcileServicer:
             reply = await self.node.advance(
                 ref,
                 marks_from_proto(request.old_bounds, "old_bounds"),
-                request.new_bound,
+                within(request.new_bound, "new_bound", MAX_HLC),
                 LogDigests.decode(request.digests),
                 cohort_marks_from_proto(request.cohorts, "cohorts"),
             )
@@ -173,7 +179,7 @@ class ReconcileServicer:
             reply = await self.node.fold(
                 ref,
                 marks_from_proto(request.old_bounds, "old_bounds"),
-                request.new_bound,
+                within(request.new_bound, "new_bound", MAX_HLC),
                 LogDigests.decode(request.digests),
                 cohort_from_proto(request.cohort, ref.keyspace, "cohort"),
             )

@@ -20,6 +20,8 @@ from epochal.wire.status import StatusTable, abort, status_of
 
 log = logging.getLogger(__name__)
 
+LOGGED = "logged by this replica with its traceback"
+
 STATUS: StatusTable = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     Rejected: grpc.StatusCode.FAILED_PRECONDITION,
@@ -32,13 +34,14 @@ STATUS: StatusTable = {
 
 def expected(error: BaseException) -> EpochalError:
     """What the client is told ``error`` was: itself when expected, INVALID_ARGUMENT for input
-    that did not decode, and otherwise an internal error (a bug: logged with its traceback)."""
+    that did not decode, and otherwise an internal error (a bug: logged with its traceback,
+    never answered with its Python text)."""
     if isinstance(error, EpochalError):
         return error
     if isinstance(error, MalformedInput):
         return InvalidRequest(str(error), rule="malformed")
     log.error("a request failed unexpectedly", exc_info=error)
-    return EpochalError(f"internal error: {type(error).__name__}: {error}", rule="internal")
+    return EpochalError(f"internal error ({LOGGED})", rule="internal")
 
 
 def code_of(error: EpochalError) -> grpc.StatusCode:

@@ -66,12 +66,15 @@ def test_the_replica_answers_each_error_with_its_status(error: EpochalError, cod
     assert replica_status.code_of(error) is code
 
 
-def test_an_error_a_service_never_answers_is_internal() -> None:
+def test_an_error_a_service_never_answers_is_internal(caplog: pytest.LogCaptureFixture) -> None:
     assert cms_status.code_of(Aborted("not a CMS error")) is grpc.StatusCode.INTERNAL
     assert cms_status.code_of(EpochalError("a bug")) is grpc.StatusCode.INTERNAL
     internal = replica_status.expected(RuntimeError("boom"))
     assert replica_status.code_of(internal) is grpc.StatusCode.INTERNAL
-    assert internal.rule == "internal" and "RuntimeError: boom" in internal.message
+    # A bug is logged with its traceback; the caller is told it was one, not its Python text.
+    assert internal.rule == "internal" and internal.message.startswith("internal error")
+    assert "RuntimeError" not in internal.message and "boom" not in internal.message
+    assert caplog.records[-1].exc_info is not None and "boom" in caplog.text
 
 
 @pytest.mark.parametrize(
