@@ -36,6 +36,8 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 
+from epochal.wire.status import abort_status
+
 log = logging.getLogger(__name__)
 
 Refusal = Callable[[str], str | None]  # method name -> why it cannot answer now, or None
@@ -110,7 +112,7 @@ def _guard_unary(
         except grpc.aio.BaseError:
             raise  # an abort (the method's own status), or a call that had ended: gRPC's
         except Unparsable as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            await abort_status(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Exception as error:
             await _answer_bug(context, full_name, error)
 
@@ -136,7 +138,7 @@ def _guard_stream(
         except grpc.aio.BaseError:
             raise  # as above
         except Unparsable as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            await abort_status(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Exception as error:
             await _answer_bug(context, full_name, error)
 
@@ -154,7 +156,7 @@ async def _admitted(
     parsed: a method never sees bytes that did not parse."""
     reason = refusal(method)
     if reason is not None:
-        await context.abort(grpc.StatusCode.UNAVAILABLE, reason)
+        await abort_status(context, grpc.StatusCode.UNAVAILABLE, reason)
     if streaming_in:
         return _parsed(request, context)
     await require_parsed(request, context)
@@ -181,9 +183,12 @@ async def _parsed(requests: AsyncIterator[Any], context: grpc.aio.ServicerContex
 
 async def _answer_bug(context: grpc.aio.ServicerContext, full_name: str, error: Exception) -> None:
     if isinstance(error, NotImplementedError):
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{full_name} is not implemented here")
+        await abort_status(
+            context, grpc.StatusCode.UNIMPLEMENTED, f"{full_name} is not implemented here"
+        )
     log.error("%s failed unexpectedly", full_name, exc_info=error)
-    await context.abort(
+    await abort_status(
+        context,
         grpc.StatusCode.INTERNAL,
         f"internal error in {full_name} (logged by the server with its traceback)",
     )
@@ -198,7 +203,8 @@ def reraise_from(task: asyncio.Task[Any]) -> None:
 
 async def require_parsed(request: Any, context: grpc.aio.ServicerContext) -> None:
     if isinstance(request, BadRequest):
-        await context.abort(
+        await abort_status(
+            context,
             grpc.StatusCode.INVALID_ARGUMENT,
             f"request is not a valid {request.type_name}: {request.error}",
         )

@@ -32,6 +32,7 @@ from typing import Any
 import grpc
 
 from epochal.wire.handlers import reraise_from
+from epochal.wire.status import abort_status
 
 log = logging.getLogger(__name__)
 
@@ -313,4 +314,4 @@ async def serve(
         stopped.cancel()
     reraise_from(reader)  # a batch that did not parse: INVALID_ARGUMENT, after the answers
     if closing is not None and closing.is_set():
-        await context.abort(grpc.StatusCode.UNAVAILABLE, closing_reason)
+        await abort_status(context, grpc.StatusCode.UNAVAILABLE, closing_reason)

@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from epochal.wire.channels import insecure_channel
 from epochal.wire.handlers import add_servicer
+from epochal.wire.status import abort_status
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION_SERVICE = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
@@ -26,9 +27,10 @@ class HealthServicer(health.aio.HealthServicer):
     ) -> health_pb2.HealthCheckResponse:
         status = self._server_status.get(request.service)
         if status is None:
-            await context.abort(
+            await abort_status(
+                context,
                 grpc.StatusCode.NOT_FOUND,
-                f"no service {request.service[:100]!r} here; ask for one of "
+                f"no service {request.service!r} here; ask for one of "
                 f"{sorted(self._server_status)}",
             )
         return health_pb2.HealthCheckResponse(status=status)

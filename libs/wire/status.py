@@ -3,11 +3,20 @@ SDK. A service declares the statuses it answers in one table of its own (its ``s
 module) and aborts with ``abort``: the status, the message, and the error's fields as trailers
 (``epochal-rule``, ``epochal-epoch``, ``epochal-mutation-id``, ``epochal-leader-id``).
 ``error_for`` turns a status and those fields back into the family's error, for the SDK and
-for a CMS member answered by its leader."""
+for a CMS member answered by its leader.
+
+Every status a server sets goes through ``abort_status`` (``abort``'s, and the bare statuses of
+the handlers and streams), and every refusal a reply carries in-band (a Session failure, a peer
+reply's outcome or ``malformed``, a reconcile or forwarded commit's outcome) is encoded through
+``bounded_message``: a refusal may echo its input (a name, a value, a transformation), and a
+status's details travel in gRPC metadata, where a client refuses more than 16 KiB (and may
+refuse more than 8 KiB) — the caller then sees ``RESOURCE_EXHAUSTED`` "received metadata size
+exceeds …" in place of the refusal."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 import grpc
@@ -39,6 +48,18 @@ NO_ANSWER = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED}
 )
 
+# What a refusal keeps of an echoed input: each run of text without spaces (a name, a value, a
+# key) to its first ECHO_CHARS characters, then "…" — enough to recognise it — and the whole
+# message to MAX_MESSAGE_BYTES of UTF-8, which gRPC's percent-encoding of a status's details
+# (a byte outside printable ASCII becomes three) keeps to 6 KiB, under its 8 KiB soft limit on
+# metadata with room for the trailers. The runs are cut first so that a message keeps its own
+# words (what was wrong, what to do) after a long echo; the whole is cut for input that has
+# spaces.
+ECHO_CHARS = 200
+MAX_MESSAGE_BYTES = 2048
+ELLIPSIS = "\u2026"
+_LONG_RUN = re.compile(rf"\S{{{ECHO_CHARS + 1},}}")
+
 # The narrower errors an UNAVAILABLE answer names by its rule.
 _UNAVAILABLE_BY_RULE: dict[str, type[Unavailable]] = {
     cls.RULE: cls for cls in (ShuttingDown, CommitTimeout, StalePlan)
@@ -66,12 +87,36 @@ def trailers_of(error: EpochalError, epoch: int) -> tuple[tuple[str, str], ...]:
     return tuple(trailers)
 
 
+def bounded_message(message: str) -> str:
+    """``message`` as a refusal may say it (see ECHO_CHARS): never longer than
+    MAX_MESSAGE_BYTES as UTF-8, and always encodable."""
+    if len(message) > ECHO_CHARS:
+        message = _LONG_RUN.sub(lambda run: run.group()[:ECHO_CHARS] + ELLIPSIS, message)
+    encoded = message.encode("utf-8", "replace")
+    if len(encoded) <= MAX_MESSAGE_BYTES:
+        return encoded.decode("utf-8")
+    kept = MAX_MESSAGE_BYTES - len(ELLIPSIS.encode("utf-8"))
+    return encoded[:kept].decode("utf-8", "ignore") + ELLIPSIS
+
+
+async def abort_status(
+    context: grpc.aio.ServicerContext,
+    code: grpc.StatusCode,
+    message: str,
+    trailers: Sequence[tuple[str, str]] = (),
+) -> NoReturn:
+    """End the call with ``code`` and ``message`` (bounded): the one place a server sets a
+    status's details."""
+    if trailers:
+        context.set_trailing_metadata(tuple(trailers))
+    await context.abort(code, bounded_message(message))
+    raise AssertionError("unreachable: context.abort raises")
+
+
 async def abort(
     context: grpc.aio.ServicerContext, error: EpochalError, table: StatusTable, epoch: int = 0
 ) -> NoReturn:
-    context.set_trailing_metadata(trailers_of(error, epoch))
-    await context.abort(status_of(error, table), error.message)
-    raise AssertionError("unreachable: context.abort raises")
+    await abort_status(context, status_of(error, table), error.message, trailers_of(error, epoch))
 
 
 def error_for(

@@ -27,7 +27,7 @@ from epochal.wire.metadata import (
     transformation_from_proto,
 )
 from epochal.wire.paxos import ballot_to_proto
-from epochal.wire.status import error_for
+from epochal.wire.status import bounded_message, error_for
 from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 if TYPE_CHECKING:  # the member imports this module
@@ -112,7 +112,7 @@ def outcome_to_proto(result: CommitResult | EpochalError, index: int) -> cms_pb2
         return cms_pb2.CommitOutcome(
             error=cms_pb2.CommitError(
                 code=code_of(result).name,
-                message=result.message,
+                message=bounded_message(result.message),
                 rule=result.rule,
                 leader_id=leader_id,
             ),

@@ -22,6 +22,7 @@ from epochal.replica.stream_receiver import StreamReceiver
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import SequenceKind
 from epochal.wire.fields import MalformedInput, within
+from epochal.wire.status import abort_status
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class TestingServicer:
         try:
             self.faults.set(drop_write_share=request.drop_write_share, isolated=request.isolated)
         except ValueError as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            await abort_status(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         released = self.follower.hold_pushes and not request.hold_metadata_pushes
         self.follower.hold_pushes = request.hold_metadata_pushes
         if released:

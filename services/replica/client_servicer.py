@@ -36,6 +36,7 @@ from epochal.wire.fields import MalformedInput, within
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
 from epochal.wire.multiplex import answer_with, serve
+from epochal.wire.status import bounded_message
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 
@@ -105,7 +106,7 @@ class ReplicaServicer:
         failure = expected(error)
         message = pb.SessionFailure(
             code=code_of(failure).name,
-            message=failure.message,
+            message=bounded_message(failure.message),
             rule=failure.rule,
             epoch=self.follower.epoch,
         )

@@ -40,6 +40,7 @@ from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.wire.fields import MalformedInput, within
 from epochal.wire.multiplex import answer_with, serve
+from epochal.wire.status import bounded_message
 from epochal.wire.v1 import replica_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ class PeerServicer:
         try:
             future = self._serve(kind, getattr(request, kind) if kind else None)
         except MalformedInput as error:
-            return pb.PeerReply(id=request_id, malformed=str(error))
+            return pb.PeerReply(id=request_id, malformed=bounded_message(str(error)))
         return answer_with(
             future,
             lambda reply: pb.PeerReply(id=request_id, **{kind: _reply_to_proto(kind, reply)}),
@@ -173,7 +174,7 @@ def _reply_to_proto(kind: str, reply: PeerReply) -> Any:
     common = {
         "epoch": reply.epoch,
         "outcome": OUTCOME_NUMBERS[reply.outcome],
-        "message": reply.message,
+        "message": bounded_message(reply.message),
     }
     if kind == "apply":
         return pb.ApplyResponse(**common, fence=reply.fence)

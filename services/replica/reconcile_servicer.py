@@ -29,6 +29,7 @@ from epochal.wire.reconcile import (
     marks_to_proto,
     ref_from_proto,
 )
+from epochal.wire.status import bounded_message
 from epochal.wire.v1 import replica_pb2 as pb
 
 Reply = TypeVar("Reply")
@@ -65,7 +66,7 @@ class ReconcileServicer:
         return {
             "epoch": self._epoch(),
             "outcome": OUTCOME_NUMBERS[outcome],
-            "message": message,
+            "message": bounded_message(message),
         }
 
     async def RangeState(
@@ -224,7 +225,7 @@ class ReconcileServicer:
         return pb.MarkResponse(
             epoch=reply.epoch,
             outcome=OUTCOME_NUMBERS[reply.outcome],
-            message=reply.message,
+            message=bounded_message(reply.message),
             fence=self.node.fence_of(ref),
             collected=reply.examined if reply.outcome is Outcome.OK else 0,
         )

@@ -1,7 +1,11 @@
 """The messages that once took processes down (integers past SQLite's signed 64 bits, garbage
 frames, a registration that blocked every schema change) are refused with INVALID_ARGUMENT, and
 every process stays up — a CMS member that saw them restarts — with the metadata log and the
-data unchanged by them. The fuzz test (test_fuzz.py) covers the rest of the input space.
+data unchanged by them. Refusals say what was wrong in bounded words: a 64 KiB name is echoed
+by its first 200 characters (once the whole name went into the status, larger than gRPC's
+metadata limit, and the client saw RESOURCE_EXHAUSTED instead), a number past SQLite's range is
+named (once a peer was answered "failed: OverflowError(...)"). The fuzz test (test_fuzz.py)
+covers the rest of the input space.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import make_hlc
 from epochal.paxos import Ballot, Prepare
-from epochal.tcm import Register, Unregister
+from epochal.tcm import (
+    Column,
+    ColumnType,
+    CreateKeyspace,
+    CreateTable,
+    Register,
+    ReplicationParams,
+    Unregister,
+)
+from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, paxos_pb2, replica_pb2_grpc
 from epochal.wire.v1 import replica_pb2 as pb
@@ -176,6 +189,95 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
             )
 
     run(cluster, scenario, 240)
+
+
+LONG_NAMES = ["k" * 65_536, "\u00e9" * 32_768]  # 64 KiB of UTF-8, ASCII or not
+BOUNDED_BYTES = 2048  # what a refusal's message may take (epochal.wire.status)
+
+
+def test_refusals_echo_the_start_of_a_long_name_and_never_a_bugs_text(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "cluster")
+
+    async def scenario() -> None:
+        await start_ring(cluster, num_tokens=4)
+        async with Client(cluster.addresses) as client:
+            await client.create_keyspace("ks", replication_factor=3, tracked=True)
+            await client.create_table("ks", "t", {"p": "int", "v": "text"}, partition_key=["p"])
+            metadata = client.metadata
+        await cluster.wait_for_epoch(metadata.epoch)
+        replica = cluster.addresses[0]
+        for name in LONG_NAMES:
+            # A client's read and write of a keyspace that does not exist, as a status and
+            # in-band on a session: refused, naming the start of it.
+            read = pb.ReadRequest(keyspace=name, table="t", partition_key=[pb.Value(int=1)])
+            _bounded(await _refusal(_unary(replica, "Read", read)), name)
+            write = _write(metadata.epoch, "x")
+            write.mutation.keyspace = name
+            _bounded(await _refusal(_unary(replica, "Write", write)), name)
+            session = pb.SessionRequests(requests=[pb.SessionRequest(id=1, read=read)])
+            (reply,) = await _session(replica, session)
+            _bounded((reply.failure.code, reply.failure.message), name)
+            # A reconciler's fence of a range of it: refused in-band.
+            fence = pb.FenceRequest(range=pb.ReconcileRange(keyspace=name), hlc=1)
+            fence.range.range.left, fence.range.range.right = 0, 100
+            async with grpc.aio.insecure_channel(replica) as channel:
+                fenced = await replica_pb2_grpc.ReplicaReconcileStub(channel).Fence(fence)
+            assert fenced.outcome == pb.UNKNOWN_TABLE, fenced
+            _bounded(("FAILED_PRECONDITION", fenced.message), name)
+            # Commits naming it: a keyspace of that name, a table in a keyspace of that name.
+            creates = [
+                CreateKeyspace(name=name, replication=ReplicationParams.simple(1)),
+                CreateTable(
+                    keyspace=name,
+                    name="t",
+                    columns=(Column("k", ColumnType.TEXT),),
+                    partition_key=("k",),
+                ),
+            ]
+            for address in cluster.cms.addresses:  # the leader, and followers that forward
+                for create in creates:
+                    _bounded(await _refusal(_commit(address, create)), name)
+        # A peer's read with a low bound past SQLite's INTEGER: malformed, naming the field.
+        table = metadata.keyspaces["ks"].tables["t"]
+        far = pb.LocalReadRequest(
+            epoch=metadata.epoch,
+            keyspace="ks",
+            table_id=table.id,
+            token=42,
+            partition_key=b"\x01k",
+            summary=True,
+            low_bound=2**63,
+        )
+        (reply,) = await _exchange(
+            replica, pb.PeerRequests(requests=[pb.PeerRequest(id=1, read=far)])
+        )
+        assert reply.malformed == f"read.low_bound: {2**63} is out of range (0..{2**63 - 1})"
+
+    run(cluster, scenario, 180)
+
+
+async def _refusal(call: object) -> tuple[str, str]:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    return raised.value.code().name, raised.value.details() or ""
+
+
+def _bounded(refusal: tuple[str, str], name: str) -> None:
+    """A refusal (not RESOURCE_EXHAUSTED: the status fitted in gRPC's metadata) that shows the
+    start of ``name``, within 2 KiB."""
+    code, message = refusal
+    assert code in ("INVALID_ARGUMENT", "FAILED_PRECONDITION"), (code, message[:300])
+    assert name[:60] in message, message[:300]
+    assert len(message.encode()) <= BOUNDED_BYTES
+
+
+async def _commit(address: str, transformation: object) -> object:
+    async with grpc.aio.insecure_channel(address) as channel:
+        request = cms_pb2.CommitRequest(
+            transformation=transformation_to_proto(transformation),  # type: ignore[arg-type]
+            entry_id=f"long-{time.monotonic_ns()}",
+        )
+        return await cms_pb2_grpc.CMSStub(channel).Commit(request, timeout=10)
 
 
 # --------------------------------------------------------------------------- helpers

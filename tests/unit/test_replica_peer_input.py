@@ -212,6 +212,22 @@ def test_a_bug_is_answered_as_an_internal_error_and_logged_never_its_python_text
     assert logged.exc_info is not None and "a secret" in caplog.text  # with its traceback
 
 
+def test_a_refusal_in_band_echoes_at_most_the_start_of_a_long_name(storage: ReplicaStorage) -> None:
+    made = one_node()
+
+    async def scenario() -> None:
+        async with serve(peer_servicer(storage, made)) as address:
+            request = requests(made)["read"]
+            request.read.keyspace = "k" * 65_536
+            (reply,) = await exchange(address, request)
+            assert reply.read.outcome == pb.UNKNOWN_TABLE, reply.read.outcome
+            # The name's first 200 characters (its quote one of them), then the message's words.
+            assert "'" + "k" * 199 + "\u2026 does not exist at epoch" in reply.read.message
+            assert len(reply.read.message) < 400
+
+    asyncio.run(scenario())
+
+
 # --------------------------------------------------------------------------- other entries
 
 
