@@ -37,7 +37,7 @@ def test_every_method_refuses_bad_input_clearly_and_nothing_exits_or_hangs(tmp_p
         f"{dict(result.by_code)}; {len(result.refused_tags)} refused writes and "
         f"{len(result.refused_entry_ids)} refused commits checked against {result.tags_checked} "
         f"rows ({result.data_check}) and the log; {result.exits} exits; "
-        f"{len(result.violations)} violations"
+        f"{len(result.violations)} violations; ran to the timeout: {dict(result.waited)}"
         + "".join(f"\n  {count} × {leak}" for leak, count in sorted(result.leaks.items()))
     )
     assert not result.violations, "\n".join(result.violations[:30])
