@@ -41,7 +41,6 @@ from epochal.telemetry import tracer
 from epochal.telemetry.metrics import Metrics
 from epochal.wire.log import LogClient, LogPage, LogSourceFailed
 from epochal.wire.metadata import (
-    MalformedInput,
     MetadataEncoder,
     decode_metadata,
     decode_transformation,
@@ -163,7 +162,9 @@ class MetadataFollower:
         if stored.snapshot is not None:
             try:
                 metadata = decode_metadata(stored.snapshot)
-            except MalformedInput as error:
+            except (MemoryError, RecursionError):
+                raise
+            except Exception as error:  # MalformedInput, or a value a domain type refuses
                 # What is stored here is a copy of the CMS's log: fetch it again rather than
                 # stop on it (a follower never applies what it cannot read: that stops it).
                 log.warning("the stored metadata snapshot cannot be read (%s); refetching", error)
@@ -173,6 +174,8 @@ class MetadataFollower:
                 break  # a lazily written tail may have lost entries: fetch them again
             try:
                 metadata = decode_transformation(entry.transformation).execute(metadata)
+            except (MemoryError, RecursionError):
+                raise
             except Exception as error:  # MalformedInput (another version's kind), or a bug
                 log.warning(
                     "stored epoch %d cannot be replayed (%s); it is fetched and applied again "

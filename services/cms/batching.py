@@ -9,8 +9,8 @@ the applied log — a state that really happened. Queued commits are taken in or
 validated and executed against the state the ones before it reached:
 
 * an entry id already applied is answered from its record (its first epoch, or "reused" when
-  its transformation differs); one already in this batch joins that item (one proposal answers
-  both callers);
+  its transformation differs); one already in this batch joins that item when it carries the
+  same transformation (one proposal answers both callers), and is refused as reused when not;
 * a commit that fails at the tail is refused; one that fails only because of another commit in
   this batch is deferred to the next slot, where it is validated against a state that happened;
 * one CMS voter change per slot: a second waits for the next slot;
@@ -18,7 +18,8 @@ validated and executed against the state the ones before it reached:
   (apply does not rely on it: ``MetadataStateMachine`` takes a snapshot at its own epoch wherever
   it stands);
 * when the slot brings the log ``snapshot_frequency`` epochs past the last snapshot, the
-  leader's own ``TriggerSnapshot`` closes it.
+  leader's own ``TriggerSnapshot`` closes it (unless its entry id is taken already: a client
+  cannot send such an id, ``epochal.cms.codec``; the next slot's snapshot has another).
 
 The slot is bounded by ``max_values`` commits and ``max_bytes`` of encoded transformations (the
 InitializeCMS of an empty log and the closing snapshot come on top). What is not taken stays
@@ -45,6 +46,8 @@ from epochal.wire.metadata import encode_transformation
 C = TypeVar("C")  # a queued commit as the shell keeps it: read through ``item_of``, ``origin_of``
 
 _CMS_KINDS = frozenset(kind.kind for kind in CMS_KINDS)
+# The entry ids of the members' own commits start with this; a client's may not (codec).
+INTERNAL_ENTRY_ID_PREFIX = "cms:"
 
 
 class Decision(enum.Enum):
@@ -97,11 +100,12 @@ def build_batch(
     """The next slot over ``base``: ``queue`` is read lazily, one commit at a time, only while
     the slot has room (what is not read stays queued)."""
     batch: Batch[C] = Batch()
-    if base.epoch == 0 and initialize is not None:
+    proposed: dict[str, int] = {}  # entry id -> digest of the item proposed under it
+    if base.epoch == 0 and initialize is not None and lookup(initialize.entry_id) is None:
         after = validated_and_executed(initialize, base)
         if not isinstance(after, Rejected):
             batch.add(initialize, after)
-    proposed: set[str] = set()
+            proposed[initialize.entry_id] = initialize.digest
     size = 0
     while len(proposed) < limits.max_values and size < limits.max_bytes:
         commit = next(queue, None)
@@ -119,12 +123,14 @@ def build_batch(
             if isinstance(item.transformation, TriggerSnapshot):
                 break  # a snapshot closes its slot
     tail = batch.tail(base)
+    snapshot = snapshot_item(tail.epoch + 1)
     if (
-        proposed
+        batch.items
         and not isinstance(batch.items[-1].transformation, TriggerSnapshot)
         and tail.epoch + 1 - last_snapshot_epoch >= limits.snapshot_frequency
+        and snapshot.entry_id not in proposed
+        and lookup(snapshot.entry_id) is None
     ):
-        snapshot = snapshot_item(tail.epoch + 1)
         batch.add(snapshot, snapshot.transformation.execute(tail))
     return batch
 
@@ -134,14 +140,16 @@ def _decide(
     batch: Batch[C],
     commit: C,
     item: ProposalItem,
-    proposed: set[str],
+    proposed: dict[str, int],
     lookup: Callable[[str], tuple[int, int] | None],
 ) -> Decided[C]:
     known = lookup(item.entry_id)
     if known is not None:
         return Decided(commit, Decision.ANSWERED, known_answer(item, known))
     if item.entry_id in proposed:
-        return Decided(commit, Decision.JOINED)
+        if proposed[item.entry_id] == item.digest:
+            return Decided(commit, Decision.JOINED)
+        return Decided(commit, Decision.ANSWERED, entry_id_in_use(item.entry_id))
     tail = batch.tail(base)
     if tail.cms_voters != base.cms_voters and item.transformation.kind in _CMS_KINDS:
         # One voter change per slot: the next configuration differs from this one by a single
@@ -153,7 +161,7 @@ def _decide(
             return Decided(commit, Decision.ANSWERED, Rejected(after.rule, after.message))
         return Decided(commit, Decision.DEFERRED)  # it fails only after this batch's others
     batch.add(item, after)
-    proposed.add(item.entry_id)
+    proposed[item.entry_id] = item.digest
     return Decided(commit, Decision.PROPOSED)
 
 
@@ -161,7 +169,8 @@ def snapshot_item(epoch: int) -> ProposalItem:
     """The leader's own TriggerSnapshot, for the slot that reaches ``epoch``."""
     transformation = TriggerSnapshot()
     encoded = encode_transformation(transformation)
-    return ProposalItem(transformation, encoded, f"snapshot@{epoch}", digest_of(encoded))
+    entry_id = f"{INTERNAL_ENTRY_ID_PREFIX}snapshot@{epoch}"
+    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
 
 
 def known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult | EpochalError:
@@ -170,6 +179,15 @@ def known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult | E
     if digest != item.digest:
         return entry_id_reused(item.entry_id, epoch)
     return CommitResult(epoch, duplicate=True)
+
+
+def entry_id_in_use(entry_id: str) -> Rejected:
+    """A commit whose entry id another transformation carries in the slot being built."""
+    return Rejected(
+        "entry_id_reused",
+        f"entry_id {entry_id!r} is being committed now for a different transformation; use a "
+        "new entry_id for a new transformation",
+    )
 
 
 def entry_id_reused(entry_id: str, epoch: int) -> Rejected:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import grpc
 from google.protobuf.message import DecodeError
 
+from epochal.cms.batching import INTERNAL_ENTRY_ID_PREFIX
 from epochal.cms.log_server import FetchResult, SnapshotPage
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.cms.status import code_of
@@ -154,6 +155,11 @@ def _check_entry_id(entry_id: str) -> None:
         )
     if len(entry_id) > MAX_ENTRY_ID_CHARS:
         raise InvalidRequest(f"entry_id is {len(entry_id)} characters; the limit is 128")
+    if entry_id.startswith(INTERNAL_ENTRY_ID_PREFIX):
+        raise InvalidRequest(
+            f"entry_id may not start with {INTERNAL_ENTRY_ID_PREFIX!r}: the CMS members' own "
+            "commits use those"
+        )
 
 
 def signed64(value: int) -> int:

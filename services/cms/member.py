@@ -51,6 +51,7 @@ import grpc
 from opentelemetry import trace
 
 from epochal.cms.batching import (
+    INTERNAL_ENTRY_ID_PREFIX,
     Batch,
     BatchLimits,
     Decision,
@@ -182,6 +183,10 @@ def _crash_on_broken_invariant() -> Iterator[None]:
             f"the Paxos core's invariant broke: {error!r}\n{traceback.format_exc()}",
             EXIT_INVARIANT_BROKEN,
         )
+    except (MemoryError, RecursionError) as error:
+        # The process's, not the input's: applying on regardless could leave this member's
+        # state apart from the others'. A restart applies the same slots again.
+        fatal(f"out of memory or stack: {error!r}\n{traceback.format_exc()}")
 
 
 def _settled(outcome: CommitResult | EpochalError) -> asyncio.Future[CommitResult]:
@@ -320,8 +325,10 @@ class CMSMemberLoop:
                 metadata = decode_metadata(stored.snapshot.metadata)
             for row in stored.entries:
                 metadata = _next_state(metadata, row)
-        except MalformedInput as error:
-            unreadable = f"its stored log cannot be replayed past epoch {metadata.epoch}: {error}"
+        except (MemoryError, RecursionError):
+            raise
+        except Exception as error:  # MalformedInput, or a value a domain type refuses
+            unreadable = f"it cannot be replayed past epoch {metadata.epoch}: {error}"
         self.log.remember(stored.entries[-RECENT_ENTRIES:])
         machine = MetadataStateMachine(
             metadata,
@@ -502,7 +509,8 @@ class CMSMemberLoop:
         if self._stopped or self._to_persist:
             return  # the step after the queued writes applies these
         chosen, self._to_apply = self._to_apply, []
-        self._apply(tuple(chosen))
+        with _crash_on_broken_invariant():
+            self._apply(tuple(chosen))
         self._process()
 
     # ------------------------------------------------------------------ apply
@@ -547,10 +555,16 @@ class CMSMemberLoop:
         proposals, no commits — keeps what it applied and serves it (FetchLog, Describe), and
         reports NOT_SERVING until it runs a version that reads the log."""
         where = "its stored log" if stored else f"slot {slot}"
+        remedy = (
+            "run the version that wrote it or, if its data is damaged, replace this member "
+            "(remove it from the CMS, add a new one)"
+            if stored
+            else "upgrade it to a version that reads this slot"
+        )
         self.stopped_applying = (
             f"CMS member {self.member_id} cannot apply {where} (epoch {self.sm.epoch + 1} on): "
             f"{problem}. It stays at epoch {self.sm.epoch}, takes no part in the CMS and serves "
-            "nothing newer; run a version that reads it (or replace this member)"
+            f"nothing newer; {remedy}"
         )
         log.critical("%s", self.stopped_applying)
         self._accepting_messages = False
@@ -829,7 +843,8 @@ class CMSMemberLoop:
             )
         )
         encoded = encode_transformation(transformation)
-        return ProposalItem(transformation, encoded, "initialize-cms", digest_of(encoded))
+        entry_id = f"{INTERNAL_ENTRY_ID_PREFIX}initialize"
+        return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
 
     def _on_role_change(self) -> None:
         leader = self.node.leader_id

@@ -156,17 +156,25 @@ class MetadataStateMachine:
         """The leader's own batch: it validated and executed these items, in order, against
         exactly the current state, reaching ``states`` (the state after each item). Same result
         as ``apply_slot``, without doing that work a second time (the caller checks the state
-        is the one it started from)."""
+        is the one it started from). A batch that is not what the builder promises — an entry
+        id known already or twice in it, states that do not follow — is applied the long way,
+        as any member applies a chosen slot: the slot is chosen whatever the leader thought."""
         assert slot == self.applied_slot + 1, f"slot {slot} applied after {self.applied_slot}"
         base_epoch = self.metadata.epoch
-        assert len(states) == len(items), (len(states), len(items))
+        ids = {item.entry_id for item in items}
+        if (
+            len(states) != len(items)
+            or len(ids) != len(items)
+            or any(entry_id in self._ids for entry_id in ids)
+            or any(state.epoch != base_epoch + n for n, state in enumerate(states, start=1))
+        ):
+            return self.apply_slot(slot, items)
         entries: list[AppliedEntry] = []
         outcomes: list[Outcome] = []
         snapshots: list[tuple[int, ClusterMetadata]] = []
         for epoch, item, state in zip(
             range(base_epoch + 1, base_epoch + 1 + len(items)), items, states, strict=True
         ):
-            assert item.entry_id not in self._ids and state.epoch == epoch, (item, state.epoch)
             outcomes.append(self._record(slot, epoch, item, entries))
             if isinstance(item.transformation, TriggerSnapshot):
                 snapshots.append((epoch, state))
@@ -250,6 +258,8 @@ def validated_and_executed(
         if rejection is not None:
             return rejection
         return transformation.execute(metadata)
+    except (MemoryError, RecursionError):
+        raise  # the process's, not the input's: another member would apply the item
     except Exception:
         log.exception("applying entry %r (%s) failed", item.entry_id, transformation)
         return Rejected(

@@ -12,9 +12,16 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epochal.cms.batching import BatchLimits, Decision, build_batch
+from epochal.cms.batching import Batch, BatchLimits, Decision, build_batch
 from epochal.cms.codec import decode_item, encode_item
-from epochal.cms.state_machine import MetadataStateMachine, ProposalItem, SlotResult, digest_of
+from epochal.cms.state_machine import (
+    CommitResult,
+    MetadataStateMachine,
+    ProposalItem,
+    SlotResult,
+    digest_of,
+)
+from epochal.errors import Rejected
 from epochal.tcm import (
     ALL_KINDS,
     AddCMSCandidate,
@@ -213,10 +220,42 @@ def apply_on_two(
     return mine
 
 
+# Entry ids from a small pool, so that commits share them — the same transformation (a retry)
+# or another (a reused id), in one slot or across slots — and ids of the members' own commits
+# (a client cannot send those: the codec refuses them; the builder must not trip on them).
+ENTRY_IDS = st.sampled_from(
+    [f"e{n}" for n in range(10)] + [f"cms:snapshot@{epoch}" for epoch in range(23, 40)]
+)
+
+
+def check_decisions(batch: Batch[Queued], known: dict[str, tuple[int, int]]) -> None:
+    """Every commit the builder took is answered as the entry ids say, in the order taken: a
+    known id with its first epoch (or as reused), an id proposed earlier in this slot joined
+    (or refused as reused)."""
+    in_slot: dict[str, int] = {}
+    for decided in batch.decided:
+        entry_id, digest = decided.commit.item.entry_id, decided.commit.item.digest
+        reused = (entry_id in known and known[entry_id][1] != digest) or (
+            in_slot.get(entry_id, digest) != digest
+        )
+        answer = decided.answer
+        if decided.decision is Decision.PROPOSED:
+            assert entry_id not in known and entry_id not in in_slot, entry_id
+            in_slot[entry_id] = digest
+        elif decided.decision is Decision.JOINED:
+            assert in_slot.get(entry_id) == digest, entry_id
+        elif isinstance(answer, CommitResult):
+            assert answer.duplicate and known[entry_id] == (answer.epoch, digest), entry_id
+        elif reused:
+            assert isinstance(answer, Rejected) and answer.rule == "entry_id_reused", answer
+        elif decided.decision is Decision.ANSWERED:
+            assert isinstance(answer, Rejected) and entry_id not in known, (entry_id, answer)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(TRANSFORMATIONS, st.sampled_from((None, "cms2", "cms3"))),
+        st.tuples(TRANSFORMATIONS, ENTRY_IDS, st.sampled_from((None, "cms2", "cms3"))),
         min_size=1,
         max_size=40,
     ),
@@ -224,24 +263,23 @@ def apply_on_two(
     st.integers(2, 9),
 )
 def test_whatever_the_builder_emits_every_member_applies_it_alike(
-    queue: list[tuple[Transformation, str | None]], max_values: int, snapshot_frequency: int
+    queue: list[tuple[Transformation, str, str | None]], max_values: int, snapshot_frequency: int
 ) -> None:
     leader = MetadataStateMachine(PRELUDE[-1], 1)
     follower = MetadataStateMachine(PRELUDE[-1], 1)
     replayed = Replayed()
-    pending = [Queued(item(t, f"e{index}"), origin) for index, (t, origin) in enumerate(queue)]
+    pending = [Queued(item(t, entry_id), origin) for t, entry_id, origin in queue]
     limits = BatchLimits(
         max_values=max_values, max_bytes=1 << 20, snapshot_frequency=snapshot_frequency
     )
     last_snapshot = 0
     slot = 1
-    answered: dict[str, object] = {}
     while pending:
         base = leader.metadata
-        queue_iter = iter(list(pending))
+        known = {entry_id: (epoch, d) for entry_id, epoch, d in leader.entry_ids()}
         batch = build_batch(
             base,
-            queue_iter,
+            iter(list(pending)),
             item_of=lambda q: q.item,
             origin_of=lambda q: q.origin,
             lookup=leader.lookup,
@@ -251,11 +289,9 @@ def test_whatever_the_builder_emits_every_member_applies_it_alike(
         taken = len(batch.decided)
         deferred = [d.commit for d in batch.decided if d.decision is Decision.DEFERRED]
         pending = deferred + pending[taken:]
-        for decided in batch.decided:
-            if decided.decision is Decision.ANSWERED:
-                answered[decided.commit.item.entry_id] = decided.answer
+        check_decisions(batch, known)
         # The slot the builder emits: states that follow each other from the base, one voter
-        # change at most, a snapshot only as its last item.
+        # change at most, a snapshot only as its last item, no entry id twice or known.
         assert [s.epoch for s in batch.states] == list(
             range(base.epoch + 1, base.epoch + 1 + len(batch.items))
         )
@@ -264,6 +300,8 @@ def test_whatever_the_builder_emits_every_member_applies_it_alike(
         assert all(not isinstance(i.transformation, TriggerSnapshot) for i in batch.items[:-1]), (
             "a snapshot ends its slot"
         )
+        ids = [i.entry_id for i in batch.items]
+        assert len(set(ids)) == len(ids) and not set(ids) & set(known), ids
         if not batch.items:
             assert all(d.decision is not Decision.PROPOSED for d in batch.decided)
             if not deferred and taken == 0:
@@ -279,6 +317,46 @@ def test_whatever_the_builder_emits_every_member_applies_it_alike(
         if result.snapshots:
             last_snapshot = result.snapshots[-1][0]
     assert leader.metadata == replayed.states[leader.epoch]
+
+
+KEYSPACE_KS1 = CreateKeyspace(name="ks1", replication=ReplicationParams.simple(1))
+
+
+def test_the_leaders_own_snapshot_makes_way_for_an_id_already_taken() -> None:
+    """A snapshot due at epoch N whose entry id some commit took already (only a member could:
+    clients may not send such ids) is left for the next slot, under another id; a leader that
+    applied such a batch of its own anyway applies it as any member would."""
+    base = PRELUDE[-1]
+    due = base.epoch + 2
+    taken = item(TriggerSnapshot(), f"cms:snapshot@{due}")
+    machine = MetadataStateMachine(base, 1)
+    batch = build_batch(
+        base,
+        iter(
+            [
+                Queued(
+                    item(
+                        CreateKeyspace(name="ks1", replication=ReplicationParams.simple(1)),
+                        f"cms:snapshot@{due}",
+                    ),
+                    None,
+                )
+            ]
+        ),
+        item_of=lambda q: q.item,
+        origin_of=lambda q: q.origin,
+        lookup=machine.lookup,
+        limits=BatchLimits(max_values=8, max_bytes=1 << 20, snapshot_frequency=1),
+        last_snapshot_epoch=0,
+    )
+    assert [i.entry_id for i in batch.items] == [f"cms:snapshot@{due}"]
+    # A leader's own batch that breaks the builder's promises is applied the long way.
+    follower = MetadataStateMachine(base, 1)
+    twice = [taken, taken]
+    states = [taken.transformation.execute(base)]
+    states.append(taken.transformation.execute(states[0]))
+    result = machine.apply_validated(2, twice, states)
+    assert result == follower.apply_slot(2, twice) and machine.epoch == base.epoch + 1
 
 
 @settings(max_examples=150, deadline=None)

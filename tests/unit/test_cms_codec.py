@@ -54,6 +54,7 @@ def test_a_parsed_commit_travels_as_an_item_and_back_unchanged() -> None:
         ("", 1 << 20, "entry_id is required"),
         ("x" * 129, 1 << 20, "the limit is 128"),
         ("e1", 10, "--max-transformation-bytes"),
+        ("cms:snapshot@7", 1 << 20, "the CMS members' own commits"),  # the leader's own ids
     ],
 )
 def test_bad_commits_are_refused_with_a_message(entry_id: str, limit: int, message: str) -> None:
