@@ -192,32 +192,43 @@ class Leases:
         return committed.epoch
 
     async def renew(self, target: Target, lease: HolderLease) -> str:
-        """Claim (renew) at every replica: "ok" when a majority acknowledged; "superseded" when
-        a replica has seen a higher token, "lapsed" when one saw this one lapse (either ends
-        the holding: the caller steps back); else "short" (no majority answered)."""
+        """Claim (renew) at every replica: "ok" as soon as a majority acknowledged; "superseded"
+        when a replica has seen a higher token, "lapsed" when one saw this one lapse, among the
+        answers before that (either ends the holding: the caller steps back; one that comes
+        later reaches a round); else "short" (no majority answered). The claims still out when
+        it returns go on to the replicas: a replica that answers last renews too, and one that
+        does not answer holds a renewal up no longer than the majority takes."""
         sent = now_ms()
         ref = self.ref(target, lease.token)
-        answers = await asyncio.gather(
-            *(
+        claims = [
+            asyncio.ensure_future(
                 self.client.state(address, ref, claim=True, lease_ms=self.lease_ms)
-                for address in target.replicas.values()
-            ),
-            return_exceptions=True,
-        )
+            )
+            for address in target.replicas.values()
+        ]
+        for claim in claims:
+            claim.add_done_callback(_retrieved)
         acknowledged = 0
-        refusals = {a.outcome for a in answers if isinstance(a, ReplicaRefused)}
-        for outcome in ("superseded", "lapsed"):
-            if outcome in refusals:
-                return outcome
-        for answer in answers:
-            if not isinstance(answer, BaseException):
-                acknowledged += 1
-        if acknowledged > len(target.replicas) // 2:
-            lease.renewed(sent)
-            return "ok"
+        for answered in asyncio.as_completed(claims):
+            try:
+                await answered
+            except ReplicaRefused as refused:
+                if refused.outcome in ("superseded", "lapsed"):
+                    return refused.outcome
+                continue
+            except Exception:  # unreachable, overloaded, ...: says nothing either way
+                continue
+            acknowledged += 1
+            if acknowledged > len(target.replicas) // 2:
+                lease.renewed(sent)
+                return "ok"
         return "short"
 
-    def drop(self, key: Key, why: str) -> None:
+    def drop(self, key: Key, why: str, lease: HolderLease | None = None) -> None:
+        """Step back from ``key`` (only from ``lease`` when given: a late answer about a lease
+        that was taken again since must not drop the new one)."""
+        if lease is not None and self.held.get(key) is not lease:
+            return
         if self.held.pop(key, None) is not None:
             self.metrics.lease_changes.labels("lost").inc()
             self.metrics.ranges_held.set(len(self.held))
@@ -236,3 +247,9 @@ class Leases:
                 log.info("releasing %s of %s failed: %s", token_range, keyspace, error)
         self.held.clear()
         self.metrics.ranges_held.set(0)
+
+
+def _retrieved(claim: asyncio.Future[object]) -> None:
+    """A claim's outcome nobody awaited any more (``renew`` returned first) is still read."""
+    if not claim.cancelled():
+        claim.exception()

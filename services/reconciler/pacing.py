@@ -99,8 +99,16 @@ class RangePace:
             self.split_since = {}  # every replica answered (whatever happened after)
         elif result is not None and result.sides:
             self.split_since = {s: self.split_since.get(s, started) for s in result.sides}
-        # else the round learned nothing of the sides (it ended before or at the state call:
-        # no two replicas answered and reached each other, or one refused): they stand
+        elif result is not None:
+            # The round ended at the state call before it formed sides (a replica refused, was
+            # overloaded or of another version, or no two answered): a side that leaves out a
+            # replica that answered is not apart from it — its clock starts again when a round
+            # finds it apart again. (Else a replica answering "overloaded" for as long as
+            # --cohort-after-ms would be folded without at its first missed deadline.)
+            answered = set(result.answered)
+            self.split_since = {
+                side: since for side, since in self.split_since.items() if answered <= set(side)
+            }
         self.went_well = result is not None and result.outcome in (
             "advanced",
             "delivered",

@@ -31,6 +31,7 @@ from epochal.reconciler.status import (
     refusal,
 )
 from epochal.wire.channels import Channels
+from epochal.wire.fields import MalformedInput
 from epochal.wire.reconcile import (
     cohort_from_proto,
     cohort_marks_to_proto,
@@ -85,25 +86,8 @@ class ReplicaClient:
                 request, timeout=self.state_timeout_s
             )
         _check(address, reply)
-        ends = tuple(reply.window_ends) or (0,) * len(window_from)  # (a replica without windows)
-        if len(ends) != len(window_from):
-            raise ReplicaRefused(
-                address,
-                "malformed",
-                f"{len(ends)} window ends for {len(window_from)} windows asked",
-            )
-        return RangeState(
-            hlc=reply.hlc,
-            fence=reply.fence,
-            low_bounds=marks_from_proto(reply.low_bounds, "low_bounds"),
-            lease_token=reply.lease_token,
-            lease_idle_ms=None if reply.lease_idle_ms < 0 else reply.lease_idle_ms,
-            log_entries=reply.log_entries,
-            log_bytes=reply.log_bytes,
-            window_ends=ends,
-            cohorts=tuple(cohort_from_proto(c, ref.keyspace, "cohorts") for c in reply.cohorts),
-            unreachable_peers=tuple(reply.unreachable_peers),
-        )
+        with _read(address):
+            return _range_state(address, ref, reply, window_from)
 
     async def summary(
         self,
@@ -128,8 +112,9 @@ class ReplicaClient:
             )
         _check(address, reply)
         self.bytes_exchanged += len(reply.summary) + len(reply.sketch)
-        sketch = Sketch.decode(reply.sketch) if sketch_cells else None
-        return LogDigests.decode(reply.summary), sketch
+        with _read(address):
+            sketch = Sketch.decode(reply.sketch) if sketch_cells else None
+            return LogDigests.decode(reply.summary), sketch
 
     async def deliver(
         self, address: str, ref: RangeRef, target: str, ids: Sequence[MutationId]
@@ -250,6 +235,38 @@ class ReplicaClient:
                 )
             raise failed from None
         self._unimplemented.discard((address, method))
+
+
+def _range_state(
+    address: str, ref: RangeRef, reply: pb.RangeStateResponse, window_from: Sequence[int]
+) -> RangeState:
+    ends = tuple(reply.window_ends) or (0,) * len(window_from)  # (a replica without windows)
+    if len(ends) != len(window_from):
+        raise MalformedInput(f"{len(ends)} window ends for {len(window_from)} windows asked")
+    return RangeState(
+        hlc=reply.hlc,
+        fence=reply.fence,
+        low_bounds=marks_from_proto(reply.low_bounds, "low_bounds"),
+        lease_token=reply.lease_token,
+        lease_idle_ms=None if reply.lease_idle_ms < 0 else reply.lease_idle_ms,
+        log_entries=reply.log_entries,
+        log_bytes=reply.log_bytes,
+        window_ends=ends,
+        cohorts=tuple(cohort_from_proto(c, ref.keyspace, "cohorts") for c in reply.cohorts),
+        unreachable_peers=tuple(reply.unreachable_peers),
+    )
+
+
+@contextlib.contextmanager
+def _read(address: str) -> Iterator[None]:
+    """A reply this reconciler cannot read (a replica of another version, or a bug) is the
+    replica's refusal, ``malformed_reply``: the round ends with it, as with any refusal."""
+    try:
+        yield
+    except (MalformedInput, ValueError) as error:  # MalformedSummary is a ValueError
+        raise ReplicaRefused(
+            address, "malformed_reply", f"its reply does not read: {error}"
+        ) from None
 
 
 def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:

@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from epochal.errors import EpochalError
 from epochal.mtrack import (
     MAX_SKETCH_ROUNDS,
     Difference,
@@ -111,6 +112,8 @@ class RoundResult:
     whole: bool = False  # every replica answered the state call, and all reach each other
     # The sides (of two replicas or more) a split range's replicas formed this round.
     sides: tuple[tuple[str, ...], ...] = ()
+    # The replicas that answered the state call, whatever they answered (a refusal too).
+    answered: tuple[str, ...] = ()
     cohort: Cohort | None = None  # the cohort folded into (outcome "cohort")
     cohorts: tuple[Cohort, ...] = ()  # the cohorts the replicas reported holding
     cohort_holders: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -307,6 +310,12 @@ class Round:
                 for node in nodes
             ),
             return_exceptions=True,
+        )
+        self.result.answered = tuple(
+            node
+            for node, answer in zip(nodes, answers, strict=True)
+            if isinstance(answer, RangeState)
+            or (isinstance(answer, EpochalError) and not isinstance(answer, Unreachable))
         )
         states = {}
         for node, answer in zip(nodes, answers, strict=True):

@@ -70,6 +70,11 @@ class ReconcilerSettings:
         # whether it renewed before that lease could end at any replica; and after the wait the
         # renewed lease must leave time to act.
         state_ms = round(self.state_timeout_s * 1000)
+        if state_ms < 1:
+            raise ValueError(
+                f"--lease-margin-ms ({self.lease_margin_ms}) leaves no time for the state calls "
+                "(half of it, by default): raise it, or set --state-timeout-ms"
+            )
         if state_ms >= self.lease_margin_ms:
             raise ValueError(
                 f"--state-timeout-ms ({state_ms}) must be below --lease-margin-ms "

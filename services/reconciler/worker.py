@@ -239,7 +239,7 @@ class Worker:
         self.metrics.summary_bytes.inc(self.client.bytes_exchanged - before)
         previous = self.records.get(key)
         if result.outcome in ("superseded", "lapsed"):
-            self.leases.drop(key, result.detail)
+            self.leases.drop(key, result.detail, lease)
         elif result.outcome not in ("advanced", "delivered", "partial", "cohort") and (
             previous is None or previous.last_outcome != result.outcome
         ):  # said once when a range's rounds start failing, not every round
@@ -365,9 +365,9 @@ class Worker:
                     log.exception("renewing the lease of %s failed", key)
                     return
             if renewed in ("superseded", "lapsed"):
-                self.leases.drop(key, f"a replica refused its lease token ({renewed})")
+                self.leases.drop(key, f"a replica refused its lease token ({renewed})", lease)
             elif renewed != "ok" and not lease.may_act(time.monotonic() * 1000):
-                self.leases.drop(key, "a majority of its replicas did not renew it")
+                self.leases.drop(key, "a majority of its replicas did not renew it", lease)
 
         while True:
             await asyncio.sleep(self.settings.lease_ms / 3000)

@@ -48,6 +48,7 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
             r"--lease-ms \(3000\)",
         ),
         ([*BASE, "--state-timeout-ms", "-1"], "--state-timeout-ms must be >= 0"),
+        ([*BASE, "--lease-margin-ms", "1"], r"--lease-margin-ms \(1\) leaves no time"),
         ([*BASE, "--batch", "0"], "--batch must be > 0"),
         ([*BASE, "--max-ranges", "-1"], "--max-ranges must be >= 0"),
         ([*BASE, "--window-ids", "0"], "--window-ids must be > 0"),

@@ -20,6 +20,7 @@ import pytest
 from epochal.mtrack import LogDigests, make_hlc
 from epochal.mtrack.leases import HolderLease
 from epochal.mtrack.range_calls import RangeRef
+from epochal.reconciler.leases import Leases, Target
 from epochal.reconciler.pacing import Pacer, RangePace
 from epochal.reconciler.replica_client import ReplicaClient
 from epochal.reconciler.rounds import Round, RoundResult
@@ -66,10 +67,12 @@ class StubReplica(replica_pb2_grpc.ReplicaReconcileServicer):
         failing: grpc.StatusCode | None = None,
         *,
         hang: bool = False,
+        garbled: bool = False,
         trailers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.failing = failing
         self.hang = hang
+        self.garbled = garbled  # answers with a low bound that is no HLC
         self.trailers = trailers
         self.calls = 0
 
@@ -86,6 +89,7 @@ class StubReplica(replica_pb2_grpc.ReplicaReconcileServicer):
             outcome=pb.OK,
             hlc=make_hlc(time.time_ns() // 1_000_000),
             window_ends=[0] * len(request.window_from),
+            low_bounds=[pb.RangeMark(hlc=(1 << 64) - 1)] if self.garbled else [],
         )
 
     async def RangeSummary(
@@ -177,12 +181,14 @@ def test_only_a_replica_that_gave_no_answer_is_left_out_of_the_round(
         # a and b compared their logs without c, and the range counts as split from c
         assert result.unreachable == ("c",) and result.sides == (("a", "b"),)
     else:
-        # c answered: not left out, no side formed, and the range's split clock is untouched
+        # c answered: not left out, no side formed, and the clock of the side without c
+        # stops (c is not apart from a and b: a missed deadline later must not fold at once)
         assert result.unreachable == () and result.sides == () and not result.whole
         assert "127.0.0.1:" in result.detail
+        assert set(result.answered) == {"a", "b", "c"}
         pace = RangePace(advance_s=5.0, split_since={("a", "b"): 1.0})
         pace.after(100.0, result, advance=False, sizes=False)
-        assert pace.split_since == {("a", "b"): 1.0}
+        assert pace.split_since == {}
     assert pacer.share == (0.5 if reaction is Reaction.BACK_OFF else 1.0)
 
 
@@ -227,3 +233,53 @@ def test_a_replica_of_another_version_ends_rounds_with_one_log_line(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3, lines  # once per client (the test's, and each round's): not per call
     assert all("ReplicaReconcile/RangeState" in line and "127.0.0.1:" in line for line in lines)
+
+
+def test_a_reply_that_does_not_read_is_the_replicas_refusal() -> None:
+    """A state reply this reconciler cannot read (another version's, or a bug's) ends the round
+    as refused, naming the replica — not a traceback in the worker, not a replica left out."""
+    error = asyncio.run(state_of_c(StubReplica(garbled=True)))
+    assert isinstance(error, ReplicaRefused) and error.outcome == "malformed_reply"
+
+    async def scenario() -> RoundResult:
+        async with replicas(StubReplica(garbled=True)) as addresses:
+            return await one_round(addresses, Pacer(1_000))
+
+    result = asyncio.run(scenario())
+    assert result.outcome == "refused" and "malformed_reply" in result.detail
+    assert result.unreachable == () and set(result.answered) == {"a", "b", "c"}
+
+
+class EpochOnly:
+    """The follower a lease renewal reads: only the epoch."""
+
+    epoch = 1
+
+
+def test_a_renewal_counts_the_majority_without_waiting_on_a_replica_that_hangs() -> None:
+    """Renewing a lease while one replica hangs (stopped): "ok" once two of three renewed,
+    long before the state deadline (one renewal pass must not take a deadline per range)."""
+
+    async def renew(c: StubReplica) -> tuple[str, float]:
+        async with replicas(c) as addresses:
+            channels = Channels()
+            try:
+                leases = Leases(
+                    "rec-1",
+                    EpochOnly(),  # type: ignore[arg-type]
+                    None,  # type: ignore[arg-type]
+                    ReplicaClient(channels, timeout_s=RPC_TIMEOUT_S, state_timeout_s=3.0),
+                    None,  # type: ignore[arg-type]
+                    lease_ms=10_000,
+                    margin_ms=4_000,
+                    max_ranges=0,
+                )
+                lease = HolderLease(token=1, lease_ms=10_000, margin_ms=4_000)
+                started = time.monotonic()
+                outcome = await leases.renew(Target("ks", RANGE, addresses), lease)
+                return outcome, time.monotonic() - started
+            finally:
+                await channels.close()
+
+    outcome, seconds = asyncio.run(renew(StubReplica(hang=True)))
+    assert outcome == "ok" and seconds < 2.0, seconds
