@@ -228,7 +228,7 @@ class Operations:
             try:
                 await self._undo_all(sequence)
             except Exception as error:
-                self.state, self.message = "failed", f"abort: {error}"
+                self.state, self.message = "failed", f"abort: {_why(error)}"
                 raise
             self.state, self.message = "aborted", "every step undone"
 
@@ -301,8 +301,10 @@ class Operations:
             self.state, self.message = "cancelled", "stopped by a cancel"
             raise
         except Exception as error:
-            self.state, self.message = "failed", str(error)
-            log.error("%s failed: %s (resume or cancel it)", what, error)
+            self.state, self.message = "failed", _why(error)
+            log.error(
+                "%s failed: %s (resume or cancel it)", what, error, exc_info=not _expected(error)
+            )
             raise
 
     async def _stream(self, metadata: ClusterMetadata, sequence: InProgressSequence) -> None:
@@ -466,3 +468,15 @@ def owned_ranges(metadata: ClusterMetadata, node_id: str) -> list[OwnedRanges]:
         table_ids = tuple(sorted(t.id for t in keyspace.tables.values()))
         owned.append(OwnedRanges(keyspace.name, table_ids, tuple(ranges)))
     return owned
+
+
+def _expected(error: Exception) -> bool:
+    return isinstance(error, EpochalError)
+
+
+def _why(error: Exception) -> str:
+    """What an operation's status says of the error that failed it: an expected error's
+    message; of a bug, only that it was one (its text and traceback are in the log)."""
+    if _expected(error):
+        return str(error)
+    return "an internal error (logged by the replica with its traceback)"
