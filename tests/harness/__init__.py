@@ -17,10 +17,12 @@ module imports from another.
 from .cms import (
     FAST_ELECTIONS,
     Committers,
+    commit_then_stop,
     converge,
     keyspace,
     local_cms,
     log_entries,
+    plant_accepted_slot,
     read_log,
     storage_of,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "assert_quiet",
     "block_until",
     "call_each_method",
+    "commit_then_stop",
     "converge",
     "create_events",
     "first_answer",
@@ -73,6 +76,7 @@ __all__ = [
     "latest",
     "local_cms",
     "log_entries",
+    "plant_accepted_slot",
     "read_group",
     "read_log",
     "read_seqs",

@@ -14,12 +14,13 @@ from typing import Any
 
 import grpc
 
-from epochal.cms.storage import CMSStorage, LogEntryRow
+from epochal.cms.storage import AcceptedRow, CMSStorage, LogEntryRow
 from epochal.cms_client import CMSClient, Committed
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
-from epochal.tcm import CreateKeyspace, ReplicationParams, ReplicationType
+from epochal.tcm import CreateKeyspace, ReplicationParams, ReplicationType, Transformation
 from epochal.wire.log import LogRecord
+from epochal.wire.paxos import encode_slot_value
 
 from .waiting import until
 
@@ -80,6 +81,33 @@ async def log_entries(
             entries.extend(page.records)
             if not page.has_more:
                 return entries
+
+
+def plant_accepted_slot(cms: LocalCMS, values: tuple[bytes, ...]) -> None:
+    """On every (stopped) member's disk, ``values`` accepted for the slot after its applied one,
+    at the ballot it promised (as if a leader had them accepted there, then every member
+    stopped): what the members choose and apply when they start again."""
+    for member_id in cms.members:
+        storage = storage_of(cms, member_id)
+        try:
+            state = storage.load()
+            ballot = state.promised or (1, "cms1")
+            row = AcceptedRow(state.applied_slot + 1, *ballot, encode_slot_value(values))
+            storage.save_acceptor(state.promised, [row])
+        finally:
+            storage.close()
+
+
+async def commit_then_stop(cms: LocalCMS, commits: dict[str, Transformation]) -> int:
+    """Commit ``commits`` (entry id -> transformation), wait for every member to hold them,
+    then stop the members gracefully (each writes what it applied); the epoch they reached."""
+    await cms.wait_serving()
+    async with CMSClient(cms.addresses) as client:
+        for entry_id, transformation in commits.items():
+            await client.commit(transformation, entry_id=entry_id)
+    epoch = await converge(cms)
+    cms.stop()
+    return epoch
 
 
 async def converge(cms: LocalCMS, timeout_s: float = 30.0, members: tuple[str, ...] = ()) -> int:

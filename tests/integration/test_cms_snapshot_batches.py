@@ -16,13 +16,20 @@ from sqlalchemy import select
 from epochal.cms import tables
 from epochal.cms.codec import encode_item
 from epochal.cms.state_machine import ProposalItem, digest_of
-from epochal.cms.storage import AcceptedRow
 from epochal.cms_client import CMSClient, Committed
 from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import ClusterMetadata, Transformation, TriggerSnapshot
 from epochal.wire.metadata import decode_metadata, decode_transformation, encode_transformation
-from epochal.wire.paxos import encode_slot_value
-from tests.harness import converge, keyspace, local_cms, read_log, run, storage_of
+from tests.harness import (
+    commit_then_stop,
+    converge,
+    keyspace,
+    local_cms,
+    plant_accepted_slot,
+    read_log,
+    run,
+    storage_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -123,16 +130,7 @@ def test_a_member_restarted_on_a_slot_with_a_snapshot_mid_batch_applies_it(
     snapshot queued before another commit. Restarted, the members choose and apply it (the
     snapshot at its own epoch, the keyspace after it) and serve."""
     with local_cms(tmp_path / "cms") as cms:
-
-        async def setup() -> int:
-            await cms.wait_serving()
-            async with CMSClient(cms.addresses) as client:
-                await client.commit(keyspace("before"), entry_id="before")
-            epoch = await converge(cms)
-            cms.stop()  # gracefully: each writes what it applied
-            return epoch
-
-        epoch = run(cms, setup, 60)
+        epoch = run(cms, lambda: commit_then_stop(cms, {"before": keyspace("before")}), 60)
         values = tuple(
             encode_item(item(change, entry_id))
             for entry_id, change in (
@@ -140,8 +138,7 @@ def test_a_member_restarted_on_a_slot_with_a_snapshot_mid_batch_applies_it(
                 ("after-snapshot", keyspace("after")),
             )
         )
-        for member_id in cms.members:
-            plant_accepted_slot(cms, member_id, encode_slot_value(values))
+        plant_accepted_slot(cms, values)
 
         async def restarted() -> int:
             cms.start()
@@ -167,16 +164,3 @@ def test_a_member_restarted_on_a_slot_with_a_snapshot_mid_batch_applies_it(
 def item(change: Transformation, entry_id: str) -> ProposalItem:
     encoded = encode_transformation(change)
     return ProposalItem(change, encoded, entry_id, digest_of(encoded))
-
-
-def plant_accepted_slot(cms: LocalCMS, member_id: str, value: bytes) -> None:
-    """An accepted value for the slot after the member's applied one, at a ballot above any
-    it promised (as if a leader of that ballot had it accepted, then every member stopped)."""
-    storage = storage_of(cms, member_id)
-    try:
-        state = storage.load()
-        promised_round, promised_node = state.promised or (1, "cms1")
-        row = AcceptedRow(state.applied_slot + 1, promised_round, promised_node, value)
-        storage.save_acceptor(state.promised, [row])
-    finally:
-        storage.close()

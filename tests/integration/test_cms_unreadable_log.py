@@ -18,13 +18,21 @@ from sqlalchemy import delete
 from epochal.cms import tables
 from epochal.cms.codec import encode_item
 from epochal.cms.state_machine import ProposalItem, digest_of
-from epochal.cms.storage import AcceptedRow
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
 from epochal.wire.channels import insecure_channel
-from epochal.wire.paxos import encode_slot_value
-from tests.harness import converge, keyspace, local_cms, run, storage_of, until, until_logged
+from tests.harness import (
+    commit_then_stop,
+    converge,
+    keyspace,
+    local_cms,
+    plant_accepted_slot,
+    run,
+    storage_of,
+    until,
+    until_logged,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,29 +58,9 @@ def test_a_chosen_slot_of_an_unknown_kind_stops_the_members_without_a_crash(
     tmp_path: Path,
 ) -> None:
     with local_cms(tmp_path / "cms") as cms:
-
-        async def setup() -> int:
-            await cms.wait_serving()
-            async with CMSClient(cms.addresses) as client:
-                await client.commit(keyspace("known"), entry_id="known")
-            epoch = await converge(cms)
-            cms.stop()
-            return epoch
-
-        epoch = run(cms, setup, 60)
-        value = encode_slot_value(
-            (encode_item(ProposalItem(None, UNKNOWN_KIND, "newer", digest_of(UNKNOWN_KIND))),)  # type: ignore[arg-type]
-        )
-        for member_id in cms.members:
-            storage = storage_of(cms, member_id)
-            try:
-                state = storage.load()
-                ballot = state.promised or (1, "cms1")
-                storage.save_acceptor(
-                    state.promised, [AcceptedRow(state.applied_slot + 1, *ballot, value)]
-                )
-            finally:
-                storage.close()
+        epoch = run(cms, lambda: commit_then_stop(cms, {"known": keyspace("known")}), 60)
+        newer = ProposalItem(None, UNKNOWN_KIND, "newer", digest_of(UNKNOWN_KIND))  # type: ignore[arg-type]
+        plant_accepted_slot(cms, (encode_item(newer),))
 
         async def restarted() -> None:
             cms.start()
@@ -101,17 +89,8 @@ def test_a_member_whose_stored_log_is_damaged_stays_up_and_says_so(tmp_path: Pat
     """An entry missing in the middle of one member's stored log: it stays up, NOT_SERVING,
     with the epoch it could replay to; the two others go on committing."""
     with local_cms(tmp_path / "cms", extra_args=("--snapshot-frequency", "1000")) as cms:
-
-        async def setup() -> int:
-            await cms.wait_serving()
-            async with CMSClient(cms.addresses) as client:
-                for index in range(5):
-                    await client.commit(keyspace(f"k{index}"), entry_id=f"k{index}")
-            epoch = await converge(cms)
-            cms.stop()
-            return epoch
-
-        epoch = run(cms, setup, 60)
+        commits = {f"k{index}": keyspace(f"k{index}") for index in range(5)}
+        epoch = run(cms, lambda: commit_then_stop(cms, commits), 60)
         storage = storage_of(cms, "cms3")
         try:
             with storage.engine.begin() as conn:

@@ -27,12 +27,8 @@ from epochal.replica.codec import (
     range_request_from_proto,
 )
 from epochal.replica.faults import Faults
-from epochal.replica.local_replica import LocalReplica
-from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.peer_servicer import PeerServicer
-from epochal.replica.settings import settings_from
 from epochal.replica.storage import ReplicaStorage
-from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     Column,
     ColumnType,
@@ -42,14 +38,13 @@ from epochal.tcm import (
     ReplicationParams,
     TokenRange,
 )
-from epochal.wire.channels import Channels
 from epochal.wire.fields import MalformedInput
 from epochal.wire.handlers import add_servicer
-from epochal.wire.log import LogClient
 from epochal.wire.metadata import transformation_from_proto, transformation_to_proto
 from epochal.wire.reconcile import ref_from_proto
 from epochal.wire.v1 import replica_pb2 as pb
 
+from .local_node import local_replica
 from .local_server import serving
 from .seed_ring import Cluster
 
@@ -81,22 +76,11 @@ def one_node() -> Cluster:
 
 
 def peer_servicer(storage: ReplicaStorage, made: Cluster) -> PeerServicer:
-    settings = settings_from(["--listen", "127.0.0.1:1", "--cms", "127.0.0.1:2"], {})
-    metrics = ReplicaMetrics()
-    follower = MetadataFollower(
-        settings.follower,
-        storage.metadata,
-        LogClient(Channels()),
-        metrics.follower,
-        service="replica",
-    )
-    follower._set(made.md, ())  # the metadata as if applied from the log
-    local = LocalReplica(settings, storage, follower, metrics)
-    local.node_id = made.ids["A"]
+    local = local_replica(storage, made)
     return PeerServicer(
-        settings,
+        local.settings,
         local,
-        follower,
+        local.follower,
         None,  # type: ignore[arg-type]  # no range streams here
         None,  # type: ignore[arg-type]
         faults=Faults(),

@@ -25,15 +25,12 @@ from epochal.replica.coordinator import Coordinator
 from epochal.replica.identity import node_number
 from epochal.replica.ids import MutationIds, wall_ms
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
-from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Mutation, RowWrite
 from epochal.replica.mutations import BadRequest, RowDraft, WriteDraft, check_stored
 from epochal.replica.reconcile_ops import AdvanceLowBound, RaiseFence
 from epochal.replica.reconcile_store import MarkKind
-from epochal.replica.settings import settings_from
 from epochal.replica.status import code_of
 from epochal.replica.storage import ReplicaStorage
-from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     Column,
     ColumnType,
@@ -46,8 +43,8 @@ from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import EVERYTHING
 from epochal.tcm.tokens import TokenRange
 from epochal.wire.channels import Channels
-from epochal.wire.log import LogClient
 
+from .local_node import local_replica
 from .seed_ring import Cluster
 from .write_drafts import cell
 
@@ -81,18 +78,7 @@ def storage(tmp_path) -> Iterator[ReplicaStorage]:
 
 
 def replica(storage: ReplicaStorage, made: Cluster) -> LocalReplica:
-    settings = settings_from(["--listen", "127.0.0.1:1", "--cms", "127.0.0.1:2"], {})
-    metrics = ReplicaMetrics()
-    follower = MetadataFollower(
-        settings.follower,
-        storage.metadata,
-        LogClient(Channels()),
-        metrics.follower,
-        service="replica",
-    )
-    follower._set(made.md, ())  # the metadata as if applied from the log
-    local = LocalReplica(settings, storage, follower, metrics)
-    local.node_id = made.ids["A"]
+    local = local_replica(storage, made)
     local.write_floor = lambda: 0  # type: ignore[method-assign]  # these ids are from 1970
     return local
 
