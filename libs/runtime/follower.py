@@ -402,6 +402,8 @@ class MetadataFollower:
                 break
             try:
                 metadata = record.transformation.execute(metadata)
+            except (MemoryError, RecursionError):
+                raise  # the process's, not the entry's: stopping for good would be wrong
             except Exception as error:  # a bug, or a log this version reads differently
                 log.exception("applying epoch %d failed", record.epoch)
                 self._stop(record.epoch, f"applying {record.transformation} failed: {error!r}")

@@ -21,9 +21,9 @@ validated and executed against the state the ones before it reached:
   leader's own ``TriggerSnapshot`` closes it (unless its entry id is taken already: a client
   cannot send such an id, ``epochal.cms.codec``; the next slot's snapshot has another).
 
-The slot is bounded by ``max_values`` commits and ``max_bytes`` of encoded transformations (the
-InitializeCMS of an empty log and the closing snapshot come on top). What is not taken stays
-queued, in order, with the deferred commits ahead of it.
+The slot is bounded by ``max_values`` commits (the InitializeCMS of an empty log counts among
+them) and ``max_bytes`` of encoded transformations; the closing snapshot comes on top. What is
+not taken stays queued, in order, with the deferred commits ahead of it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Generic, TypeVar
 
 from epochal.cms.state_machine import (
     CommitResult,
+    Outcome,
     ProposalItem,
     digest_of,
     validated_and_executed,
@@ -165,6 +166,27 @@ def _decide(
     return Decided(commit, Decision.PROPOSED)
 
 
+def answer_to(
+    outcome: Outcome,
+    digest: int,
+    known: tuple[int, int] | None,
+    batch_size: int,
+    slot: int,
+) -> CommitResult | EpochalError | None:
+    """What a commit of ``digest`` waiting on ``outcome``'s entry id is told once the slot is
+    applied (``known``: the id's record after it): the outcome itself when it is this very
+    transformation's; else the record's answer — "reused" (never another transformation's
+    epoch); None when the slot recorded nothing under the id (this commit's fate is still open:
+    its leader answers it)."""
+    if digest != outcome.digest:
+        return None if known is None else known_answer_of(outcome.entry_id, digest, known)
+    if outcome.reused_id_of_epoch:
+        return entry_id_reused(outcome.entry_id, outcome.reused_id_of_epoch)
+    if outcome.rejection is not None:
+        return Rejected(outcome.rejection.rule, outcome.rejection.message)
+    return CommitResult(outcome.epoch, outcome.duplicate, batch_size, slot)
+
+
 def snapshot_item(epoch: int) -> ProposalItem:
     """The leader's own TriggerSnapshot, for the slot that reaches ``epoch``."""
     transformation = TriggerSnapshot()
@@ -175,9 +197,16 @@ def snapshot_item(epoch: int) -> ProposalItem:
 
 def known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult | EpochalError:
     """The answer to a commit whose entry id was applied at ``known`` = (epoch, digest)."""
-    epoch, digest = known
-    if digest != item.digest:
-        return entry_id_reused(item.entry_id, epoch)
+    return known_answer_of(item.entry_id, item.digest, known)
+
+
+def known_answer_of(
+    entry_id: str, digest: int, known: tuple[int, int]
+) -> CommitResult | EpochalError:
+    """The answer to a commit of ``digest`` under ``entry_id``, applied at ``known``."""
+    epoch, known_digest = known
+    if known_digest != digest:
+        return entry_id_reused(entry_id, epoch)
     return CommitResult(epoch, duplicate=True)
 
 

@@ -55,8 +55,8 @@ from epochal.cms.batching import (
     Batch,
     BatchLimits,
     Decision,
+    answer_to,
     build_batch,
-    entry_id_reused,
     known_answer,
 )
 from epochal.cms.codec import decode_item, encode_item
@@ -66,7 +66,6 @@ from epochal.cms.settings import CMSSettings
 from epochal.cms.state_machine import (
     CommitResult,
     MetadataStateMachine,
-    Outcome,
     ProposalItem,
     SlotResult,
     digest_of,
@@ -234,7 +233,9 @@ class CMSMemberLoop:
         self.node: PaxosNode
         self.sm: MetadataStateMachine
         self._pending: deque[_Pending] = deque()
-        self._in_flight: dict[str, list[asyncio.Future[CommitResult]]] = {}
+        # Commits in the slot this leader proposed, by entry id: their item's digest, and every
+        # caller waiting on it.
+        self._in_flight: dict[str, tuple[int, list[asyncio.Future[CommitResult]]]] = {}
         # Commits this member forwarded to the leader, by entry id: answered by the slot that
         # carries them when this member applies it, or by the leader, whichever comes first.
         self._forwarded: dict[str, list[tuple[ProposalItem, asyncio.Future[CommitResult]]]] = {}
@@ -345,7 +346,7 @@ class CMSMemberLoop:
         self._draining = True
         self._leader_changed.set()  # a commit waiting for a leader sees the drain at once
         outstanding = [p.future for p in self._pending]
-        outstanding += [f for futures in self._in_flight.values() for f in futures]
+        outstanding += [f for _, futures in self._in_flight.values() for f in futures]
         outstanding += [f for waiting in self._forwarded.values() for _, f in waiting]
         waiting = [f for f in outstanding if not f.done()]
         if waiting and timeout_s > 0:
@@ -628,14 +629,21 @@ class CMSMemberLoop:
             self.node.compact(min(up_to, self.node.chosen_up_to))
 
     def _answer(self, result: SlotResult) -> None:
+        """Settle the commits waiting here on each outcome's entry id: those of the very item
+        with its outcome; one that carries another transformation under that id with the id's
+        record (``reused``) — or, when the slot recorded nothing under it, not yet."""
         for outcome in result.outcomes:
-            futures = self._in_flight.pop(outcome.entry_id, None)
-            forwarded = [f for _, f in self._forwarded.get(outcome.entry_id, ())]
-            if not futures and not forwarded:
-                continue
-            answer = _answer_for(outcome, len(result.outcomes), result.slot)
-            for future in (futures or []) + forwarded:
-                _settle(future, answer)
+            waiting: list[tuple[int, asyncio.Future[CommitResult]]] = [
+                (item.digest, future) for item, future in self._forwarded.get(outcome.entry_id, ())
+            ]
+            in_flight = self._in_flight.pop(outcome.entry_id, None)
+            if in_flight is not None:
+                waiting += [(in_flight[0], future) for future in in_flight[1]]
+            known = self.sm.lookup(outcome.entry_id)
+            for digest, future in waiting:
+                answer = answer_to(outcome, digest, known, len(result.outcomes), result.slot)
+                if answer is not None:
+                    _settle(future, answer)
 
     # ------------------------------------------------------------------ commits
 
@@ -736,6 +744,10 @@ class CMSMemberLoop:
         return future
 
     def _maybe_propose(self) -> None:
+        with _crash_on_broken_invariant():  # also on the commit path and the linger timer
+            self._propose_next()
+
+    def _propose_next(self) -> None:
         if not (self._pending or (self.node.is_leader and self.sm.epoch == 0)):
             return
         if not self.node.idle_leader or self.sm.applied_slot != self.node.chosen_up_to:
@@ -816,10 +828,13 @@ class CMSMemberLoop:
         for decided in batch.decided:
             pending = decided.commit
             if decided.decision is Decision.PROPOSED:
-                self._in_flight[pending.item.entry_id] = [pending.future]
+                self._in_flight[pending.item.entry_id] = (pending.item.digest, [pending.future])
             elif decided.decision is Decision.JOINED:
                 # The same id twice in one batch: one proposal, both callers answered by it.
-                self._in_flight[pending.item.entry_id].append(pending.future)
+                joined = self._in_flight.setdefault(
+                    pending.item.entry_id, (pending.item.digest, [])
+                )
+                joined[1].append(pending.future)
             elif decided.decision is Decision.DEFERRED:
                 deferred.append(pending)
             else:
@@ -870,7 +885,7 @@ class CMSMemberLoop:
 
     def _fail_in_flight(self, error: Callable[[], EpochalError]) -> None:
         """Settle every commit in flight with an error of its own (``error`` builds one)."""
-        for futures in self._in_flight.values():
+        for _, futures in self._in_flight.values():
             for future in futures:
                 _settle(future, error())
         self._in_flight.clear()
@@ -1180,14 +1195,8 @@ def _next_state(metadata: ClusterMetadata, row: LogEntryRow) -> ClusterMetadata:
     transformation = decode_transformation(row.transformation)
     try:
         return transformation.execute(metadata)
+    except (MemoryError, RecursionError):
+        raise  # the process's, not the entry's
     except Exception as error:  # a bug: the entry was validated when it was applied
         log.exception("replaying epoch %d (%s) failed", row.epoch, transformation)
         raise MalformedInput(f"replaying epoch {row.epoch} ({transformation}) failed") from error
-
-
-def _answer_for(outcome: Outcome, batch_size: int, slot: int) -> CommitResult | EpochalError:
-    if outcome.reused_id_of_epoch:
-        return entry_id_reused(outcome.entry_id, outcome.reused_id_of_epoch)
-    if outcome.rejection is not None:
-        return Rejected(outcome.rejection.rule, outcome.rejection.message)
-    return CommitResult(outcome.epoch, outcome.duplicate, batch_size, slot)

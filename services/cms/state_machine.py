@@ -64,6 +64,7 @@ class AppliedEntry:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     entry_id: str
+    digest: int  # of the item this is the outcome of
     epoch: int = 0
     duplicate: bool = False
     rejection: Rejected | None = None
@@ -194,11 +195,11 @@ class MetadataStateMachine:
         if known is not None:
             epoch, digest = known
             if digest != item.digest:
-                return Outcome(entry_id=item.entry_id, reused_id_of_epoch=epoch)
-            return Outcome(entry_id=item.entry_id, epoch=epoch, duplicate=True)
+                return Outcome(item.entry_id, item.digest, reused_id_of_epoch=epoch)
+            return Outcome(item.entry_id, item.digest, epoch=epoch, duplicate=True)
         after = validated_and_executed(item, self.metadata)
         if isinstance(after, Rejected):
-            return Outcome(entry_id=item.entry_id, rejection=after)
+            return Outcome(item.entry_id, item.digest, rejection=after)
         self.metadata = after
         return self._record(slot, self.metadata.epoch, item, entries)
 
@@ -217,7 +218,7 @@ class MetadataStateMachine:
                 digest=item.digest,
             )
         )
-        return Outcome(entry_id=item.entry_id, epoch=epoch)
+        return Outcome(item.entry_id, item.digest, epoch=epoch)
 
     def _forget_old_ids(self) -> int | None:
         bound = self.metadata.epoch - self.retention_epochs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epochal.cms.batching import Batch, BatchLimits, Decision, build_batch
+from epochal.cms.batching import Batch, BatchLimits, Decision, answer_to, build_batch
 from epochal.cms.codec import decode_item, encode_item
 from epochal.cms.state_machine import (
     CommitResult,
@@ -349,7 +349,9 @@ def test_the_leaders_own_snapshot_makes_way_for_an_id_already_taken() -> None:
         limits=BatchLimits(max_values=8, max_bytes=1 << 20, snapshot_frequency=1),
         last_snapshot_epoch=0,
     )
-    assert [i.entry_id for i in batch.items] == [f"cms:snapshot@{due}"]
+    assert [(i.transformation, i.entry_id) for i in batch.items] == [
+        (KEYSPACE_KS1, f"cms:snapshot@{due}")
+    ]
     # A leader's own batch that breaks the builder's promises is applied the long way.
     follower = MetadataStateMachine(base, 1)
     twice = [taken, taken]
@@ -384,3 +386,21 @@ def test_a_slot_no_builder_made_applies_alike_everywhere(
         replayed.add(mine)
         replayed.check_snapshots(mine)
     assert one.metadata == replayed.states[one.epoch]
+
+
+def test_a_commit_waiting_on_an_entry_id_is_never_told_another_transformations_epoch() -> None:
+    """A follower forwarded (X, T2) while the slot being chosen carries (X, T1): applying the
+    slot answers T1's callers with its epoch and T2's as reused — never "committed at T1's
+    epoch" — and leaves T2 open when the slot recorded nothing under X (T1 was refused)."""
+    machine = MetadataStateMachine(PRELUDE[-1], 1)
+    first = item(KEYSPACE_KS1, "x")
+    second = item(CreateKeyspace(name="ks2", replication=ReplicationParams.simple(1)), "x")
+    (outcome,) = machine.apply_slot(2, [first]).outcomes
+    known = machine.lookup("x")
+    committed = answer_to(outcome, first.digest, known, 1, 2)
+    assert isinstance(committed, CommitResult) and committed.epoch == outcome.epoch
+    reused = answer_to(outcome, second.digest, known, 1, 2)
+    assert isinstance(reused, Rejected) and reused.rule == "entry_id_reused"
+    (refused,) = machine.apply_slot(3, [item(KEYSPACE_KS1, "y")]).outcomes  # ks1 exists
+    assert refused.rejection is not None
+    assert answer_to(refused, second.digest, machine.lookup("y"), 1, 3) is None
