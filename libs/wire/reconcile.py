@@ -35,7 +35,10 @@ def marks_from_proto(messages: Iterable[pb.RangeMark], field: str) -> RangeMarks
         if message.hlc > MAX_HLC:
             raise MalformedInput(f"{field}: {message.hlc} is not an HLC")
         pieces.append(Mark(range_from_proto(message.range, field), message.hlc))
-    return RangeMarks.of_pieces(pieces)
+    try:
+        return RangeMarks.of_pieces(pieces)
+    except ValueError as error:  # pieces that overlap
+        raise MalformedInput(f"{field}: {error}") from None
 
 
 def ref_to_proto(ref: RangeRef) -> pb.ReconcileRange:

@@ -88,6 +88,7 @@ class Leases:
         self.held: dict[Key, HolderLease] = {}
         self.granted: set[int] = set()  # the tokens of the grants this process committed
         self._reserved = 0  # free ranges being taken
+        self._claims: set[asyncio.Future[object]] = set()  # lease claims still out
 
     def ref(self, target: Target, token: int) -> RangeRef:
         return RangeRef(
@@ -145,14 +146,14 @@ class Leases:
             if not token:
                 return None
         lease = HolderLease(token, self.lease_ms, self.margin_ms)
-        renewed = await self.renew(target, lease)
+        renewed = await self.renew(target, lease, every=True)
         if renewed == "lapsed" and grant is not None and token == grant.epoch:
             # Our own grant lapsed at the replicas (this reconciler was down or paused past
             # it): only a new grant may act. (A renewal a majority did not answer is no lapse:
             # granting again then would only flood the log.)
             token = await self._grant(target, token)
             lease = HolderLease(token, self.lease_ms, self.margin_ms)
-            renewed = await self.renew(target, lease) if token else "short"
+            renewed = await self.renew(target, lease, every=True) if token else "short"
         if renewed != "ok":
             return None
         self.held[key] = lease
@@ -191,13 +192,17 @@ class Leases:
         self.granted.add(committed.epoch)
         return committed.epoch
 
-    async def renew(self, target: Target, lease: HolderLease) -> str:
-        """Claim (renew) at every replica: "ok" as soon as a majority acknowledged; "superseded"
-        when a replica has seen a higher token, "lapsed" when one saw this one lapse, among the
-        answers before that (either ends the holding: the caller steps back; one that comes
-        later reaches a round); else "short" (no majority answered). The claims still out when
-        it returns go on to the replicas: a replica that answers last renews too, and one that
-        does not answer holds a renewal up no longer than the majority takes."""
+    async def renew(self, target: Target, lease: HolderLease, *, every: bool = False) -> str:
+        """Claim (renew) at every replica: "ok" when a majority acknowledged; "superseded"
+        when a replica has seen a higher token, "lapsed" when one saw this one lapse (either
+        ends the holding: the caller steps back); else "short" (no majority answered).
+
+        A renewal of a lease held (``every`` False) is "ok" as soon as a majority acknowledged:
+        a replica that does not answer holds it up no longer than the majority takes, and a
+        refusal that comes later reaches a round. Taking a lease (``every``) hears every
+        replica out, to its state deadline: a replica that saw the token lapse must be heard,
+        or the range would be taken under a token it refuses, round after round. The claims
+        still out when it returns go on to the replicas (the last to answer renews too)."""
         sent = now_ms()
         ref = self.ref(target, lease.token)
         claims = [
@@ -207,7 +212,8 @@ class Leases:
             for address in target.replicas.values()
         ]
         for claim in claims:
-            claim.add_done_callback(_retrieved)
+            self._claims.add(claim)
+            claim.add_done_callback(self._claim_done)
         acknowledged = 0
         for answered in asyncio.as_completed(claims):
             try:
@@ -219,10 +225,23 @@ class Leases:
             except Exception:  # unreachable, overloaded, ...: says nothing either way
                 continue
             acknowledged += 1
-            if acknowledged > len(target.replicas) // 2:
+            if not every and acknowledged > len(target.replicas) // 2:
                 lease.renewed(sent)
                 return "ok"
+        if acknowledged > len(target.replicas) // 2:
+            lease.renewed(sent)
+            return "ok"
         return "short"
+
+    def _claim_done(self, claim: asyncio.Future[object]) -> None:
+        """A claim's outcome nobody awaits any more (``renew`` returned first) is still read;
+        one that is not an expected error is a bug, logged."""
+        self._claims.discard(claim)
+        if claim.cancelled():
+            return
+        error = claim.exception()
+        if error is not None and not isinstance(error, EpochalError):
+            log.error("a lease claim failed unexpectedly", exc_info=error)
 
     def drop(self, key: Key, why: str, lease: HolderLease | None = None) -> None:
         """Step back from ``key`` (only from ``lease`` when given: a late answer about a lease
@@ -247,9 +266,3 @@ class Leases:
                 log.info("releasing %s of %s failed: %s", token_range, keyspace, error)
         self.held.clear()
         self.metrics.ranges_held.set(0)
-
-
-def _retrieved(claim: asyncio.Future[object]) -> None:
-    """A claim's outcome nobody awaited any more (``renew`` returned first) is still read."""
-    if not claim.cancelled():
-        claim.exception()

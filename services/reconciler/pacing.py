@@ -73,6 +73,9 @@ class RangePace:
     # replica left out comes back and another is briefly reported unreachable — the new side
     # waits its own ``--cohort-after-ms`` before it folds without the one left out.
     split_since: dict[tuple[str, ...], float] = field(default_factory=dict)
+    # Per side: the replicas it left out because they gave no answer (the others it left out
+    # answered the reconciler but not their peers: apart by reach).
+    silent: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     turn: int = 0  # rounds so far: the sides of a split take turns
 
     def fold_sides(self, now: float, cohort_after_s: float) -> frozenset[tuple[str, ...]]:
@@ -96,19 +99,25 @@ class RangePace:
             self.cursor = result.next_cursor
         self.turn += 1
         if result is not None and result.whole:
-            self.split_since = {}  # every replica answered (whatever happened after)
+            self.split_since, self.silent = {}, {}  # every replica answered, and all reach
         elif result is not None and result.sides:
             self.split_since = {s: self.split_since.get(s, started) for s in result.sides}
+            no_answer = frozenset(result.unreachable) - frozenset(result.answered)
+            self.silent = {s: no_answer - frozenset(s) for s in result.sides}
         elif result is not None:
             # The round ended at the state call before it formed sides (a replica refused, was
-            # overloaded or of another version, or no two answered): a side that leaves out a
-            # replica that answered is not apart from it — its clock starts again when a round
-            # finds it apart again. (Else a replica answering "overloaded" for as long as
-            # --cohort-after-ms would be folded without at its first missed deadline.)
-            answered = set(result.answered)
+            # overloaded or of another version, or no two answered). A side that left out a
+            # replica for giving no answer is not apart from it once it answers, whatever it
+            # says: its clock starts again when a round finds it apart again. (Else a replica
+            # answering "overloaded" for as long as --cohort-after-ms would be folded without
+            # at its first missed deadline.) A side apart by reach learns nothing here.
+            answered = frozenset(result.answered)
             self.split_since = {
-                side: since for side, since in self.split_since.items() if answered <= set(side)
+                side: since
+                for side, since in self.split_since.items()
+                if not self.silent.get(side, frozenset()) & answered
             }
+            self.silent = {s: self.silent[s] for s in self.split_since if s in self.silent}
         self.went_well = result is not None and result.outcome in (
             "advanced",
             "delivered",

@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 
 import grpc
 
-from epochal.mtrack import LogDigests, MutationId, Sketch
+from epochal.mtrack import LogDigests, MalformedSummary, MutationId, Sketch
 from epochal.mtrack.cohorts import Cohort, CohortMark
+from epochal.mtrack.hlc import MAX_HLC
 from epochal.mtrack.marks import RangeMarks
 from epochal.mtrack.range_calls import Delivered, RangeRef, RangeState
 from epochal.reconciler.status import (
@@ -31,7 +32,7 @@ from epochal.reconciler.status import (
     refusal,
 )
 from epochal.wire.channels import Channels
-from epochal.wire.fields import MalformedInput
+from epochal.wire.fields import MalformedInput, within
 from epochal.wire.reconcile import (
     cohort_from_proto,
     cohort_marks_to_proto,
@@ -243,9 +244,11 @@ def _range_state(
     ends = tuple(reply.window_ends) or (0,) * len(window_from)  # (a replica without windows)
     if len(ends) != len(window_from):
         raise MalformedInput(f"{len(ends)} window ends for {len(window_from)} windows asked")
+    for index, end in enumerate(ends):
+        within(end, f"window_ends[{index}]", MAX_HLC)
     return RangeState(
-        hlc=reply.hlc,
-        fence=reply.fence,
+        hlc=within(reply.hlc, "hlc", MAX_HLC),
+        fence=within(reply.fence, "fence", MAX_HLC),
         low_bounds=marks_from_proto(reply.low_bounds, "low_bounds"),
         lease_token=reply.lease_token,
         lease_idle_ms=None if reply.lease_idle_ms < 0 else reply.lease_idle_ms,
@@ -263,10 +266,10 @@ def _read(address: str) -> Iterator[None]:
     replica's refusal, ``malformed_reply``: the round ends with it, as with any refusal."""
     try:
         yield
-    except (MalformedInput, ValueError) as error:  # MalformedSummary is a ValueError
-        raise ReplicaRefused(
-            address, "malformed_reply", f"its reply does not read: {error}"
-        ) from None
+    except (MalformedInput, MalformedSummary) as error:
+        log.debug("a reply of %s does not read", address, exc_info=error)
+        detail = f"its reply does not read: {error}"
+        raise ReplicaRefused(address, "malformed_reply", detail) from None
 
 
 def _check(address: str, reply: pb.RangeStateResponse | pb.RangeSummaryResponse | object) -> None:

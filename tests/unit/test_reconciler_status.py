@@ -68,8 +68,14 @@ class StubReplica(replica_pb2_grpc.ReplicaReconcileServicer):
         *,
         hang: bool = False,
         garbled: bool = False,
+        outcome: int = pb.OK,
+        delay_s: float = 0.0,
+        hlc: int | None = None,
         trailers: tuple[tuple[str, str], ...] = (),
     ) -> None:
+        self.outcome = outcome  # a refusal in the reply (LAPSED, ...), after ``delay_s``
+        self.hlc = hlc  # the clock it reports (None: its own)
+        self.delay_s = delay_s
         self.failing = failing
         self.hang = hang
         self.garbled = garbled  # answers with a low bound that is no HLC
@@ -85,9 +91,12 @@ class StubReplica(replica_pb2_grpc.ReplicaReconcileServicer):
         if self.failing is not None:
             context.set_trailing_metadata(self.trailers)
             await context.abort(self.failing, f"the stub answers {self.failing.name}")
+        await asyncio.sleep(self.delay_s)
+        if self.outcome != pb.OK:
+            return pb.RangeStateResponse(outcome=self.outcome, message="the stub refuses")
         return pb.RangeStateResponse(
             outcome=pb.OK,
-            hlc=make_hlc(time.time_ns() // 1_000_000),
+            hlc=make_hlc(time.time_ns() // 1_000_000) if self.hlc is None else self.hlc,
             window_ends=[0] * len(request.window_from),
             low_bounds=[pb.RangeMark(hlc=(1 << 64) - 1)] if self.garbled else [],
         )
@@ -180,15 +189,27 @@ def test_only_a_replica_that_gave_no_answer_is_left_out_of_the_round(
     if reaction is Reaction.LEAVE_OUT:
         # a and b compared their logs without c, and the range counts as split from c
         assert result.unreachable == ("c",) and result.sides == (("a", "b"),)
+        pace = RangePace(advance_s=5.0)
+        pace.after(100.0, result, advance=False, sizes=False)
+        assert pace.split_since == {("a", "b"): 100.0}
+        assert pace.silent == {("a", "b"): frozenset("c")}  # left out for giving no answer
     else:
-        # c answered: not left out, no side formed, and the clock of the side without c
-        # stops (c is not apart from a and b: a missed deadline later must not fold at once)
+        # c answered: not left out, no side formed; the clock of a side that left c out for
+        # giving no answer stops (a missed deadline later must not fold at once), while one
+        # apart from c by reach (c answers the reconciler, not its peers) runs on
         assert result.unreachable == () and result.sides == () and not result.whole
         assert "127.0.0.1:" in result.detail
         assert set(result.answered) == {"a", "b", "c"}
-        pace = RangePace(advance_s=5.0, split_since={("a", "b"): 1.0})
-        pace.after(100.0, result, advance=False, sizes=False)
-        assert pace.split_since == {}
+        silent = RangePace(
+            advance_s=5.0, split_since={("a", "b"): 1.0}, silent={("a", "b"): frozenset("c")}
+        )
+        silent.after(100.0, result, advance=False, sizes=False)
+        assert silent.split_since == {}
+        by_reach = RangePace(
+            advance_s=5.0, split_since={("a", "b"): 1.0}, silent={("a", "b"): frozenset()}
+        )
+        by_reach.after(100.0, result, advance=False, sizes=False)
+        assert by_reach.split_since == {("a", "b"): 1.0}
     assert pacer.share == (0.5 if reaction is Reaction.BACK_OFF else 1.0)
 
 
@@ -238,8 +259,9 @@ def test_a_replica_of_another_version_ends_rounds_with_one_log_line(
 def test_a_reply_that_does_not_read_is_the_replicas_refusal() -> None:
     """A state reply this reconciler cannot read (another version's, or a bug's) ends the round
     as refused, naming the replica — not a traceback in the worker, not a replica left out."""
-    error = asyncio.run(state_of_c(StubReplica(garbled=True)))
-    assert isinstance(error, ReplicaRefused) and error.outcome == "malformed_reply"
+    for garbled in (StubReplica(garbled=True), StubReplica(hlc=(1 << 64) - 1)):
+        error = asyncio.run(state_of_c(garbled))
+        assert isinstance(error, ReplicaRefused) and error.outcome == "malformed_reply", error
 
     async def scenario() -> RoundResult:
         async with replicas(StubReplica(garbled=True)) as addresses:
@@ -260,7 +282,7 @@ def test_a_renewal_counts_the_majority_without_waiting_on_a_replica_that_hangs()
     """Renewing a lease while one replica hangs (stopped): "ok" once two of three renewed,
     long before the state deadline (one renewal pass must not take a deadline per range)."""
 
-    async def renew(c: StubReplica) -> tuple[str, float]:
+    async def renew(c: StubReplica, every: bool = False) -> tuple[str, float]:
         async with replicas(c) as addresses:
             channels = Channels()
             try:
@@ -276,10 +298,14 @@ def test_a_renewal_counts_the_majority_without_waiting_on_a_replica_that_hangs()
                 )
                 lease = HolderLease(token=1, lease_ms=10_000, margin_ms=4_000)
                 started = time.monotonic()
-                outcome = await leases.renew(Target("ks", RANGE, addresses), lease)
+                outcome = await leases.renew(Target("ks", RANGE, addresses), lease, every=every)
                 return outcome, time.monotonic() - started
             finally:
                 await channels.close()
 
     outcome, seconds = asyncio.run(renew(StubReplica(hang=True)))
     assert outcome == "ok" and seconds < 2.0, seconds
+    # Taking a lease hears every replica out: one that saw the token lapse, answering last,
+    # is heard (the caller then grants a new token instead of taking one that is refused).
+    lapsed = StubReplica(outcome=pb.LAPSED, delay_s=0.3)
+    assert asyncio.run(renew(lapsed, every=True))[0] == "lapsed"
