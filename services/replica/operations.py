@@ -319,11 +319,14 @@ class Operations:
             for receiver in receivers
         ]
         outcomes = await asyncio.gather(*jobs, return_exceptions=True)
-        failed = [
-            f"{receiver}: {outcome}"
-            for receiver, outcome in zip(receivers, outcomes, strict=True)
-            if isinstance(outcome, BaseException)
-        ]
+        failed = []
+        for receiver, outcome in zip(receivers, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                if not _expected(outcome):
+                    log.error("streaming to %s failed", receiver, exc_info=outcome)
+                failed.append(f"{receiver}: {_why(outcome)}")
+            elif isinstance(outcome, BaseException):
+                failed.append(f"{receiver}: cancelled")
         if failed:
             shown = "; ".join(failed)
             raise OperationRefused(f"streaming failed on {len(failed)} node(s): {shown}")
