@@ -41,7 +41,7 @@ from epochal.cms.state_machine import (
     validated_and_executed,
 )
 from epochal.errors import EpochalError, Rejected
-from epochal.tcm import CMS_KINDS, ClusterMetadata, TriggerSnapshot
+from epochal.tcm import CMS_KINDS, ClusterMetadata, Transformation, TriggerSnapshot
 from epochal.wire.metadata import encode_transformation
 
 C = TypeVar("C")  # a queued commit as the shell keeps it: read through ``item_of``, ``origin_of``
@@ -124,15 +124,14 @@ def build_batch(
             if isinstance(item.transformation, TriggerSnapshot):
                 break  # a snapshot closes its slot
     tail = batch.tail(base)
-    snapshot = snapshot_item(tail.epoch + 1)
     if (
         batch.items
         and not isinstance(batch.items[-1].transformation, TriggerSnapshot)
         and tail.epoch + 1 - last_snapshot_epoch >= limits.snapshot_frequency
-        and snapshot.entry_id not in proposed
-        and lookup(snapshot.entry_id) is None
     ):
-        batch.add(snapshot, snapshot.transformation.execute(tail))
+        snapshot = snapshot_item(tail.epoch + 1)
+        if snapshot.entry_id not in proposed and lookup(snapshot.entry_id) is None:
+            batch.add(snapshot, snapshot.transformation.execute(tail))
     return batch
 
 
@@ -187,12 +186,16 @@ def answer_to(
     return CommitResult(outcome.epoch, outcome.duplicate, batch_size, slot)
 
 
+def proposal_item(transformation: Transformation, entry_id: str) -> ProposalItem:
+    """``transformation`` as a slot carries it under ``entry_id``: its canonical encoding and
+    that encoding's digest."""
+    encoded = encode_transformation(transformation)
+    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+
+
 def snapshot_item(epoch: int) -> ProposalItem:
     """The leader's own TriggerSnapshot, for the slot that reaches ``epoch``."""
-    transformation = TriggerSnapshot()
-    encoded = encode_transformation(transformation)
-    entry_id = f"{INTERNAL_ENTRY_ID_PREFIX}snapshot@{epoch}"
-    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+    return proposal_item(TriggerSnapshot(), f"{INTERNAL_ENTRY_ID_PREFIX}snapshot@{epoch}")
 
 
 def known_answer(item: ProposalItem, known: tuple[int, int]) -> CommitResult | EpochalError:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import grpc
 from google.protobuf.message import DecodeError
 
-from epochal.cms.batching import INTERNAL_ENTRY_ID_PREFIX
+from epochal.cms.batching import INTERNAL_ENTRY_ID_PREFIX, proposal_item
 from epochal.cms.log_server import FetchResult, SnapshotPage
 from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.cms.status import code_of
@@ -24,7 +24,6 @@ from epochal.tcm import CMSRole
 from epochal.wire.metadata import (
     MalformedInput,
     decode_transformation,
-    encode_transformation,
     transformation_from_proto,
 )
 from epochal.wire.paxos import ballot_to_proto
@@ -58,8 +57,7 @@ def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) 
     except Rejected as rejection:
         raise InvalidRequest(rejection.message, rule=rejection.rule) from None
     # Re-encoded from the domain value: the canonical bytes, whatever the client sent.
-    encoded = encode_transformation(transformation)
-    return ProposalItem(transformation, encoded, request.entry_id, digest_of(encoded))
+    return proposal_item(transformation, request.entry_id)
 
 
 def item_to_proto(item: ProposalItem) -> cms_pb2.ProposalItem:

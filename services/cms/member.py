@@ -58,6 +58,7 @@ from epochal.cms.batching import (
     answer_to,
     build_batch,
     known_answer,
+    proposal_item,
 )
 from epochal.cms.codec import decode_item, encode_item
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
@@ -114,7 +115,6 @@ from epochal.wire.metadata import (
     MetadataEncoder,
     decode_metadata,
     decode_transformation,
-    encode_transformation,
 )
 from epochal.wire.multiplex import describe
 from epochal.wire.paxos import decode_slot_value, encode_slot_value
@@ -357,10 +357,7 @@ class CMSMemberLoop:
         client retries it elsewhere with the same entry id), end the Step and Forward streams
         and every Watch, so that no call holds the stop to its deadline."""
         self._draining = True
-        self._fail_all(self._shutting_down)
-        for waiting in list(self._forwarded.values()):
-            for _, future in waiting:
-                _settle(future, self._shutting_down())
+        self._fail_everything(self._shutting_down)
         self.closing.set()
         self.log.reset(f"{self.member_id} is shutting down; watch another member")
 
@@ -570,10 +567,7 @@ class CMSMemberLoop:
         log.critical("%s", self.stopped_applying)
         self._accepting_messages = False
         self._flush_applied()
-        self._fail_all(lambda: Unavailable(self.stopped_applying))
-        for waiting in list(self._forwarded.values()):
-            for _, future in waiting:
-                _settle(future, Unavailable(self.stopped_applying))
+        self._fail_everything(lambda: Unavailable(self.stopped_applying))
         self._check_ready()
 
     def _record_applied(self, result: SlotResult) -> None:
@@ -857,9 +851,7 @@ class CMSMemberLoop:
                 CMSMember(member_id=m, address=a) for m, a in sorted(self.settings.members.items())
             )
         )
-        encoded = encode_transformation(transformation)
-        entry_id = f"{INTERNAL_ENTRY_ID_PREFIX}initialize"
-        return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
+        return proposal_item(transformation, f"{INTERNAL_ENTRY_ID_PREFIX}initialize")
 
     def _on_role_change(self) -> None:
         leader = self.node.leader_id
@@ -899,6 +891,14 @@ class CMSMemberLoop:
         self._fail_in_flight(error)
         while self._pending:
             _settle(self._pending.popleft().future, error())
+
+    def _fail_everything(self, error: Callable[[], EpochalError]) -> None:
+        """``_fail_all``, and the commits forwarded to the leader too (this member will not
+        answer them by applying their slots)."""
+        self._fail_all(error)
+        for waiting in list(self._forwarded.values()):
+            for _, future in waiting:
+                _settle(future, error())
 
     def _expire_pending(self) -> None:
         while self._pending and self._pending[0].future.done():

@@ -94,10 +94,6 @@ class SlotResult:
     snapshots: tuple[tuple[int, ClusterMetadata], ...]
     forget_ids_below_epoch: int | None
 
-    @property
-    def snapshot_epochs(self) -> tuple[int, ...]:
-        return tuple(epoch for epoch, _ in self.snapshots)
-
 
 class MetadataStateMachine:
     def __init__(

@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 
 from epochal.cms import tables
+from epochal.cms.batching import proposal_item as item
 from epochal.cms.codec import encode_item
-from epochal.cms.state_machine import ProposalItem, digest_of
 from epochal.cms_client import CMSClient, Committed
 from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import ClusterMetadata, Transformation, TriggerSnapshot
-from epochal.wire.metadata import decode_metadata, decode_transformation, encode_transformation
+from epochal.wire.metadata import decode_metadata, decode_transformation
 from tests.harness import (
     commit_then_stop,
     converge,
@@ -159,8 +159,3 @@ def test_a_member_restarted_on_a_slot_with_a_snapshot_mid_batch_applies_it(
             (epoch + 2, "after-snapshot"),
             (epoch + 3, "later"),
         ]
-
-
-def item(change: Transformation, entry_id: str) -> ProposalItem:
-    encoded = encode_transformation(change)
-    return ProposalItem(change, encoded, entry_id, digest_of(encoded))

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from epochal.cms.batching import Batch, BatchLimits, Decision, answer_to, build_batch
+from epochal.cms.batching import proposal_item as item
 from epochal.cms.codec import decode_item, encode_item
 from epochal.cms.state_machine import (
     CommitResult,
     MetadataStateMachine,
     ProposalItem,
     SlotResult,
-    digest_of,
 )
 from epochal.errors import Rejected
 from epochal.tcm import (
@@ -56,7 +56,7 @@ from epochal.tcm import (
     Unregister,
     apply_transformation,
 )
-from epochal.wire.metadata import decode_transformation, encode_transformation
+from epochal.wire.metadata import decode_transformation
 
 # Small pools of names, so that the commits of a batch meet: a table of a keyspace created just
 # before, a join of a node registered in the same slot, a second voter change after a first.
@@ -177,11 +177,6 @@ def test_every_transformation_kind_is_drawn() -> None:
 class Queued:
     item: ProposalItem
     origin: str | None
-
-
-def item(transformation: Transformation, entry_id: str) -> ProposalItem:
-    encoded = encode_transformation(transformation)
-    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
 
 
 def over_the_wire(items: list[ProposalItem]) -> list[ProposalItem]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from epochal.cms.state_machine import MetadataStateMachine, ProposalItem, digest_of
+from epochal.cms.batching import proposal_item as item
+from epochal.cms.state_machine import MetadataStateMachine, ProposalItem
 from epochal.tcm import (
     ClusterMetadata,
     CMSMember,
@@ -12,16 +13,8 @@ from epochal.tcm import (
     CreateTable,
     InitializeCMS,
     ReplicationParams,
-    Transformation,
     TriggerSnapshot,
 )
-from epochal.wire.metadata import encode_transformation
-
-
-def item(transformation: Transformation, entry_id: str) -> ProposalItem:
-    encoded = encode_transformation(transformation)
-    return ProposalItem(transformation, encoded, entry_id, digest_of(encoded))
-
 
 INIT = item(InitializeCMS(members=(CMSMember("cms1", "127.0.0.1:1"),)), "init")
 KEYSPACE = item(CreateKeyspace(name="ks", replication=ReplicationParams.simple(1)), "ks")
@@ -80,7 +73,7 @@ def test_snapshots_are_reported_and_old_ids_forgotten_by_epoch_alone() -> None:
     machine = MetadataStateMachine(ClusterMetadata.empty(), 0, retention_epochs=2)
     machine.apply_slot(1, [INIT, KEYSPACE])
     result = machine.apply_slot(2, [table("t", "a"), item(TriggerSnapshot(), "snap")])
-    assert result.snapshot_epochs == (4,)
+    assert [epoch for epoch, _ in result.snapshots] == [4]
     assert result.forget_ids_below_epoch == 3
     assert machine.lookup("init") is None and machine.lookup("ks") is None
     assert machine.lookup("a") == (3, table("t", "a").digest)

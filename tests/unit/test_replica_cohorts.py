@@ -19,18 +19,10 @@ from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.storage import ReplicaStorage
 from epochal.tcm.keys import EVERYTHING
 
-from .test_replica_reconcile_marks import (  # noqa: F401  (storage: the fixture)
-    RING,
-    cluster,
-    mutation,
-    outcomes,
-    replica,
-    storage,
-    submit,
-)
+from .local_node import RING, cluster, mutation, outcomes, replica, submit
 
 
-def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -> None:  # noqa: F811
+def test_a_fold_collects_into_the_cohort_and_the_advance_must_name_it(storage) -> None:
     made = cluster()
     me = made.ids["A"]
     written = [mutation(made, s, hlc=100 * s) for s in range(1, 8)]  # hlc 100 .. 700

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -30,12 +29,7 @@ from epochal.replica.faults import Faults
 from epochal.replica.peer_servicer import PeerServicer
 from epochal.replica.storage import ReplicaStorage
 from epochal.tcm import (
-    Column,
-    ColumnType,
-    CreateKeyspace,
-    CreateTable,
     GrantReconcileLease,
-    ReplicationParams,
     TokenRange,
 )
 from epochal.wire.fields import MalformedInput
@@ -44,35 +38,12 @@ from epochal.wire.metadata import transformation_from_proto, transformation_to_p
 from epochal.wire.reconcile import ref_from_proto
 from epochal.wire.v1 import replica_pb2 as pb
 
-from .local_node import local_replica
+from .local_node import local_replica, one_node
 from .local_server import serving
 from .seed_ring import Cluster
 
 PEER_SERVICE = pb.DESCRIPTOR.services_by_name["ReplicaPeer"]
 PAST_INT64 = [2**63, 2**64 - 1]
-
-
-@pytest.fixture
-def storage(tmp_path) -> Iterator[ReplicaStorage]:  # type: ignore[no-untyped-def]
-    opened = ReplicaStorage(f"sqlite:///{tmp_path}/replica.db")
-    yield opened
-    opened.close()
-
-
-def one_node() -> Cluster:
-    """Node A alone at token 100 (it replicates every token), keyspace ``tr`` with table t."""
-    made = Cluster({})
-    made.apply(
-        CreateKeyspace(name="tr", replication=ReplicationParams.simple(1)),
-        CreateTable(
-            keyspace="tr",
-            name="t",
-            columns=(Column("k", ColumnType.TEXT), Column("v", ColumnType.INT)),
-            partition_key=("k",),
-        ),
-    )
-    made.join("A", 100)
-    return made
 
 
 def peer_servicer(storage: ReplicaStorage, made: Cluster) -> PeerServicer:

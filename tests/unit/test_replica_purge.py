@@ -30,8 +30,8 @@ from epochal.tcm import (
 from epochal.tcm.keys import EVERYTHING
 from epochal.tcm.schema import DEFAULT_GC_GRACE_S, gc_grace_seconds
 
+from .local_node import RING, replica
 from .seed_ring import Cluster
-from .test_replica_reconcile_marks import RING, replica, storage  # noqa: F401
 
 T0 = 1_700_000_000_000  # ms
 MARGIN_MS = 2 * 2_000 + 5_000  # twice the default write timeout, and the default skew
@@ -81,7 +81,7 @@ def purger(local: LocalReplica) -> Purger:
     return Purger(local.settings, local.follower, local.storage, local.metrics)
 
 
-def test_a_tracked_tombstone_waits_for_a_full_reconciliation_past_it(storage) -> None:  # noqa: F811
+def test_a_tracked_tombstone_waits_for_a_full_reconciliation_past_it(storage) -> None:
     made = cluster("0")
     writes = {
         ks: [written(made, ks, 1, T0, delete=False), written(made, ks, 2, T0 + 1, delete=True)]
@@ -133,7 +133,7 @@ def test_a_tracked_tombstone_waits_for_a_full_reconciliation_past_it(storage) ->
     [("3600", 3_599_000, 0), ("3600", 3_601_000, 1), ("soon", 10**10, 0)],
 )
 def test_a_tombstone_within_its_grace_or_of_a_bad_grace_stays(
-    storage,  # noqa: F811
+    storage,
     grace: str,
     after_ms: int,
     purged: int,

@@ -10,7 +10,6 @@ it as held."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
 
 import grpc
@@ -24,85 +23,23 @@ from epochal.replica.codec import mutation_from_body, mutation_to_body
 from epochal.replica.coordinator import Coordinator
 from epochal.replica.identity import node_number
 from epochal.replica.ids import MutationIds, wall_ms
-from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
-from epochal.replica.model import Mutation, RowWrite
+from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead
 from epochal.replica.mutations import BadRequest, RowDraft, WriteDraft, check_stored
 from epochal.replica.reconcile_ops import AdvanceLowBound, RaiseFence
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.status import code_of
 from epochal.replica.storage import ReplicaStorage
 from epochal.tcm import (
-    Column,
     ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    ReplicationParams,
-    ReplicationType,
 )
 from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import EVERYTHING
 from epochal.tcm.tokens import TokenRange
 from epochal.wire.channels import Channels
 
-from .local_node import local_replica
+from .local_node import RING, cluster, mutation, outcomes, replica, submit
 from .seed_ring import Cluster
 from .write_drafts import cell
-
-RING = TokenRange(100, 100)  # one node at token 100: the whole ring is one range
-
-
-def cluster() -> Cluster:
-    made = Cluster({})
-    made.apply(
-        CreateKeyspace(
-            name="tr",
-            replication=ReplicationParams.simple(1),
-            replication_type=ReplicationType.TRACKED,
-        ),
-        CreateTable(
-            keyspace="tr",
-            name="t",
-            columns=(Column("k", ColumnType.TEXT), Column("v", ColumnType.INT)),
-            partition_key=("k",),
-        ),
-    )
-    made.join("A", 100)
-    return made
-
-
-@pytest.fixture
-def storage(tmp_path) -> Iterator[ReplicaStorage]:
-    opened = ReplicaStorage(f"sqlite:///{tmp_path}/replica.db")
-    yield opened
-    opened.close()
-
-
-def replica(storage: ReplicaStorage, made: Cluster) -> LocalReplica:
-    local = local_replica(storage, made)
-    local.write_floor = lambda: 0  # type: ignore[method-assign]  # these ids are from 1970
-    return local
-
-
-def mutation(made: Cluster, sequence: int, hlc: int, token: int = 50) -> Mutation:
-    table = made.md.keyspaces["tr"].tables["t"]
-    return Mutation(
-        id=MutationId(node=1, log=1, sequence=sequence, hlc=hlc),
-        keyspace="tr",
-        table_id=table.id,
-        token=token,
-        partition_key=f"k{sequence}".encode(),
-        rows=(RowWrite(b"", (("v", b"\x00\x00\x00\x01"),)),),
-        tracked=True,
-    )
-
-
-def submit(local: LocalReplica, m: Mutation, *, delivered: bool = False) -> asyncio.Future:
-    epoch = local.follower.epoch
-    return local.apply_soon(epoch, m, mutation_to_body(m), repair=delivered, prepared=True)
-
-
-def outcomes(replies: list[PeerReply]) -> list[Outcome]:
-    return [r.outcome for r in replies]
 
 
 def test_a_fence_refuses_new_writes_below_it_from_its_place_in_the_queue_on(storage) -> None:

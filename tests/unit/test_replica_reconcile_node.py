@@ -24,10 +24,8 @@ from epochal.tcm.leases import GrantReconcileLease
 from epochal.tcm.tokens import MAX_TOKEN, TokenRange
 from epochal.wire.channels import Channels
 
+from .local_node import RING, cluster, mutation, replica, submit
 from .seed_ring import Cluster
-from .test_replica_reconcile_marks import RING, cluster, mutation, replica, storage, submit
-
-__all__ = ["storage"]  # the fixture, shared
 
 LEASE_MS = 1_000
 
