@@ -18,14 +18,16 @@ from epochal.paxos.messages import (
     Promise,
     SlotValue,
 )
-from epochal.paxos.node import NodeStatus, PaxosNode, Role, Stats
+from epochal.paxos.node import NodeStatus, PaxosNode
 from epochal.paxos.ready import Ready, StateTransfer
+from epochal.paxos.roles import Role
 from epochal.paxos.settings import (
     BUG_REPLY_BEFORE_DURABLE,
     BUG_SKIP_REPROPOSAL,
     KNOWN_BUGS,
     PaxosSettings,
 )
+from epochal.paxos.state import Stats
 
 __all__ = [
     "BUG_REPLY_BEFORE_DURABLE",

@@ -22,6 +22,7 @@ from epochal.paxos import (
     Promise,
     Ready,
 )
+from epochal.paxos import acceptor as acceptor_module
 from epochal.paxos import node as node_module
 from epochal.paxos.messages import CatchUpReply, CatchUpRequest, ChosenSlot
 
@@ -51,7 +52,9 @@ def test_every_message_with_a_ballot_is_checked_against_the_promise_or_is_a_repl
         if "ballot" in {f.name for f in dataclasses.fields(kind)}
     }
     replies = {Promise, Accepted, Nack}  # they name the receiver's own ballot
-    assert set(node_module._PROPOSER_MESSAGES) == with_ballot - replies == {Prepare, Accept, Commit}
+    assert (
+        set(acceptor_module.PROPOSER_MESSAGES) == with_ballot - replies == {Prepare, Accept, Commit}
+    )
 
 
 @pytest.mark.parametrize("kind", [Prepare, Accept, Commit])
