@@ -1,4 +1,5 @@
-"""Multi-Paxos replicated log with no I/O (see ``node`` for the theory of operation)."""
+"""Multi-Paxos replicated log with no I/O (see ``node`` for the theory of operation, and each
+part's module for its own: ``acceptor``, ``learner``, ``catch_up``, ``leader``, ``roles``)."""
 
 from epochal.paxos.ballot import ZERO_BALLOT, Ballot
 from epochal.paxos.errors import NotLeader, Overloaded, ReadyProtocolError

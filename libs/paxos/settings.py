@@ -29,7 +29,7 @@ class PaxosSettings:
     leader_vote_delay_ms: int = 0
     # With a vote delay: a slot of 1..this many values (a quiet log) gets the leader's vote at
     # once and goes to just enough followers for a quorum; the others get its value once it is
-    # chosen (node.py, "The leader's own vote"). Larger slots mean a busy log, where skipping
+    # chosen (leader.py, "The leader's own vote"). Larger slots mean a busy log, where skipping
     # the leader's write saves its time. 0: off.
     leader_votes_small_slots_up_to: int = 0
     # An acceptor neither stores nor votes for a slot more than this many past its own durably

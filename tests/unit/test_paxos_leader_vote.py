@@ -1,4 +1,4 @@
-"""The leader's own vote and small slots (``epochal.paxos``, "The leader's own vote"), and
+"""The leader's own vote and small slots (``epochal.paxos.leader``, "The leader's own vote"), and
 learners that hear the votes, on the pure core."""
 
 from __future__ import annotations
