@@ -11,15 +11,15 @@ promises reported): a value held past a gap would be delivered later over whatev
 chose there. A member that asks for slots the peer has compacted is told so and must copy the
 peer's state (``Ready.state_transfer``, then ``install_state``).
 
-A leader that waits for the prefix its promises reported takes a reply from the member that
-reported it, still holding it, as a reason to wait on (``leader``, ``_tick_leader``).
+A leader takes replies with its own handler (installed with the role): a reply from the member
+whose reported prefix it waits for, still holding it, extends the leader's wait (``leader``,
+``_tick_leader``).
 """
 
 from __future__ import annotations
 
 from epochal.paxos.messages import CatchUpReply, CatchUpRequest, ChosenSlot
 from epochal.paxos.ready import StateTransfer
-from epochal.paxos.roles import Role
 from epochal.paxos.state import MemberState, Slot
 
 
@@ -63,11 +63,17 @@ class CatchUp(MemberState):
         self._send(reply)
 
     def _on_catch_up_reply(self, m: CatchUpReply) -> None:
-        leading = self._role is Role.LEADER
-        if leading and m.src == self._catch_up_peer and m.chosen_up_to >= self._catch_up_target:
+        """A follower's or a candidate's handler."""
+        self._take_catch_up_reply(m, leading=False)
+
+    def _on_catch_up_reply_as_leader(self, m: CatchUpReply) -> None:
+        if m.src == self._catch_up_peer and m.chosen_up_to >= self._catch_up_target:
             # The peer still holds what it reported (pages, or its state to copy, will come):
             # the leader waits on for it (_tick_leader).
             self._catch_up_deadline_ms = self._now_ms + self.settings.election_timeout_ms
+        self._take_catch_up_reply(m, leading=True)
+
+    def _take_catch_up_reply(self, m: CatchUpReply, *, leading: bool) -> None:
         if not m.chosen:
             if m.compacted_up_to > self._chosen_up_to:
                 self._out.state_transfer = StateTransfer(peer=m.src, up_to=m.compacted_up_to)

@@ -32,6 +32,10 @@ the slot's value in a ``CatchUpReply`` once it is chosen, or the Accept if it is
 ``leader_vote_delay_ms`` (and then, like a late own vote, every slot goes to everyone until the
 next probe). Safety does not depend on it: a vote, the leader's or not, counts
 only once it is durable, and an acceptor that never votes is allowed by Paxos.
+
+The handlers here are installed with the role (``node``, ``ROLE_HANDLERS``): a follower's and a
+candidate's tick run the election timer, a leader's the heartbeats and retransmissions; only a
+candidate takes a Promise, and only a leader counts a vote toward its own proposal.
 """
 
 from __future__ import annotations
@@ -103,6 +107,22 @@ class Leader(MemberState):
 
     # ------------------------------------------------------------------ election (phase 1)
 
+    def _tick_follower(self) -> None:
+        if self._now_ms >= self._election_deadline_ms:
+            self._on_election_timeout()
+
+    def _tick_candidate(self) -> None:
+        if self._now_ms >= self._election_deadline_ms:
+            self._on_election_timeout()
+        else:
+            self._retransmit_prepare()
+
+    def _on_election_timeout(self) -> None:
+        if self.is_voter:
+            self._start_election()
+        else:  # a learner follows the log; only voters run for leader
+            self._reset_election_deadline()
+
     def _start_election(self) -> None:
         if self._max_round_seen >= MAX_ROUND:
             # Only a forged ballot gets here (one election adds one round: 2^62 of them would
@@ -113,7 +133,7 @@ class Leader(MemberState):
             return
         self.stats.elections_started += 1
         self._drop_leader_state()
-        self._role = Role.CANDIDATE
+        self._change_role(Role.CANDIDATE)
         self._leader_id = None
         self._ballot = Ballot(self._max_round_seen + 1, self.node_id)
         self._observe(self._ballot)
@@ -143,24 +163,38 @@ class Leader(MemberState):
             self._send_prepare(self._voters_for_prepare() - self._promises.keys())
 
     def _on_promise(self, m: Promise) -> None:
+        """A candidate's handler."""
         self._observe(m.ballot)
-        if self._role is not Role.CANDIDATE or m.ballot != self._ballot:
+        if m.ballot != self._ballot:
             return
         self._promises[m.src] = m
         promised = set(self._promises)
         if all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
             self._become_leader()
 
+    def _ignore_promise(self, m: Promise) -> None:
+        """A follower's and a leader's handler: no campaign waits for it; its round is seen."""
+        self._observe(m.ballot)
+
     def _on_nack(self, m: Nack) -> None:
+        """A candidate's and a leader's handler: its own ballot refused, it steps down."""
         self._observe(m.promised)
-        if self._role is not Role.FOLLOWER and m.ballot == self._ballot and m.promised > m.ballot:
+        if m.ballot == self._ballot and m.promised > m.ballot:
             self._become_follower()
+
+    def _ignore_nack(self, m: Nack) -> None:
+        """A follower's handler: it has no ballot to step down from; the round is seen."""
+        self._observe(m.promised)
+
+    def _applied_as_candidate(self) -> None:
+        if not self.is_voter:
+            self._become_follower()  # removed: another voter takes over after its timeout
 
     # ------------------------------------------------------------------ leader (phase 2)
 
     def _become_leader(self) -> None:
         assert self._ballot is not None
-        self._role = Role.LEADER
+        self._change_role(Role.LEADER)
         self._leader_id = self.node_id
         self.stats.leader_changes += 1
         best, max_chosen, most_advanced = self._merge_promises()
@@ -287,7 +321,8 @@ class Leader(MemberState):
             )
 
     def _on_accepted(self, m: Accepted) -> None:
-        if self._role is not Role.LEADER or m.ballot != self._ballot:
+        """A leader's handler (a follower or a candidate only counts votes, ``_count_vote``)."""
+        if m.ballot != self._ballot:
             self._count_vote(m)
             return
         proposal = self._proposals.get(m.slot)
@@ -365,6 +400,17 @@ class Leader(MemberState):
                 missing = self.membership.governing(slot).voters - proposal.acks
                 self._send_accepts(slot, missing - proposal.left_out)  # theirs come when due
             self._send_left_out_if_due(slot, proposal)
+
+    def _applied_as_leader(self) -> None:
+        if not self.is_voter:
+            self._become_follower()  # removed: another voter takes over after its timeout
+            return
+        promised = set(self._promises)
+        if not all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
+            self._start_election()  # a configuration the promises do not cover: phase 1 again
+            return
+        self._send_parked()
+        self._fill_slots()
 
     def _broadcast_commit(self) -> None:
         assert self._ballot is not None

@@ -40,7 +40,12 @@ their replies), ``learner`` (votes counted, chosen slots found and delivered, co
 ``catch_up`` (chosen values copied from a peer, or its state), ``leader`` (the election and
 phase 1 as candidate, phase 2 as leader); ``state`` holds what they share.
 
-Roles are follower, candidate and leader (``leader``: the election, and leading).
+Roles are follower, candidate and leader; ``roles`` has the table of legal changes between them.
+As etcd's raft ``becomeLeader`` installs ``stepLeader``, a role change (``_change_role``, asserted
+legal) installs the role's handlers (``ROLE_HANDLERS``): ``step`` finds a message's handler in
+the installed role's table and ``tick`` and ``applied`` call the installed role's, so none of
+them tests the role. A proposer's ballot is compared with the promise once, in ``step`` before
+dispatch (``_refused_below_promise``).
 
 Membership: the shell applies chosen slots and tells the core with ``applied(up_to,
 membership)``; a configuration a slot s makes governs from s + α, so a member knows the voters
@@ -53,7 +58,8 @@ with a Nack, before any handler runs); a slot accepted in ballot b is only repla
 in a ballot >= b (``acceptor._on_accept``); ``chosen_up_to`` only grows
 (``learner._advance_chosen``) and every slot up to it has a chosen value or was compacted
 (``learner._chosen_value``, wherever one is read); chosen slots are delivered exactly once, in
-order (``learner._deliver``, ``install_state``).
+order (``learner._deliver``, ``install_state``); a role changes only as ``roles`` allows
+(``_change_role``).
 """
 
 from __future__ import annotations
@@ -83,9 +89,12 @@ from epochal.paxos.messages import (
     Promise,
 )
 from epochal.paxos.ready import Ready
-from epochal.paxos.roles import Role
+from epochal.paxos.roles import Role, check_role_change
 from epochal.paxos.settings import PaxosSettings
 from epochal.paxos.state import EMPTY_READY, Outbox, Stats
+
+# A message's handler in a role's table: called with the member and the message.
+StepHandler = Callable[["PaxosNode", Any], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +111,11 @@ class NodeStatus:
 
 class PaxosNode(Acceptor, Learner, CatchUp, Leader):
     """One member: acceptor, learner, and proposer when leader. Not thread-safe."""
+
+    # The installed role's handlers (see ``_change_role``).
+    _step_handlers: Mapping[type[Message], StepHandler]
+    _tick_role: Callable[[PaxosNode], None]
+    _applied_role: Callable[[PaxosNode], None]
 
     def __init__(
         self,
@@ -130,7 +144,7 @@ class PaxosNode(Acceptor, Learner, CatchUp, Leader):
         self._unadvanced: deque[Ready] = deque()
         self._init_catch_up()
 
-        self._role = Role.FOLLOWER
+        self._install_role(Role.FOLLOWER)
         self._leader_id = None
         self._ballot = None
         self._election_deadline_ms = 0
@@ -229,15 +243,7 @@ class PaxosNode(Acceptor, Learner, CatchUp, Leader):
 
     def tick(self, now_ms: int) -> None:
         self._now_ms = max(self._now_ms, now_ms)
-        if self._role is Role.LEADER:
-            self._tick_leader()
-        elif self._now_ms >= self._election_deadline_ms:
-            if self.is_voter:
-                self._start_election()
-            else:  # a learner follows the log; only voters run for leader
-                self._reset_election_deadline()
-        elif self._role is Role.CANDIDATE:
-            self._retransmit_prepare()
+        self._tick_role(self)
 
     def propose(self, values: Sequence[bytes], now_ms: int, learners: Iterable[str] = ()) -> None:
         """Queue values for the next free slots; raises NotLeader or Overloaded. ``learners``
@@ -256,7 +262,7 @@ class PaxosNode(Acceptor, Learner, CatchUp, Leader):
 
     def step(self, message: Message, now_ms: int) -> None:
         self._now_ms = max(self._now_ms, now_ms)
-        handler = _HANDLERS.get(type(message))
+        handler = self._step_handlers.get(type(message))  # the installed role's
         if handler is None:
             raise TypeError(f"not a Paxos message: {type(message).__name__}")
         if isinstance(message, PROPOSER_MESSAGES) and self._refused_below_promise(message):
@@ -298,35 +304,83 @@ class PaxosNode(Acceptor, Learner, CatchUp, Leader):
         they made (see "Membership" above)."""
         self.membership = membership
         self._learn_applied(up_to)
-        if self._role is Role.FOLLOWER:
-            return
-        if not self.is_voter:
-            self._become_follower()  # removed: another voter takes over after its timeout
-            return
-        if self._role is Role.CANDIDATE:
-            return
-        promised = set(self._promises)
-        if not all(c.is_quorum(promised) for c in self.membership.spanning(self._prepare_from)):
-            self._start_election()  # a configuration the promises do not cover: phase 1 again
-            return
-        self._send_parked()
-        self._fill_slots()
+        self._applied_role(self)
+
+    # ------------------------------------------------------------------ roles
+
+    def _change_role(self, role: Role) -> None:
+        """Every role change: asserted legal (``roles``), then the role's handlers installed."""
+        check_role_change(self._role, role)
+        self._install_role(role)
+
+    def _install_role(self, role: Role) -> None:
+        handlers = ROLE_HANDLERS[role]
+        self._role = role
+        self._step_handlers = handlers.step
+        self._tick_role = handlers.tick
+        self._applied_role = handlers.applied
 
     def _become_follower(self) -> None:
         self._drop_leader_state()
-        self._role = Role.FOLLOWER
+        self._change_role(Role.FOLLOWER)
         self._ballot = None
         self._leader_id = None
         self._reset_election_deadline()
 
+    def _applied_as_follower(self) -> None:
+        """A follower proposes nothing and runs no phase 1: slots applied change nothing."""
 
-_HANDLERS: Mapping[type[Message], Callable[[PaxosNode, Any], None]] = {
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleHandlers:
+    """What a role installs: the handler of each message kind (``step`` calls it once the
+    promise check passed), its ``tick``, and what it does once slots are ``applied``."""
+
+    step: Mapping[type[Message], StepHandler]
+    tick: Callable[[PaxosNode], None]
+    applied: Callable[[PaxosNode], None]
+
+
+# Every member is an acceptor, a learner and a catch-up peer, whatever its role.
+_EVERY_ROLE_STEP: Mapping[type[Message], StepHandler] = {
     Prepare: PaxosNode._on_prepare,
-    Promise: PaxosNode._on_promise,
-    Nack: PaxosNode._on_nack,
     Accept: PaxosNode._on_accept,
-    Accepted: PaxosNode._on_accepted,
     Commit: PaxosNode._on_commit,
     CatchUpRequest: PaxosNode._on_catch_up_request,
-    CatchUpReply: PaxosNode._on_catch_up_reply,
+}
+
+ROLE_HANDLERS: Mapping[Role, RoleHandlers] = {
+    Role.FOLLOWER: RoleHandlers(
+        step={
+            **_EVERY_ROLE_STEP,
+            Promise: PaxosNode._ignore_promise,
+            Nack: PaxosNode._ignore_nack,
+            Accepted: PaxosNode._count_vote,
+            CatchUpReply: PaxosNode._on_catch_up_reply,
+        },
+        tick=PaxosNode._tick_follower,
+        applied=PaxosNode._applied_as_follower,
+    ),
+    Role.CANDIDATE: RoleHandlers(
+        step={
+            **_EVERY_ROLE_STEP,
+            Promise: PaxosNode._on_promise,
+            Nack: PaxosNode._on_nack,
+            Accepted: PaxosNode._count_vote,
+            CatchUpReply: PaxosNode._on_catch_up_reply,
+        },
+        tick=PaxosNode._tick_candidate,
+        applied=PaxosNode._applied_as_candidate,
+    ),
+    Role.LEADER: RoleHandlers(
+        step={
+            **_EVERY_ROLE_STEP,
+            Promise: PaxosNode._ignore_promise,
+            Nack: PaxosNode._on_nack,
+            Accepted: PaxosNode._on_accepted,
+            CatchUpReply: PaxosNode._on_catch_up_reply_as_leader,
+        },
+        tick=PaxosNode._tick_leader,
+        applied=PaxosNode._applied_as_leader,
+    ),
 }

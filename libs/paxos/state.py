@@ -104,7 +104,7 @@ class MemberState:
     _now_ms: int
     _out: Outbox  # the Ready being built
 
-    _role: Role
+    _role: Role  # changed only by ``PaxosNode._change_role``, which installs its handlers
     _leader_id: str | None
     _ballot: Ballot | None  # own ballot as candidate/leader
     _election_deadline_ms: int
@@ -148,14 +148,20 @@ class MemberState:
         self._out.messages.append(message)
 
     if TYPE_CHECKING:
-        # What the parts ask of each other; each is defined in the module named.
+        # What the parts ask of each other, defined in node:
+        def _change_role(self, role: Role) -> None: ...
+        def _become_follower(self) -> None: ...
 
-        def _become_follower(self) -> None: ...  # node
-        def _follow(self, leader_id: str, ballot: Ballot) -> None: ...  # learner
+        # in learner:
+        def _follow(self, leader_id: str, ballot: Ballot) -> None: ...
         def _learn(self, ballot: Ballot, leader_chosen_up_to: int, src: str) -> None: ...
-        def _count_vote(self, m: Accepted) -> None: ...  # learner
-        def _learn_from_votes(self, s: int, slot: Slot) -> None: ...  # learner
-        def _advance_chosen(self) -> None: ...  # learner
-        def _chosen_value(self, s: int) -> SlotValue: ...  # learner
-        def _request_catch_up(self, peer: str, *, force: bool = False) -> None: ...  # catch_up
-        def _fill_slots(self) -> None: ...  # leader
+        def _count_vote(self, m: Accepted) -> None: ...
+        def _learn_from_votes(self, s: int, slot: Slot) -> None: ...
+        def _advance_chosen(self) -> None: ...
+        def _chosen_value(self, s: int) -> SlotValue: ...
+
+        # in catch_up:
+        def _request_catch_up(self, peer: str, *, force: bool = False) -> None: ...
+
+        # in leader:
+        def _fill_slots(self) -> None: ...
