@@ -12,13 +12,12 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import grpc
-from google.protobuf.message import DecodeError
 
-from epochal.cms.batching import INTERNAL_ENTRY_ID_PREFIX, proposal_item
 from epochal.cms.log_server import FetchResult, SnapshotPage
-from epochal.cms.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.cms.status import code_of
-from epochal.cms.storage import LogEntryRow
+from epochal.cmscore.batching import INTERNAL_ENTRY_ID_PREFIX, proposal_item
+from epochal.cmscore.rows import LogEntryRow
+from epochal.cmscore.state_machine import CommitResult, ProposalItem, digest_of
 from epochal.errors import EpochalError, InvalidRequest, NotLeader, Rejected
 from epochal.tcm import CMSRole
 from epochal.wire.metadata import (
@@ -27,11 +26,12 @@ from epochal.wire.metadata import (
     transformation_from_proto,
 )
 from epochal.wire.paxos import ballot_to_proto
+from epochal.wire.proposal import signed64
 from epochal.wire.status import bounded_message, error_for
 from epochal.wire.v1 import cms_pb2, metadata_pb2
 
 if TYPE_CHECKING:  # the member imports this module
-    from epochal.cms.member import MemberDescription
+    from epochal.cms.description import MemberDescription
 
 MAX_ENTRY_ID_CHARS = 128
 _UNSIGNED_64 = (1 << 64) - 1
@@ -60,12 +60,6 @@ def parse_commit(request: cms_pb2.CommitRequest, max_transformation_bytes: int) 
     return proposal_item(transformation, request.entry_id)
 
 
-def item_to_proto(item: ProposalItem) -> cms_pb2.ProposalItem:
-    return cms_pb2.ProposalItem(
-        transformation=item.encoded, entry_id=item.entry_id, digest=item.digest & _UNSIGNED_64
-    )
-
-
 def item_from_proto(message: cms_pb2.ProposalItem) -> ProposalItem:
     """An item another member parsed (a forwarded commit, a slot value); checked again, cheaply,
     so that a member with a bug cannot slip a malformed one into the log."""
@@ -82,26 +76,6 @@ def item_from_proto(message: cms_pb2.ProposalItem) -> ProposalItem:
     except Rejected as rejection:
         raise InvalidRequest(rejection.message, rule=rejection.rule) from None
     return ProposalItem(transformation, encoded, message.entry_id, digest)
-
-
-def encode_item(item: ProposalItem) -> bytes:
-    """One value of a Paxos slot."""
-    return item_to_proto(item).SerializeToString()
-
-
-def decode_item(value: bytes) -> ProposalItem:
-    """A value of a chosen slot: the leader checked it before proposing it. Raises
-    MalformedInput for one this version cannot read (a kind it does not know)."""
-    try:
-        message = cms_pb2.ProposalItem.FromString(value)
-    except DecodeError as error:
-        raise MalformedInput(f"not an encoded ProposalItem: {error}") from None
-    return ProposalItem(
-        decode_transformation(message.transformation),
-        message.transformation,
-        message.entry_id,
-        signed64(message.digest),
-    )
 
 
 def outcome_to_proto(result: CommitResult | EpochalError, index: int) -> cms_pb2.CommitOutcome:
@@ -158,11 +132,6 @@ def _check_entry_id(entry_id: str) -> None:
             f"entry_id may not start with {INTERNAL_ENTRY_ID_PREFIX!r}: the CMS members' own "
             "commits use those"
         )
-
-
-def signed64(value: int) -> int:
-    """A fixed64 field read back as the signed digest the state machine keeps."""
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 # ---------------------------------------------------------------------- the log, as served

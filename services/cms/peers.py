@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from epochal.cms.codec import item_to_proto, settle_from_outcome, signed64
-from epochal.cms.state_machine import CommitResult, ProposalItem
+from epochal.cms.codec import settle_from_outcome
 from epochal.cms.storage import LogEntryRow, SnapshotRow
+from epochal.cmscore.state_machine import CommitResult, ProposalItem
 from epochal.errors import NotLeader
 from epochal.paxos import Message
 from epochal.tcm import ClusterMetadata
@@ -28,6 +28,7 @@ from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import decode_metadata
 from epochal.wire.multiplex import describe, why_broken
 from epochal.wire.paxos import messages_to_proto
+from epochal.wire.proposal import item_to_proto, signed64
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from epochal.cms.codec import (
     watch_event_to_proto,
 )
 from epochal.cms.member import CMSMemberLoop
-from epochal.cms.state_machine import CommitResult
 from epochal.cms.status import abort_with, code_of
+from epochal.cmscore.state_machine import CommitResult
 from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer

@@ -30,13 +30,19 @@ table live there; ``search_path`` is set on every connection).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
 from epochal.cms import tables as t
+from epochal.cmscore.rows import (
+    AcceptedRow,
+    EntryIdRow,
+    LogEntryRow,
+    SnapshotRow,
+    StoredState,
+)
 from epochal.runtime.database import (
     is_sqlite,
     migrate,
@@ -46,47 +52,6 @@ from epochal.runtime.database import (
 )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-
-
-@dataclass(frozen=True, slots=True)
-class AcceptedRow:
-    slot: int
-    ballot_round: int
-    ballot_node: str
-    value: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntryRow:
-    epoch: int
-    slot: int
-    entry_id: str
-    kind: str
-    transformation: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class EntryIdRow:
-    entry_id: str
-    epoch: int
-    digest: int
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRow:
-    epoch: int
-    slot: int
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StoredState:
-    promised: tuple[int, str] | None
-    accepted: tuple[AcceptedRow, ...]
-    applied_slot: int
-    snapshot: SnapshotRow | None
-    entries: tuple[LogEntryRow, ...]  # after the snapshot (all of them without one)
-    entry_ids: tuple[EntryIdRow, ...]
 
 
 class CMSStorage:

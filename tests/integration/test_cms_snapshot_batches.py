@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 
 from epochal.cms import tables
-from epochal.cms.batching import proposal_item as item
-from epochal.cms.codec import encode_item
 from epochal.cms_client import CMSClient, Committed
+from epochal.cmscore.batching import proposal_item as item
 from epochal.devcluster.cms import LocalCMS
 from epochal.tcm import ClusterMetadata, Transformation, TriggerSnapshot
 from epochal.wire.metadata import decode_metadata, decode_transformation
+from epochal.wire.proposal import encode_item
 from tests.harness import (
     commit_then_stop,
     converge,

@@ -16,12 +16,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import delete
 
 from epochal.cms import tables
-from epochal.cms.codec import encode_item
-from epochal.cms.state_machine import ProposalItem, digest_of
 from epochal.cms_client import CMSClient
+from epochal.cmscore.state_machine import ProposalItem, digest_of
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
 from epochal.wire.channels import insecure_channel
+from epochal.wire.proposal import encode_item
 from tests.harness import (
     commit_then_stop,
     converge,

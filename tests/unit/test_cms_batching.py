@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epochal.cms.batching import Batch, BatchLimits, Decision, answer_to, build_batch
-from epochal.cms.batching import proposal_item as item
-from epochal.cms.codec import decode_item, encode_item
-from epochal.cms.state_machine import (
+from epochal.cmscore.batching import Batch, BatchLimits, Decision, answer_to, build_batch
+from epochal.cmscore.batching import proposal_item as item
+from epochal.cmscore.state_machine import (
     CommitResult,
     MetadataStateMachine,
     ProposalItem,
@@ -57,6 +56,7 @@ from epochal.tcm import (
     apply_transformation,
 )
 from epochal.wire.metadata import decode_transformation
+from epochal.wire.proposal import decode_item, encode_item
 
 # Small pools of names, so that the commits of a batch meet: a table of a keyspace created just
 # before, a join of a node registered in the same slot, a second voter change after a first.

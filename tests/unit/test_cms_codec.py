@@ -7,15 +7,12 @@ import asyncio
 import pytest
 
 from epochal.cms.codec import (
-    decode_item,
-    encode_item,
     item_from_proto,
-    item_to_proto,
     outcome_to_proto,
     parse_commit,
     settle_from_outcome,
 )
-from epochal.cms.state_machine import CommitResult, digest_of
+from epochal.cmscore.state_machine import CommitResult, digest_of
 from epochal.errors import InvalidRequest, NotLeader, Rejected
 from epochal.tcm import (
     Column,
@@ -27,6 +24,7 @@ from epochal.tcm import (
     ReplicationParams,
 )
 from epochal.wire.metadata import encode_transformation, transformation_to_proto
+from epochal.wire.proposal import decode_item, encode_item, item_to_proto
 from epochal.wire.v1 import cms_pb2
 
 TABLE = CreateTable(

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from epochal.cms import member
+from epochal.cms import shell_support as member
+from epochal.errors import NotLeader
 from epochal.paxos import ReadyProtocolError
 
 
 def test_an_assertion_of_the_core_is_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
     ended: list[tuple[str, int]] = []
     monkeypatch.setattr(member, "fatal", lambda message, code: ended.append((message, code)))
-    with member._crash_on_broken_invariant():
+    with member.crash_on_broken_invariant():
         raise ReadyProtocolError("take_ready with 256 Readies not advanced")
     assert len(ended) == 1
     message, code = ended[0]
@@ -22,5 +23,5 @@ def test_an_assertion_of_the_core_is_fatal(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_an_expected_error_is_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(member, "fatal", lambda *_: pytest.fail("fatal for an expected error"))
-    with pytest.raises(member.NotLeader), member._crash_on_broken_invariant():
-        raise member.NotLeader("cms2")
+    with pytest.raises(NotLeader), member.crash_on_broken_invariant():
+        raise NotLeader("cms2")

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from epochal.cms.state_machine import MetadataStateMachine, ProposalItem, validated_and_executed
+from epochal.cmscore.state_machine import MetadataStateMachine, ProposalItem, validated_and_executed
 from epochal.tcm import (
     ClusterMetadata,
     CMSMember,

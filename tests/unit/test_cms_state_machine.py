@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from epochal.cms.batching import proposal_item as item
-from epochal.cms.state_machine import MetadataStateMachine, ProposalItem
+from epochal.cmscore.batching import proposal_item as item
+from epochal.cmscore.state_machine import MetadataStateMachine, ProposalItem
 from epochal.tcm import (
     ClusterMetadata,
     CMSMember,

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from epochal.cms.codec import describe_to_proto
-from epochal.cms.member import MemberDescription
+from epochal.cms.description import MemberDescription
 from epochal.cms_client import CMSClient, CMSView, MemberView
 from epochal.errors import Rejected, Unavailable
 from epochal.paxos import Ballot

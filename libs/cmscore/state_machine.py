@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from epochal.cmscore.config import BUG_FORGET_ENTRY_ID, BUG_SNAPSHOT_AS_IF_LAST
 from epochal.tcm import ClusterMetadata, Rejected, Transformation, TriggerSnapshot
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,9 @@ class SlotResult:
 
 
 class MetadataStateMachine:
+    # Bugs a simulator run plants (epochal.cmscore.config); never set otherwise.
+    planted_bugs: frozenset[str] = frozenset()
+
     def __init__(
         self,
         metadata: ClusterMetadata,
@@ -143,7 +147,7 @@ class MetadataStateMachine:
             slot=slot,
             entries=tuple(entries),
             outcomes=tuple(outcomes),
-            snapshots=tuple(snapshots),
+            snapshots=self._planted_snapshots(snapshots),
             forget_ids_below_epoch=self._forget_old_ids(),
         )
 
@@ -182,7 +186,7 @@ class MetadataStateMachine:
             slot=slot,
             entries=tuple(entries),
             outcomes=tuple(outcomes),
-            snapshots=tuple(snapshots),
+            snapshots=self._planted_snapshots(snapshots),
             forget_ids_below_epoch=self._forget_old_ids(),
         )
 
@@ -203,7 +207,8 @@ class MetadataStateMachine:
         self, slot: int, epoch: int, item: ProposalItem, entries: list[AppliedEntry]
     ) -> Outcome:
         """An item that took ``epoch``: remember its id, add its log entry."""
-        self._ids[item.entry_id] = (epoch, item.digest)
+        if BUG_FORGET_ENTRY_ID not in self.planted_bugs:
+            self._ids[item.entry_id] = (epoch, item.digest)
         entries.append(
             AppliedEntry(
                 epoch=epoch,
@@ -215,6 +220,13 @@ class MetadataStateMachine:
             )
         )
         return Outcome(item.entry_id, item.digest, epoch=epoch)
+
+    def _planted_snapshots(
+        self, snapshots: list[tuple[int, ClusterMetadata]]
+    ) -> tuple[tuple[int, ClusterMetadata], ...]:
+        if BUG_SNAPSHOT_AS_IF_LAST in self.planted_bugs:
+            return tuple((epoch, self.metadata) for epoch, _ in snapshots)
+        return tuple(snapshots)
 
     def _forget_old_ids(self) -> int | None:
         bound = self.metadata.epoch - self.retention_epochs
