@@ -11,9 +11,9 @@ from epochal.paxos import PaxosSettings
 
 # Bugs the simulator plants in the member core (never set outside it), to show its seeds catch
 # them: each breaks one promise of the core.
-BUG_ANSWER_FORWARDED_EARLY = "answer-forwarded-early"  # a forwarded commit answered at proposal
-BUG_FORGET_ENTRY_ID = "forget-entry-id"  # apply keeps no record of an id: a retry commits again
-BUG_SNAPSHOT_AS_IF_LAST = "snapshot-as-if-last"  # a snapshot mid-slot taken at the slot's end
+BUG_ANSWER_FORWARDED_EARLY = "answer_forwarded_early"  # a forwarded commit answered at proposal
+BUG_FORGET_ENTRY_ID = "forget_entry_id"  # apply keeps no record of an id: a retry commits again
+BUG_SNAPSHOT_AS_IF_LAST = "snapshot_as_if_last"  # a snapshot mid-slot taken at the slot's end
 MEMBER_BUGS = frozenset({BUG_ANSWER_FORWARDED_EARLY, BUG_FORGET_ENTRY_ID, BUG_SNAPSHOT_AS_IF_LAST})
 KNOWN_BUGS = MEMBER_BUGS | PAXOS_BUGS
 

@@ -1,4 +1,5 @@
-"""Run simulator seeds: ``make sim SEEDS=N`` or replay one with ``make sim SEED=S``."""
+"""Run simulator seeds of the CMS (``epochal.sim.cms_cluster``): ``make sim SEEDS=N``, or replay
+one with ``make sim SEED=S`` (``BUG=name`` plants a bug of the member core or of Paxos)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import argparse
 import sys
 import time
 
-from epochal.paxos import KNOWN_BUGS
-from epochal.sim.paxos_cluster import Coverage, RunResult, run_seed
+from epochal.cmscore import KNOWN_BUGS
+from epochal.sim.cms_checks import Coverage
+from epochal.sim.cms_cluster import RunResult, run_seed
 
 
 def run_many(
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in result.trace:
             print(line)
         print(
-            f"seed {result.seed}: members={result.members} alpha={result.alpha} "
+            f"seed {result.seed}: members={result.members} reconfiguring={result.reconfiguring} "
             f"{'ok' if result.ok else 'FAILED: ' + result.failure} "
             f"acknowledged={result.acknowledged} trace={result.trace_digest}"
         )
@@ -53,9 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             f"FAILED seed {result.seed}: {result.failure}\n"
             f"  replay: make sim SEED={result.seed}{planted}"
         )
+    kinds = set().union(*(r.kinds for r in results))
     print(
         f"{len(results) - len(failed)}/{len(results)} seeds ok in "
-        f"{time.monotonic() - started:.1f}s; coverage {total.as_dict()}"
+        f"{time.monotonic() - started:.1f}s; coverage {total.as_dict()}; "
+        f"{len(kinds)} transformation kinds committed"
     )
     return 1 if failed else 0
 
