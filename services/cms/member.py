@@ -20,10 +20,8 @@ performs the core's effects (``_perform``): settling commits, following peers, t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,17 +30,18 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from epochal.cms.catch_up import backfill, copy_state, learn_target_epoch, register_as_candidate
+from epochal.cms.commit_path import CommitPath, now_ms
 from epochal.cms.description import MemberDescription
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
 from epochal.cms.settings import CMSSettings
-from epochal.cms.shell_support import crash_on_broken_invariant, time_out
+from epochal.cms.shell_support import crash_on_broken_invariant
 from epochal.cms.storage import CMSStorage
-from epochal.cmscore import MemberConfig, MemberCore, Route
+from epochal.cmscore import MemberConfig, MemberCore
 from epochal.cmscore import effects as fx
 from epochal.cmscore.rows import AcceptedRow
-from epochal.cmscore.state_machine import CommitResult, ProposalItem
-from epochal.errors import CommitTimeout, EpochalError, NotLeader
+from epochal.cmscore.state_machine import CommitResult
+from epochal.errors import EpochalError, NotLeader
 from epochal.paxos import Ballot, ChosenSlot, Message, PaxosNode, Ready
 from epochal.runtime.service import fatal
 from epochal.tcm import CMSMember
@@ -57,11 +56,7 @@ T = TypeVar("T")
 TICK_INTERVAL_S = 0.01
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-class CMSMemberLoop:
+class CMSMemberLoop(CommitPath):
     def __init__(self, settings: CMSSettings, storage: CMSStorage) -> None:
         self.settings = settings
         self.storage = storage
@@ -399,87 +394,6 @@ class CMSMemberLoop:
         self._applied_written = batch.applied_slot
         if not self._stopped:
             self.core.applied_written(batch.applied_slot)
-
-    # ------------------------------------------------------------------ commits
-
-    async def commit(self, item: ProposalItem) -> CommitResult:
-        """Commit through whichever member leads."""
-        deadline = time.monotonic() + self.settings.commit_timeout_ms / 1000
-        while True:
-            routing = self.core.route(item)
-            if routing.route is Route.ANSWERED:
-                assert routing.answer is not None
-                if isinstance(routing.answer, EpochalError):
-                    raise routing.answer
-                return routing.answer
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise CommitTimeout(
-                    f"no outcome within {self.settings.commit_timeout_ms} ms; "
-                    "retry with the same entry_id"
-                )
-            try:
-                if routing.route is Route.LEAD:
-                    return await self._enqueue(item, remaining, None)
-                if routing.route is Route.WAIT:
-                    await self._wait_for_leader(min(remaining, 0.5))
-                    continue
-                return await self._forward(routing.leader, item, remaining)
-            except NotLeader:
-                # Leadership moved while we waited: the loop retries with the same entry id.
-                await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
-
-    async def _forward(self, leader: str, item: ProposalItem, timeout_s: float) -> CommitResult:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[CommitResult] = loop.create_future()
-        self.core.commits.forwarding(item, future)
-        self.peers.forward(leader, item, future)
-        timer = loop.call_later(timeout_s, time_out, future, timeout_s)
-        try:
-            return await future
-        finally:
-            timer.cancel()
-            self.core.commits.forward_over(item.entry_id, future)
-
-    def commit_forwarded(
-        self, item: ProposalItem, origin: str | None
-    ) -> asyncio.Future[CommitResult]:
-        """A commit ``origin`` forwarded: answered here if leader, else told who leads."""
-        answer = self.core.route_forwarded(item)
-        if answer is None:
-            try:
-                return self._enqueue(item, self.settings.commit_timeout_ms / 1000, origin)
-            except EpochalError as error:  # Overloaded
-                answer = error
-        future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
-        if isinstance(answer, EpochalError):
-            future.set_exception(answer)
-        else:
-            future.set_result(answer)
-        return future
-
-    async def _wait_for_leader(self, timeout_s: float) -> None:
-        self._leader_changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._leader_changed.wait(), timeout_s)
-
-    def _enqueue(
-        self, item: ProposalItem, timeout_s: float, origin: str | None
-    ) -> asyncio.Future[CommitResult]:
-        """Queue a commit for the next batch; the future is settled by its outcome or by a
-        timeout. Raises Overloaded when the queue is full."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[CommitResult] = loop.create_future()
-        with crash_on_broken_invariant():  # also on the commit path
-            proposed = self.core.enqueue(item, future, origin, now_ms())
-        if proposed:
-            self._process()
-        else:
-            self._perform()
-        # A timer rather than asyncio.wait_for: one handle per commit instead of two tasks.
-        timer = loop.call_later(timeout_s, time_out, future, timeout_s)
-        future.add_done_callback(lambda _: timer.cancel())
-        return future
 
     # ------------------------------------------------------------------ log serving
 

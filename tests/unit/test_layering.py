@@ -1,6 +1,6 @@
 """The layering rules of DESIGN.md "Principles" and "Layout", held by reading the source.
 
-- The pure cores (paxos, tcm, mtrack) and the error family import no I/O, clock or randomness,
+- The pure cores (paxos, tcm, mtrack, the CMS member core) and the error family import no I/O, clock or randomness,
   however indirectly.
 - Generated protobuf code is imported only at the edges: libs/wire, each service's gRPC layer
   (servicers, their codecs, the server and its peer channels) and the SDK's transport.
@@ -79,7 +79,7 @@ def test_the_pure_cores_import_no_io_clock_or_randomness_even_indirectly() -> No
     probe = (
         "import json, sys\n"
         "before = set(sys.modules)\n"
-        "import epochal.errors, epochal.mtrack, epochal.paxos, epochal.tcm\n"
+        "import epochal.errors, epochal.mtrack, epochal.paxos, epochal.tcm, epochal.cmscore\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
     loaded = json.loads(
@@ -88,6 +88,7 @@ def test_the_pure_cores_import_no_io_clock_or_randomness_even_indirectly() -> No
         ).stdout
     )
     assert "epochal.paxos.node" in loaded
+    assert "epochal.cmscore.core" in loaded
     offending = [m for m in loaded if m.split(".")[0] in FORBIDDEN_IN_CORES]
     assert offending == []
 
@@ -99,6 +100,7 @@ def test_no_module_of_a_pure_core_imports_io_clock_or_randomness() -> None:
         *(ROOT / "libs/paxos").glob("*.py"),
         *(ROOT / "libs/tcm").glob("*.py"),
         *(ROOT / "libs/mtrack").glob("*.py"),
+        *(ROOT / "libs/cmscore").glob("*.py"),
         ROOT / "libs/epochal/errors.py",
     ]
     offending = {
