@@ -1,7 +1,7 @@
 """The layering rules of DESIGN.md "Principles" and "Layout", held by reading the source.
 
-- The pure cores (paxos, tcm, mtrack, the CMS member core) and the error family import no I/O, clock or randomness,
-  however indirectly.
+- The pure cores (paxos, tcm, mtrack, the CMS member core) and the error family import no
+  I/O, clock or randomness, however indirectly.
 - Generated protobuf code is imported only at the edges: libs/wire, each service's gRPC layer
   (servicers, their codecs, the server and its peer channels) and the SDK's transport.
 - Every expected error has one definition: no two exception classes of any epochal module
