@@ -29,6 +29,7 @@ The cores assert their own invariants as they run: a seed that trips one fails w
 from __future__ import annotations
 
 import random
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -357,6 +358,8 @@ class CMSCluster:
             failure = str(violation)
         except AssertionError as violation:  # the cores' own invariants, reported with the seed
             failure = f"{type(violation).__name__} in a core: {violation}"
+        except Exception as error:  # a bug anywhere else, reported with the seed too
+            failure = f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
         self.checks.collect()
         return RunResult(
             seed=self.world.seed,

@@ -1,7 +1,7 @@
 """A commit whose validation raises something that is not a refusal (a bug) is refused alone —
 by the leader building a batch and by every member applying a chosen slot alike — so the
 leader goes on proposing every other commit and no member stops on it
-(services/cms/state_machine.py ``validated_and_executed``)."""
+(libs/cmscore/state_machine.py ``validated_and_executed``)."""
 
 from __future__ import annotations
 
