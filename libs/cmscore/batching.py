@@ -85,8 +85,8 @@ class BatchLimits:
     max_values: int
     max_bytes: int
     snapshot_frequency: int
-    # False only where the simulator plants BUG_SNAPSHOT_AS_IF_LAST: a client's snapshot may
-    # then stand in the middle of a slot (as before the builder closed slots at one).
+    # False only in the simulator (MemberConfig.snapshot_closes_slot): a client's snapshot may
+    # then stand in the middle of a slot, as an older leader put it.
     snapshot_closes_slot: bool = True
 
 

@@ -27,6 +27,7 @@ class Pending:
 class Commits:
     def __init__(self, effects: list[Effect], max_pending: int) -> None:
         self._effects = effects  # the core's outbox
+        self._settling: set[int] = set()  # waiters answered by an effect not yet taken
         self._max_pending = max_pending
         self.pending: deque[Pending] = deque()
         # Commits in the slot this leader proposed, by entry id: their item's digest, and every
@@ -37,8 +38,15 @@ class Commits:
         self.forwarded: dict[str, list[tuple[ProposalItem, Waiter]]] = {}
 
     def settle(self, waiter: Waiter, outcome: CommitResult | EpochalError) -> None:
-        if not waiter.done():
+        """One answer per waiter: none for one its caller gave up on, none for one already
+        answered by an effect the shell has not taken yet."""
+        if not waiter.done() and id(waiter) not in self._settling:
+            self._settling.add(id(waiter))
             self._effects.append(Settle(waiter, outcome))
+
+    def taken(self) -> None:
+        """The shell took the effects: the waiters they answer are done from now on."""
+        self._settling.clear()
 
     def queue(self, item: ProposalItem, waiter: Waiter, origin: str | None) -> None:
         if len(self.pending) >= self._max_pending:

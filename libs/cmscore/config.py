@@ -40,6 +40,10 @@ class MemberConfig:
     max_pending_commits: int = 20_000
     entry_id_retention_epochs: int = 100_000
     retain_slots: int = 1_000  # applied slots the Paxos core keeps for peers' catch-up
+    # False only in the simulator: it stands for a leader of an older version, which batched a
+    # client's TriggerSnapshot like any commit (epochal.cmscore.batching); the slots such a
+    # leader chose must still apply alike everywhere, with each snapshot at its own epoch.
+    snapshot_closes_slot: bool = True
     # A bound the shell's Ready protocol is held to (the simulator lowers it to catch a shell
     # that forgets to advance).
     max_unadvanced_readies: int = 256

@@ -47,7 +47,7 @@ from epochal.cmscore.batching import (
 )
 from epochal.cmscore.catch_up import CatchingUp
 from epochal.cmscore.commits import Commits, Pending
-from epochal.cmscore.config import BUG_ANSWER_FORWARDED_EARLY, BUG_SNAPSHOT_AS_IF_LAST, MemberConfig
+from epochal.cmscore.config import BUG_ANSWER_FORWARDED_EARLY, MemberConfig
 from epochal.cmscore.effects import (
     CancelLinger,
     Effect,
@@ -155,7 +155,7 @@ class MemberCore(CatchingUp):
             max_values=config.max_batch_values,
             max_bytes=config.max_batch_bytes,
             snapshot_frequency=config.snapshot_frequency,
-            snapshot_closes_slot=BUG_SNAPSHOT_AS_IF_LAST not in config.planted_bugs,
+            snapshot_closes_slot=config.snapshot_closes_slot,
         )
         self._effects: list[Effect] = []
         self.commits = Commits(self._effects, config.max_pending_commits)
@@ -179,6 +179,7 @@ class MemberCore(CatchingUp):
     def take_effects(self) -> list[Effect]:
         effects = self._effects[:]  # the list is shared with ``commits``: emptied in place
         self._effects.clear()
+        self.commits.taken()
         return effects
 
     def start(self) -> None:
@@ -196,9 +197,6 @@ class MemberCore(CatchingUp):
         next slot if one is due. True when it proposed (the shell drains the Readies again)."""
         self._on_role_change()
         return self.maybe_propose(now_ms)
-
-    def local_entry_ids(self) -> list[tuple[str, int, int]]:
-        return self.sm.entry_ids()
 
     # ------------------------------------------------------------------ commits
 
@@ -392,8 +390,8 @@ class MemberCore(CatchingUp):
             self.node.applied(record.slot, membership)
             self.commits.answer(result, self.sm.lookup)  # first: the clients need nothing else
             self._record_applied(result)
-            if proposal is not None and self.node.is_leader:
-                self._effects.append(RoundEnded(record.slot))
+            if proposal is not None:  # its span ends: applied, or abandoned by a former leader
+                self._effects.append(RoundEnded(record.slot if self.node.is_leader else 0))
         self.check_ready()
 
     def stop_applying(self, slot: int, problem: str, stored: bool = False) -> None:

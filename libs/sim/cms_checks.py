@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from epochal.cmscore.rows import LogEntryRow, SnapshotRow
 from epochal.cmscore.state_machine import CommitResult, ProposalItem
@@ -67,9 +67,6 @@ class Checks:
         self.snapshot_epochs: set[int] = set()
         self.kinds: set[str] = set()
         self.acknowledged = 0
-
-    def note(self, effect: Any) -> None:
-        pass  # leadership and rounds are counted from the cores' stats at the end
 
     def chosen(self, member: str, slot: int, value: tuple[bytes, ...]) -> None:
         known = self.chosen_values.setdefault(slot, value)

@@ -1,7 +1,9 @@
 """A CMS member's disk in the simulator: the rows ``epochal.cms.storage`` keeps, with the same
-write semantics (votes durable, applied state lazy, a state transfer installed whole), held in
-memory. What a crash leaves is what the simulated writes completed; a restart loads it as the
-server loads its database."""
+write semantics, held in memory. A vote (``save_acceptor``) and an installed state transfer are
+durable when written, and make every lazy write before them durable too (one WAL, flushed in
+order). The applied state (``save_applied``) is lazy: readers see it at once, a process crash
+keeps it (the operating system holds it), and a power loss drops it unless a durable write
+followed. A restart loads what is left, as the server loads its database."""
 
 from __future__ import annotations
 
@@ -19,14 +21,49 @@ class SimDisk:
     entries: dict[int, LogEntryRow] = field(default_factory=dict)  # by epoch
     entry_ids: dict[str, EntryIdRow] = field(default_factory=dict)
     snapshots: dict[int, SnapshotRow] = field(default_factory=dict)  # by epoch
+    lazy: list[AppliedBatch] = field(default_factory=list)  # written, not yet durable
 
-    def save_acceptor(self, promised: tuple[int, str] | None, rows: list[AcceptedRow]) -> None:
+    def save_acceptor(self, promised: tuple[int, str] | None, rows: list[AcceptedRow]) -> int:
+        """Durable; returns the applied slot the lazy writes before it made durable (0: none)."""
+        synced = self.sync()
         if promised is not None:
             self.promised = promised
         for row in rows:
             self.accepted[row.slot] = row
+        return synced
 
     def save_applied(self, batch: AppliedBatch) -> None:
+        self.lazy.append(batch)
+
+    def sync(self) -> int:
+        synced = 0
+        for batch in self.lazy:
+            self._apply(batch)
+            synced = batch.applied_slot
+        self.lazy = []
+        return synced
+
+    def power_loss(self) -> bool:
+        """Drops the lazy writes; returns whether there were any."""
+        lost = bool(self.lazy)
+        self.lazy = []
+        return lost
+
+    def readable(self) -> SimDisk:
+        """What a reader sees (a peer's FetchLog): the lazy writes too."""
+        view = SimDisk(
+            self.promised,
+            dict(self.accepted),
+            self.applied_slot,
+            dict(self.entries),
+            dict(self.entry_ids),
+            dict(self.snapshots),
+            list(self.lazy),
+        )
+        view.sync()
+        return view
+
+    def _apply(self, batch: AppliedBatch) -> None:
         for row in batch.entries:
             self.entries.setdefault(row.epoch, row)
         for id_row in batch.entry_ids:
@@ -46,6 +83,7 @@ class SimDisk:
         entry_ids: list[EntryIdRow],
         applied_slot: int,
     ) -> None:
+        self.sync()
         if snapshot is not None:
             self.snapshots = {e: s for e, s in self.snapshots.items() if e < snapshot.epoch}
             self.snapshots[snapshot.epoch] = snapshot
@@ -73,6 +111,7 @@ class SimDisk:
         return rows
 
     def load(self) -> StoredState:
+        self.sync()  # a process restarting reads what its writes left, synced or not
         snapshot = self.latest_snapshot()
         return StoredState(
             promised=self.promised,

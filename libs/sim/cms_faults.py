@@ -24,10 +24,10 @@ class Faults:
                 return
             world.schedule(at, "fault", self._fault)
 
-    def _crash(self, member_id: str) -> None:
+    def _crash(self, member_id: str, power_loss: bool = False) -> None:
         member = self.cluster.members[member_id]
         self.cluster.coverage.crashes += 1
-        if member.crash():
+        if member.crash(power_loss):
             self.cluster.coverage.crashes_losing_unsynced_state += 1
 
     def _fault(self) -> None:
@@ -41,7 +41,7 @@ class Faults:
             # Power loss: every member at once loses what its disk had not made durable.
             for member_id in ids:
                 if cluster.members[member_id].up:
-                    self._crash(member_id)
+                    self._crash(member_id, power_loss=True)
             world.record("power loss")
         elif choice < 0.35:
             down = [m for m in ids if not cluster.members[m].up]

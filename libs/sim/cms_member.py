@@ -114,9 +114,12 @@ class SimShell:
         self.cluster.check_state(self.id, self.core)
         self._ask_peer_epochs()
 
-    def crash(self) -> bool:
-        """Returns whether unsynced state was lost."""
+    def crash(self, power_loss: bool = False) -> bool:
+        """Returns whether unsynced state was lost: writes not completed, and on a power loss
+        the lazy writes no durable one followed."""
         lost = self.pending_disk_writes > 0
+        if power_loss:
+            lost = self.disk.power_loss() or lost
         self.up = False
         self.incarnation += 1
         return lost
@@ -221,9 +224,13 @@ class SimShell:
             rows = [
                 AcceptedRow(r.slot, r.ballot.round, r.ballot.node_id, encode_slot_value(r.value))
                 for r in ready.persist_accepted
-                if r.slot > self.disk.applied_slot
             ]
-            self.disk.save_acceptor((promise.round, promise.node_id) if promise else None, rows)
+            synced = self.disk.save_acceptor(
+                (promise.round, promise.node_id) if promise else None, rows
+            )
+            if synced:
+                # The durable write made the lazy ones before it durable (as storage.py's).
+                self.core.node.durable(synced)
             self._send_all(ready.messages_after_persist)
             written.done = True
             self.process()
@@ -256,6 +263,8 @@ class SimShell:
         for effect in effects:
             if isinstance(effect, fx.Settle):
                 assert isinstance(effect.waiter, SimWaiter)
+                if effect.waiter.done():
+                    self.cluster.fail(f"{self.id} answered a commit twice: {effect.outcome}")
                 effect.waiter.settle(effect.outcome)
             elif isinstance(effect, fx.FlushDue):
                 self._schedule_flush()
@@ -268,9 +277,8 @@ class SimShell:
                 self._state_transfer(effect.peer, then=lambda: None)
             elif isinstance(effect, fx.StoppedApplying):
                 self.cluster.fail(f"{self.id} stopped applying: {effect.reason}")
-            elif isinstance(effect, fx.LeaderChanged | fx.RoundStarted | fx.RoundEnded):
-                self.cluster.note(effect)
-            # PeersChanged, ReadinessChanged: the simulated network reaches every member.
+            # PeersChanged, ReadinessChanged, LeaderChanged, RoundStarted, RoundEnded: the
+            # simulated network reaches every member; clients find the leader by its answers.
 
     def _linger_over(self, token: int) -> None:
         if token == self.linger_token and self.core.linger_over(self.cluster.world.now_ms):
@@ -294,8 +302,7 @@ class SimShell:
 
         def complete() -> None:
             self.pending_disk_writes -= 1
-            self.disk.save_applied(batch)
-            self.core.node.durable(batch.applied_slot)
+            self.disk.save_applied(batch)  # durable once a durable write follows
             self.core.applied_written(batch.applied_slot)
             self.process()
 
@@ -416,7 +423,7 @@ class SimShell:
         self.later(TRANSFER_TIMEOUT_MS, "state transfer timeout", finish)
 
     def copy_of_disk(self) -> _Copied:
-        disk = self.disk
+        disk = self.disk.readable()
         snapshot = disk.latest_snapshot()
         entries = disk.entries_after(snapshot.epoch if snapshot else 0)
         return _Copied(snapshot, entries, list(disk.entry_ids.values()), disk.applied_slot)

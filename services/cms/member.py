@@ -203,11 +203,10 @@ class CMSMemberLoop(CommitPath):
             self._process()
 
     def _process(self) -> None:
-        if self.core.stopped_applying:
-            return
-        with crash_on_broken_invariant():
-            self._process_readies()
-        self._perform()
+        if not self.core.stopped_applying:
+            with crash_on_broken_invariant():
+                self._process_readies()
+        self._perform()  # also what stopping to apply asked for (health, answers)
 
     def _process_readies(self) -> None:
         node = self.core.node

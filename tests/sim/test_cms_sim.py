@@ -57,18 +57,18 @@ def test_same_seed_gives_the_same_trace() -> None:
 
 
 @pytest.mark.parametrize(
-    "bug",
+    ("bug", "caught_by"),
     [
-        # in the member core
-        BUG_ANSWER_FORWARDED_EARLY,
-        BUG_FORGET_ENTRY_ID,
-        BUG_SNAPSHOT_AS_IF_LAST,
+        # in the member core, each caught by the invariant it breaks
+        (BUG_ANSWER_FORWARDED_EARLY, "before any member applied that epoch"),
+        (BUG_FORGET_ENTRY_ID, "and again at epoch"),
+        (BUG_SNAPSHOT_AS_IF_LAST, "holds the state of epoch"),
         # in Paxos
-        BUG_SKIP_REPROPOSAL,
-        BUG_REPLY_BEFORE_DURABLE,
+        (BUG_SKIP_REPROPOSAL, "two values chosen"),
+        (BUG_REPLY_BEFORE_DURABLE, ""),
     ],
 )
-def test_ci_seeds_catch_a_planted_bug(bug: str) -> None:
+def test_ci_seeds_catch_a_planted_bug(bug: str, caught_by: str) -> None:
     caught = None
     for seed in CI_SEEDS:
         result = run_seed(seed, planted_bugs=frozenset({bug}))
@@ -77,6 +77,8 @@ def test_ci_seeds_catch_a_planted_bug(bug: str) -> None:
             break
     assert caught is not None, f"no CI seed catches the planted bug {bug!r}"
     print(f"\n{bug}: first caught by seed {caught.seed}: {caught.failure}")
+    assert caught_by in caught.failure
+    assert "no progress" not in caught.failure, "caught as a stall, not by an invariant"
 
 
 def test_the_simulator_drives_the_member_core_and_holds_no_copy_of_it() -> None:
