@@ -67,7 +67,8 @@ class CMSMemberLoop(CommitPath):
         self._unadvanced: deque[Ready] = deque()  # taken from the node, not yet performed
         self._to_apply: list[ChosenSlot] = []
         self._linger_timer: asyncio.TimerHandle | None = None
-        self.core: MemberCore
+        self.core: MemberCore  # built by ``start`` from what storage holds
+        self._built = False  # (a stop can come first, while the member starts)
         self._round_span: trace.Span | None = None
         self.log = LogServer(settings, storage, self._read)
         # The applied slot last written lazily: durable once a synchronous write follows it.
@@ -110,6 +111,7 @@ class CMSMemberLoop(CommitPath):
             random=random.Random().random,
             now_ms=now_ms(),
         )
+        self._built = True
         self.log.remember(stored.entries[-RECENT_ENTRIES:])
         log.info(
             "member %s starting at epoch %d, applied slot %d, %d accepted slot(s) on disk",
@@ -139,8 +141,10 @@ class CMSMemberLoop(CommitPath):
         """Stop taking commits (they are answered UNAVAILABLE: the client retries them on
         another member with the same entry id) and wait up to ``timeout_s`` for those in flight
         here — queued, proposed, or forwarded to the leader — to settle."""
-        self.core.draining = True
         self._leader_changed.set()  # a commit waiting for a leader sees the drain at once
+        if not self._built:
+            return  # stopped while starting: nothing was taken yet
+        self.core.draining = True
         waiting: list[Any] = self.core.commits.outstanding()
         if waiting and timeout_s > 0:
             await asyncio.wait(waiting, timeout=timeout_s)
@@ -149,9 +153,10 @@ class CMSMemberLoop(CommitPath):
         """The last step before the gRPC server stops: answer what is still waiting (the
         client retries it elsewhere with the same entry id), end the Step and Forward streams
         and every Watch, so that no call holds the stop to its deadline."""
-        self.core.draining = True
-        self.core.fail_everything(self.core.shutting_down)
-        self._perform()
+        if self._built:
+            self.core.draining = True
+            self.core.fail_everything(self.core.shutting_down)
+            self._perform()
         self.closing.set()
         self.log.reset(f"{self.member_id} is shutting down; watch another member")
 
@@ -162,10 +167,12 @@ class CMSMemberLoop(CommitPath):
         for task in list(self._background):
             task.cancel()
         self.log.reset("CMS member shutting down")
-        self.core.fail_all(lambda: NotLeader(None))
-        self._perform()
-        # Votes still queued were never sent, so they need not be written; the applied state is.
-        self._flush_applied()
+        if self._built:
+            self.core.fail_all(lambda: NotLeader(None))
+            self._perform()
+            # Votes still queued were never sent, so they need not be written; the applied
+            # state is.
+            self._flush_applied()
         await self.peers.close()
         # Let reads in progress finish, then close every connection.
         self._reader.shutdown(wait=True)
