@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochal.cmscore import MemberConfig
 from epochal.runtime.flags import build_parser as build_flag_parser
 from epochal.runtime.flags import check_numbers, values_from
 
@@ -27,6 +28,11 @@ def parse_members(text: str) -> dict[str, str]:
     return members
 
 
+# The member core's defaults (epochal.cmscore.MemberConfig): one place for them, so that the
+# simulator runs a core configured as the server's.
+_CORE = MemberConfig(member_id="", members={}, listen_address="")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CMSSettings:
     member_id: str
@@ -38,27 +44,27 @@ class CMSSettings:
     db: str = ""  # SQLAlchemy URL; default SQLite in data_dir
     db_schema: str = ""  # PostgreSQL schema; default cms_<member_id>
     data_dir: str = "var"
-    snapshot_frequency: int = 100
-    heartbeat_interval_ms: int = 50
-    election_timeout_ms: int = 500
-    retransmit_interval_ms: int = 100
+    snapshot_frequency: int = _CORE.snapshot_frequency
+    heartbeat_interval_ms: int = _CORE.heartbeat_interval_ms
+    election_timeout_ms: int = _CORE.election_timeout_ms
+    retransmit_interval_ms: int = _CORE.retransmit_interval_ms
     # The leader lets the followers choose a slot and casts its own vote (an fsync) only for a
     # slot still not chosen after this long, then at once until they answer again (0: always).
-    leader_vote_delay_ms: int = 10
+    leader_vote_delay_ms: int = _CORE.leader_vote_delay_ms
     # ... except for a slot of at most this many transformations (a quiet log): the leader
     # votes at once and sends it to just enough followers for a quorum (epochal.paxos).
-    leader_votes_small_slots_up_to: int = 2
-    max_batch_values: int = 512
-    max_batch_bytes: int = 4 << 20
+    leader_votes_small_slots_up_to: int = _CORE.leader_votes_small_slots_up_to
+    max_batch_values: int = _CORE.max_batch_values
+    max_batch_bytes: int = _CORE.max_batch_bytes
     # Group commit: while the log is busy (the last slot carried at least batch_linger_commits
     # commits), the leader waits up to batch_linger_ms for more before proposing the next slot.
-    batch_linger_ms: float = 2.0
-    batch_linger_commits: int = 3
-    max_pending_commits: int = 20_000
+    batch_linger_ms: float = _CORE.batch_linger_ms
+    batch_linger_commits: int = _CORE.batch_linger_commits
+    max_pending_commits: int = _CORE.max_pending_commits
     max_transformation_bytes: int = 1 << 20
     commit_timeout_ms: int = 10_000
-    entry_id_retention_epochs: int = 100_000
-    retain_slots: int = 1_000
+    entry_id_retention_epochs: int = _CORE.entry_id_retention_epochs
+    retain_slots: int = _CORE.retain_slots
     applied_flush_interval_ms: int = 20
     fetch_page_entries: int = 1_000
     watch_queue_events: int = 1_000
