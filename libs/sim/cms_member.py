@@ -87,7 +87,6 @@ class SimShell:
         self.flush_scheduled = False
         self.linger_token = 0
         self.transferring = False
-        self.candidacy_retry_ms = 0
 
     # -------------------------------------------------------------- lifecycle
 

@@ -48,7 +48,6 @@ class Cores:
         }
         self.messages: deque[Message] = deque()
         self.effects: dict[str, list[fx.Effect]] = {m: [] for m in MEMBERS}
-        self.applied: dict[str, list[int]] = {m: [] for m in MEMBERS}
         self.hold: set[str] = set()  # members whose chosen slots are not applied yet
         self.held: dict[str, list[ChosenSlot]] = {m: [] for m in MEMBERS}
         self.unadvanced: dict[str, list[Ready]] = {m: [] for m in MEMBERS}
@@ -69,7 +68,6 @@ class Cores:
                 continue
             if ready.chosen:
                 core.apply(ready.chosen)
-                self.applied[member].extend(c.slot for c in ready.chosen)
             core.node.advance(ready)
         self.perform(member)
 

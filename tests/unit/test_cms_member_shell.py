@@ -32,13 +32,17 @@ async def _stops_at_once(tmp_path: Path) -> None:
     (tmp_path / "m1").mkdir()
     member = CMSMemberLoop(settings, CMSStorage(settings.db_url))
     readiness: list[bool] = []
-    member.on_readiness = readiness.append
+    became_ready = asyncio.Event()
+
+    def on_readiness(ready: bool) -> None:
+        readiness.append(ready)
+        if ready:
+            became_ready.set()
+
+    member.on_readiness = on_readiness
     await member.start()
     try:
-        for _ in range(500):
-            if member.ready:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(became_ready.wait(), timeout=5.0)
         assert readiness == [True]
         waiting: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
         item = proposal_item(
