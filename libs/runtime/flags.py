@@ -3,8 +3,9 @@
 Each service declares its settings as a frozen dataclass and a table ``name -> (type, help)``;
 ``build_parser`` turns the table into flags (``--snake-case``) whose help names the
 environment variable (``<PREFIX><NAME>``), and ``values_from`` reads them: a flag wins over its
-environment variable, which wins over the dataclass default. ``check_numbers`` is the bound
-check every settings class runs when built.
+environment variable, which wins over the dataclass default. A boolean flag takes an optional
+value (``--x``, ``--x false``); one that is on by default also has ``--no-x``.
+``check_numbers`` is the bound check every settings class runs when built.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def build_parser(
         extra: dict[str, Any] = {}
         if kind is bool:
             extra = {"nargs": "?", "const": True, "type": parse_bool}
+            shown = "true" if default is True else ""
         else:
             extra = {"type": kind}
         parser.add_argument(
@@ -71,6 +73,15 @@ def build_parser(
             + (f" (default {shown})" if shown else ""),
             **extra,
         )
+        if kind is bool and default is True:
+            # A setting on by default is turned off by --no-<flag> (or <flag> false).
+            parser.add_argument(
+                "--no-" + flag_name(name)[2:],
+                dest=name,
+                action="store_const",
+                const=False,
+                help=f"turn {flag_name(name)} off",
+            )
     return parser
 
 
