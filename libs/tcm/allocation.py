@@ -4,6 +4,11 @@ Each of the node's ``num_tokens`` tokens halves the largest range of its datacen
 ring NetworkTopologyStrategy walks; with one datacenter, the whole ring). A datacenter with no
 tokens yet gets evenly spaced tokens, offset by the datacenter name's hash so that the first
 nodes of different datacenters do not collide. Deterministic: every member computes the same tokens.
+
+Tokens that operations in flight will own (``planned``: a join prepared but not finished) count
+as owned: joins that start at once — a new cluster's nodes, started together — split the ring
+among themselves in the order the log holds their PREPAREs instead of all taking the first
+node's tokens (which the second would find taken).
 """
 
 from __future__ import annotations
@@ -26,16 +31,20 @@ def _wrap(value: int) -> int:
 
 
 def allocate_tokens(
-    token_map: TokenMap, locations: Mapping[str, Location], datacenter: str, num_tokens: int
+    token_map: TokenMap,
+    locations: Mapping[str, Location],
+    datacenter: str,
+    num_tokens: int,
+    planned: Mapping[int, str] | None = None,
 ) -> tuple[int, ...]:
+    """``num_tokens`` tokens in ``datacenter``; ``planned``: token -> node of the tokens that
+    operations in flight will own."""
     if not 1 <= num_tokens <= MAX_NUM_TOKENS:
         raise ValueError(f"num_tokens must be 1..{MAX_NUM_TOKENS}, got {num_tokens}")
-    taken = set(token_map.ring_tokens)
-    ring = sorted(
-        t
-        for t, n in zip(token_map.ring_tokens, token_map.ring_nodes, strict=True)
-        if locations[n][0] == datacenter
-    )
+    owners = dict(zip(token_map.ring_tokens, token_map.ring_nodes, strict=True))
+    owners.update(planned or {})
+    taken = set(owners)
+    ring = sorted(t for t, n in owners.items() if locations[n][0] == datacenter)
     if not ring:
         offset = token_of(datacenter.encode())
         spaced = (_wrap(offset + i * (RING_SIZE // num_tokens)) for i in range(num_tokens))

@@ -44,6 +44,7 @@ from epochal.tcm.topology_rules import (
     merge_at,
     node_info,
     plan_operation,
+    planned_tokens,
     prepared_metadata,
     sequence_of,
     with_node_state,
@@ -80,7 +81,11 @@ class PrepareJoin(_Prepare):
         if not tokens:
             try:
                 tokens = allocate_tokens(
-                    metadata.tokens, metadata.locations(), node.datacenter, self.num_tokens
+                    metadata.tokens,
+                    metadata.locations(),
+                    node.datacenter,
+                    self.num_tokens,
+                    planned=planned_tokens(metadata),
                 )
             except ValueError as error:
                 raise Rejected("bad_tokens", str(error)) from None

@@ -205,17 +205,22 @@ def check_free_to_operate(metadata: ClusterMetadata, kind: SequenceKind, node_id
     return node
 
 
+def planned_tokens(metadata: ClusterMetadata) -> dict[int, str]:
+    """Token -> node of the tokens a sequence in flight may own at its end (tokens_after) or
+    after a cancel (tokens_before, which a moving node gave up at MID)."""
+    return {
+        t: s.node_id for s in metadata.sequences.values() for t in s.tokens_before + s.tokens_after
+    }
+
+
 def check_tokens(metadata: ClusterMetadata, tokens: Iterable[int]) -> None:
     tokens = tuple(tokens)
     if len(set(tokens)) != len(tokens):
         raise Rejected("bad_tokens", f"tokens must be distinct: {sorted(tokens)}")
     if not 1 <= len(tokens) <= MAX_NUM_TOKENS:
         raise Rejected("bad_tokens", f"a node owns 1..{MAX_NUM_TOKENS} tokens, not {len(tokens)}")
-    # Tokens a sequence in flight may own at its end (tokens_after) or after a cancel
-    # (tokens_before, which a moving node gave up at MID) are taken as well.
-    planned = {
-        t: s.node_id for s in metadata.sequences.values() for t in s.tokens_before + s.tokens_after
-    }
+    # Tokens a sequence in flight may own are taken as well.
+    planned = planned_tokens(metadata)
     for token in tokens:
         try:
             check_token(token)
