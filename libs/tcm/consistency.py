@@ -3,12 +3,18 @@
 A write's level counts over the write group of its epoch, pending replicas included (QUORUM is
 a majority of the whole write group); a read's over the read group. LOCAL_QUORUM counts only the
 group's members in the coordinator's datacenter.
+
+While a keyspace has fewer replicas than its replication factor names (it was created before
+enough nodes joined), the replicas it lacks count as replicas that do not answer, as in
+Cassandra: with RF 3 and one node, ONE succeeds and QUORUM (2 of 3) and ALL are unavailable.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Mapping
+
+from epochal.tcm.schema import ReplicationParams, Strategy
 
 
 class Consistency(enum.Enum):
@@ -30,11 +36,24 @@ def counted(
     return frozenset(group)
 
 
-def required(level: Consistency, counting: Collection[str]) -> int:
-    """How many of the counted members must answer (0 when none can count: unsatisfiable)."""
+def replication_factor(level: Consistency, params: ReplicationParams, local_datacenter: str) -> int:
+    """The replication factor ``level`` counts against: the local datacenter's for
+    LOCAL_QUORUM under NetworkTopologyStrategy, else the keyspace's total."""
+    factors = dict(params.factors)
+    if level is Consistency.LOCAL_QUORUM and params.strategy is Strategy.NETWORK_TOPOLOGY:
+        return factors.get(local_datacenter, 0)
+    return sum(factors.values())
+
+
+def required(level: Consistency, counting: Collection[str], factor: int = 0) -> int:
+    """How many of the counted members must answer (0 when none can count: unsatisfiable).
+    ``factor``: the replication factor the level counts against (``replication_factor``);
+    while fewer members than that exist, the missing ones count as members that do not answer,
+    so more may be needed than exist (unavailable)."""
     size = len(counting)
     if size == 0:
         return 0
+    size = max(size, factor)
     if level is Consistency.ONE:
         return 1
     if level is Consistency.ALL:
@@ -48,7 +67,8 @@ def satisfied(
     answered: Collection[str],
     datacenters: Mapping[str, str],
     local_datacenter: str,
+    factor: int = 0,
 ) -> bool:
     counting = counted(level, group, datacenters, local_datacenter)
-    needed = required(level, counting)
+    needed = required(level, counting, factor)
     return needed > 0 and len(counting.intersection(answered)) >= needed

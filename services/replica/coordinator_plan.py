@@ -31,7 +31,13 @@ from dataclasses import dataclass
 
 from epochal.errors import Unavailable
 from epochal.tcm import ClusterMetadata
-from epochal.tcm.consistency import Consistency, counted, required, satisfied
+from epochal.tcm.consistency import (
+    Consistency,
+    counted,
+    replication_factor,
+    required,
+    satisfied,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +52,7 @@ class Plan:
     group: frozenset[str]  # the token's write (or read) group at ``epoch``
     counting: frozenset[str]  # its members whose answers count for ``level``
     needed: int  # how many of ``counting`` must answer (at least 1)
+    factor: int = 0  # the replication factor the level counts against
 
     def __post_init__(self) -> None:
         assert self.counting <= self.group, (self.counting, self.group)
@@ -103,10 +110,19 @@ class Planner:
                 "(has the ring been formed?)"
             )
         counting = counted(level, group, self.datacenters(metadata), self.datacenter)
-        needed = required(level, counting)
+        keyspace_params = metadata.keyspaces[keyspace].replication
+        factor = replication_factor(level, keyspace_params, self.datacenter)
+        needed = required(level, counting, factor)
         if needed == 0:
             where = f" in {self.datacenter}" if level is Consistency.LOCAL_QUORUM else ""
             raise Unavailable(f"no replica{where} can answer at {level.value}")
+        if needed > len(counting):
+            raise Unavailable(
+                f"{level.value} needs {needed} replicas of {keyspace} (replication factor "
+                f"{factor}) but only {len(counting)} own token {token} at epoch "
+                f"{metadata.epoch}: the cluster has fewer nodes than the replication factor "
+                "(as in Cassandra, a lower level works until more nodes join)"
+            )
         return Plan(
             level=level,
             keyspace=keyspace,
@@ -116,12 +132,14 @@ class Planner:
             group=group,
             counting=counting,
             needed=needed,
+            factor=factor,
         )
 
     def satisfied(self, view: ClusterMetadata, plan: Plan, answered: Collection[str]) -> bool:
         """Whether ``answered`` meet the plan's level in its group at ``view``."""
         group = plan.group_at(view)
-        return satisfied(plan.level, group, answered, self.datacenters(view), self.datacenter)
+        datacenters = self.datacenters(view)
+        return satisfied(plan.level, group, answered, datacenters, self.datacenter, plan.factor)
 
     def recheck(
         self, plan: Plan, view: ClusterMetadata, newest_epoch: int, answered: Collection[str]

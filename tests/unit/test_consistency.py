@@ -11,7 +11,14 @@ import itertools
 
 import pytest
 
-from epochal.tcm.consistency import Consistency, counted, required, satisfied
+from epochal.tcm.consistency import (
+    Consistency,
+    counted,
+    replication_factor,
+    required,
+    satisfied,
+)
+from epochal.tcm.schema import ReplicationParams
 
 DATACENTERS = ("dc1", "dc2")
 OUTSIDER = "outsider"
@@ -101,3 +108,37 @@ def test_no_group_member_in_the_local_datacenter_makes_local_quorum_unsatisfiabl
 def test_an_empty_group_is_unsatisfiable_at_every_level(level):
     assert required(level, []) == 0
     assert not satisfied(level, [], {"anyone"}, {"anyone": "dc1"}, "dc1")
+
+
+@pytest.mark.parametrize(
+    ("level", "factor", "needed"),
+    [
+        # A keyspace with RF 3 on one node (created before more joined), as in Cassandra.
+        (Consistency.ONE, 3, [1, 1, 1]),
+        (Consistency.QUORUM, 3, [2, 2, 2]),
+        (Consistency.ALL, 3, [3, 3, 3]),
+        # RF 5 with 1..3 replicas: a majority of 5 whatever exists.
+        (Consistency.QUORUM, 5, [3, 3, 3]),
+        # Factor 0 (none given) or below the group's size: the group decides.
+        (Consistency.QUORUM, 0, [1, 2, 2]),
+        (Consistency.QUORUM, 1, [1, 2, 2]),
+    ],
+)
+def test_replicas_missing_below_the_replication_factor_count_as_not_answering(
+    level, factor, needed
+):
+    assert [required(level, [f"n{i}" for i in range(size)], factor) for size in (1, 2, 3)] == (
+        needed
+    )
+    # One node answering for RF 3: only ONE is met.
+    assert satisfied(level, ["n0"], {"n0"}, {"n0": "dc1"}, "dc1", factor) == (needed[0] <= 1)
+
+
+def test_the_factor_a_level_counts_against():
+    simple = ReplicationParams.simple(3)
+    network = ReplicationParams.network_topology({"dc1": 3, "dc2": 2})
+    assert replication_factor(Consistency.QUORUM, simple, "dc1") == 3
+    assert replication_factor(Consistency.LOCAL_QUORUM, simple, "dc1") == 3
+    assert replication_factor(Consistency.QUORUM, network, "dc1") == 5
+    assert replication_factor(Consistency.LOCAL_QUORUM, network, "dc2") == 2
+    assert replication_factor(Consistency.LOCAL_QUORUM, network, "dc3") == 0
