@@ -123,6 +123,14 @@ class Operations:
             reconciled_mutations=view.reconciled,
         )
 
+    def note(self, state: str, message: str) -> None:
+        """What the automatic join is doing while no operation runs here (waiting for a range
+        lock, retrying, refused), for ``status``."""
+        if not self._running():
+            self.target = self.follower.node_id
+            self.kind = SequenceKind.JOIN.value
+            self.state, self.message = state, message
+
     def _running(self) -> bool:
         return self._task is not None and not self._task.done()
 

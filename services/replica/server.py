@@ -5,10 +5,11 @@ Start-up order: storage (a data directory of an older storage format is refused,
 65; then migrations) and the metadata stored here; the gRPC server (NOT_SERVING: peers may
 already fetch the log from it); the follower's push stream and pulls; registration (once per
 data directory, retried while the CMS is unreachable); then the node serves, and reports
-SERVING once it has caught up to the epoch the CMS had when it first reached it. Until it is
-registered, the ReplicaPeer and ReplicaAdmin services answer UNAVAILABLE ("starting:
-registering with the CMS"); the client API refuses writes and reads the same way (rule
-``not_ready``) and serves FetchLog and Describe.
+SERVING once it has caught up to the epoch the CMS had when it first reached it. Then, with
+``--auto-join`` (the default), it joins the ring if it owns no tokens
+(``epochal.replica.auto_join``). Until it is registered, the ReplicaPeer and ReplicaAdmin
+services answer UNAVAILABLE ("starting: registering with the CMS"); the client API refuses
+writes and reads the same way (rule ``not_ready``) and serves FetchLog and Describe.
 
 Stop (SIGTERM or Ctrl-C), within ``--shutdown-grace-s``: NOT_SERVING and new calls refused; the
 Session and Exchange streams take no more requests, answer those they took, and end with
@@ -28,6 +29,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from epochal.replica.admin_servicer import AdminServicer, TestingServicer
+from epochal.replica.auto_join import AutoJoin
 from epochal.replica.barriers import BarrierDriver
 from epochal.replica.client_servicer import ReplicaServicer
 from epochal.replica.coordinator import Coordinator
@@ -230,6 +232,19 @@ class ReplicaServer:
         self.registered.set()
         log.info("serving as %s", node_id)
         self._update_readiness()
+        if not settings.auto_join:
+            log.info("auto-join is off (--no-auto-join): join with `epochal bootstrap`")
+            return
+        joining = AutoJoin(
+            self.follower,
+            self.operations,
+            tokens=settings.join_tokens,
+            num_tokens=settings.num_tokens,
+        )
+        try:
+            await joining.run()
+        except Exception:  # a bug: the node keeps serving; the operator can still bootstrap
+            log.exception("auto-join failed unexpectedly; join with `epochal bootstrap`")
 
     def _refusal(self, method: str) -> str | None:
         """Why this node cannot answer ``method`` now (UNAVAILABLE), or None: the readiness

@@ -12,8 +12,10 @@ from epochal.runtime.flags import build_parser as build_flag_parser
 from epochal.runtime.flags import check_numbers, parse_addresses, values_from
 from epochal.runtime.follower import FollowerSettings
 from epochal.tcm import Rejected
+from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS
 from epochal.tcm.barrier import DEFAULT_MINIMUM, FALLBACK_CHAIN, BarrierLevel
 from epochal.tcm.registration import check_version
+from epochal.tcm.tokens import check_token
 
 ENV_PREFIX = "EPOCHAL_REPLICA_"
 SOFTWARE_VERSION = "1.0.0"
@@ -53,6 +55,9 @@ class ReplicaSettings:
     stream_timeout_s: float = 3_600.0
     stream_sources: str = "strict"
     purge_interval_ms: int = 60_000
+    auto_join: bool = True
+    num_tokens: int = DEFAULT_NUM_TOKENS
+    initial_tokens: str = ""
     metrics_listen: str = ""
     enable_test_hooks: bool = False
     shutdown_grace_s: float = 5.0
@@ -86,6 +91,11 @@ class ReplicaSettings:
             check_version(self.software_version)
         except Rejected as rejection:
             raise ValueError(f"--software-version: {rejection.message}") from None
+        if not 1 <= self.num_tokens <= MAX_NUM_TOKENS:
+            raise ValueError(f"--num-tokens must be 1..{MAX_NUM_TOKENS}, got {self.num_tokens}")
+        tokens = self.join_tokens  # raises ValueError naming the flag for a bad list
+        if tokens and len(set(tokens)) != len(tokens):
+            raise ValueError(f"--initial-tokens must be distinct: {self.initial_tokens}")
         if self.hlc_reserve_ms >= self.max_skew_ms:
             raise ValueError(
                 "--hlc-reserve-ms must be below --max-skew-ms: after a restart the clock starts at "
@@ -96,6 +106,23 @@ class ReplicaSettings:
     def address(self) -> str:
         """The address registered in the directory, where other nodes and clients reach us."""
         return self.advertise or self.listen
+
+    @property
+    def join_tokens(self) -> tuple[int, ...]:
+        """``--initial-tokens`` as integers (empty: ``--num-tokens`` are allocated)."""
+        tokens = []
+        for text in self.initial_tokens.split(","):
+            if not text.strip():
+                continue
+            try:
+                token = int(text)
+                check_token(token)
+            except ValueError as error:
+                raise ValueError(f"--initial-tokens: {text.strip()!r}: {error}") from None
+            tokens.append(token)
+        if len(tokens) > MAX_NUM_TOKENS:
+            raise ValueError(f"--initial-tokens: at most {MAX_NUM_TOKENS}, got {len(tokens)}")
+        return tuple(tokens)
 
     @property
     def follower(self) -> FollowerSettings:
@@ -175,6 +202,14 @@ _FLAGS: dict[str, tuple[type, str]] = {
         "strict: stream a range only from the node giving it up (replace and remove: the "
         "nearest live replica); nearest: fall back to the nearest other replica when it is down",
     ),
+    "auto_join": (
+        bool,
+        "join the ring by itself once registered when this node owns no tokens (and resume an "
+        "interrupted join); off (--no-auto-join) for a node to replace another, or to join by "
+        "`epochal bootstrap`",
+    ),
+    "num_tokens": (int, "tokens the join allocates for balance, unless --initial-tokens"),
+    "initial_tokens": (str, "explicit tokens for the join: t1,t2,... (signed 64-bit)"),
     "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
     "enable_test_hooks": (bool, "serve epochal.v1.ReplicaTesting (tests only)"),
     "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),
