@@ -94,7 +94,7 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
     try:
         cluster.start()
         await cluster.wait_ready()
-        await cluster.form_ring()
+        await cluster.wait_joined()
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("bench", replication_factor=3, tracked=True)
             await client.create_table(
@@ -223,7 +223,7 @@ async def measure_epochs(data_dir: Path, commits: int, epochs: int) -> dict[str,
     try:
         cluster.start()
         await cluster.wait_ready(timeout_s=180)
-        await cluster.form_ring()
+        await cluster.wait_joined()
         results = await measure_propagation(cluster, commits)
         results["catchup_10k_epochs_s"] = await measure_catch_up(cluster, "replica10", epochs)
     finally:

@@ -60,11 +60,13 @@ KEYS = [
 
 
 async def start_ring(cluster: LocalCluster) -> None:
+    """The CMS and every replica, which join a new ring by themselves (4 tokens each)."""
+    cluster.num_tokens = 4
     cluster.cms.start()
     for name in cluster.nodes:
         cluster.start_replica(name)
     await cluster.wait_ready(list(cluster.nodes))
-    await cluster.form_ring(num_tokens=4)
+    await cluster.wait_joined()
 
 
 async def until(what: str, check: object, timeout_s: float) -> None:
@@ -175,7 +177,7 @@ async def join(data_dir: Path, partitions: int, *, reconciler: bool) -> dict[str
     try:
         founders = list(cluster.nodes)
         await start_ring(cluster)
-        joining = cluster.add_replica()
+        joining = cluster.add_replica(auto_join=False)
         async with Client([cluster.nodes[n].address for n in founders]) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table("tks", "t", {"k": "text", "v": "text"}, partition_key=["k"])

@@ -310,11 +310,11 @@ def partition(seq: int) -> str:
 async def cluster_figures(count: int, lag_seconds: float, interval_ms: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-reconcile-") as tmp:
         root = Path(tmp)
-        cluster = LocalCluster(root / "cluster", test_hooks=True)
+        cluster = LocalCluster(root / "cluster", test_hooks=True, num_tokens=4)
         try:
             cluster.start()
             await cluster.wait_ready()
-            await cluster.form_ring(num_tokens=4)
+            await cluster.wait_joined()
             async with Client(cluster.addresses) as client:
                 await client.create_keyspace("bench", replication_factor=3, tracked=True)
                 await client.create_table(

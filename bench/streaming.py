@@ -174,7 +174,7 @@ async def loaded_cluster(
     try:
         cluster.start()
         await cluster.wait_ready()
-        await cluster.form_ring()
+        await cluster.wait_joined()
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("bench", replication_factor=2)
             await client.create_table(
@@ -186,7 +186,7 @@ async def loaded_cluster(
         cluster.stop_replica("replica1")
         load(data_dir / "replica1" / "replica.db", metadata, rows)
         cluster.start_replica("replica1")
-        joining = cluster.add_replica().name
+        joining = cluster.add_replica(auto_join=False).name
         cluster.start_replica(joining)
         await cluster.wait_ready()
         yield cluster, metadata

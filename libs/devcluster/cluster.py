@@ -1,16 +1,18 @@
-"""A local cluster of real processes on 127.0.0.1: a CMS and replicas, for ``make run``, tests
-and benchmarks.
+"""A local cluster of real processes on 127.0.0.1: a CMS, replicas and reconcilers, for
+``epochal dev``, ``make run``, tests and benchmarks.
 
-``form_ring`` makes the registered replicas owners of tokens by committing each one's join
-(PREPARE, START, MID, FINISH) through the CMS, one node after another. That is how a *new, empty*
-cluster is formed; it streams nothing and waits for no progress barrier, so it must not be used
-to add a node to a ring that holds data (``bootstrap`` has the node drive its own join, with
-barriers and streaming).
+The ring forms by itself: every replica starts with the join setting on (``--auto-join``, the
+replica's default) and joins once registered (``epochal.replica.auto_join``); ``wait_joined``
+waits for that. A replica marked ``auto_join=False`` starts with ``--no-auto-join`` and stays
+out of the ring until something drives its operation (``bootstrap``, ``operation``: a replace,
+say). ``tokens`` gives a replica explicit tokens (``--initial-tokens``), else it allocates
+``num_tokens``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -26,12 +28,12 @@ from epochal.admin import (
     TestHooks,
 )
 from epochal.admin_client import OPERATION_TIMEOUT_S, AdminClient
-from epochal.cms_client import CMSClient
 from epochal.devcluster.cms import LocalCMS
-from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
-from epochal.tcm import AdvanceSequence, PrepareJoin, Step
+from epochal.errors import EpochalError
+from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all, tail
+from epochal.tcm.allocation import DEFAULT_NUM_TOKENS
 
-JOIN_STEPS = (Step.START, Step.MID, Step.FINISH)
+JOINED = "joined"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class LocalReplica(LocalProcess):
     datacenter: str = "dc1"
     rack: str = "r1"
     node_id: str = ""
+    auto_join: bool = True
+    tokens: tuple[int, ...] = ()  # explicit tokens for its join (else num_tokens allocated)
 
 
 @dataclass
@@ -52,6 +56,7 @@ class LocalCluster:
     cms_args: tuple[str, ...] = ("--election-timeout-ms", "400", "--heartbeat-interval-ms", "50")
     env: Mapping[str, str] = field(default_factory=dict)
     test_hooks: bool = False
+    num_tokens: int = DEFAULT_NUM_TOKENS
     cms: LocalCMS = field(init=False)
     nodes: dict[str, LocalReplica] = field(default_factory=dict, init=False)
     reconcilers: dict[str, LocalProcess] = field(default_factory=dict, init=False)
@@ -63,7 +68,9 @@ class LocalCluster:
         for index in range(self.replicas):
             self.add_replica(index)
 
-    def add_replica(self, index: int | None = None) -> LocalReplica:
+    def add_replica(self, index: int | None = None, *, auto_join: bool = True) -> LocalReplica:
+        """A replica (not started): ``replica<n>``; ``auto_join=False`` for one whose operation
+        the caller drives (a bootstrap, a replace)."""
         index = len(self.nodes) if index is None else index
         name = f"replica{index + 1}"
         # A port picked earlier is free until its replica starts: never hand it out twice.
@@ -79,6 +86,7 @@ class LocalCluster:
             self.data_dir / f"{name}.log",
             datacenter=datacenter,
             rack=rack,
+            auto_join=auto_join,
         )
         self.nodes[name] = replica
         return replica
@@ -133,8 +141,14 @@ class LocalCluster:
             replica.datacenter,
             "--rack",
             replica.rack,
+            "--num-tokens",
+            str(self.num_tokens),
             *self.replica_args,
         ]
+        if replica.tokens:
+            args += ["--initial-tokens", ",".join(map(str, replica.tokens))]
+        if not replica.auto_join:
+            args.append("--no-auto-join")
         if self.test_hooks:
             args.append("--enable-test-hooks")
         return args
@@ -181,23 +195,34 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ the ring
 
-    async def form_ring(
-        self, tokens: Mapping[str, Sequence[int]] | None = None, num_tokens: int = 16
+    async def wait_joined(
+        self, names: Sequence[str] | None = None, timeout_s: float = 120.0
     ) -> int:
-        """Join every replica (explicit ``tokens`` by name, else ``num_tokens`` each), in name
-        order, into a new empty ring; returns the epoch of the last FINISH."""
+        """Until each selected replica (every one with the join setting on, if none are named)
+        has joined the ring by itself and every running replica has applied the last of those
+        joins; returns that epoch."""
+        deadline = time.monotonic() + timeout_s
+        selected = list(names or [n for n, r in self.nodes.items() if r.auto_join])
         epoch = 0
-        async with CMSClient(self.cms.addresses) as cms:
-            for name, replica in self.nodes.items():
-                chosen = tuple(tokens.get(name, ())) if tokens else ()
-                await cms.commit(
-                    PrepareJoin(node_id=replica.node_id, tokens=chosen, num_tokens=num_tokens)
-                )
-                for step in JOIN_STEPS:
-                    epoch = (
-                        await cms.commit(AdvanceSequence(node_id=replica.node_id, step=step))
-                    ).epoch
-        await self.wait_for_epoch(epoch)
+        for name in selected:
+            replica = self.nodes[name]
+            while True:
+                if not replica.running:
+                    raise RuntimeError(
+                        f"{name} exited while joining; log:\n{tail(replica.log_path)}"
+                    )
+                with contextlib.suppress(EpochalError):
+                    described = await self.describe(name)
+                    replica.node_id = described.node_id
+                    if described.state == JOINED:
+                        epoch = max(epoch, described.epoch)
+                        break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{name} did not join in {timeout_s} s; log:\n{tail(replica.log_path)}"
+                    )
+                await asyncio.sleep(0.1)
+        await self.wait_for_epoch(epoch, timeout_s=max(deadline - time.monotonic(), 1.0))
         return epoch
 
     async def wait_for_epoch(

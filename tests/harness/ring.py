@@ -13,7 +13,6 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
@@ -43,20 +42,28 @@ PREPARED = {
 }
 
 
-async def start_ring(cluster: LocalCluster, founders: Sequence[str] = (), **form_ring: Any) -> int:
-    """Start the CMS and the replicas ``founders`` (all of them if none are named), and form a
-    new ring of those alone (the cluster's other replicas stay out of it); the epoch of the
-    last FINISH."""
+async def start_ring(
+    cluster: LocalCluster,
+    founders: Sequence[str] = (),
+    *,
+    tokens: Mapping[str, Sequence[int]] | None = None,
+    num_tokens: int | None = None,
+) -> int:
+    """Start the CMS and the replicas ``founders`` (all of them if none are named), which join a
+    new ring by themselves (explicit ``tokens`` by name, else ``num_tokens`` each); the
+    cluster's other replicas get the join setting off, for the test to start and drive their
+    operations. Returns the epoch every founder has applied once all have joined."""
     founders = list(founders or cluster.nodes)
+    if num_tokens is not None:
+        cluster.num_tokens = num_tokens
+    for name, replica in cluster.nodes.items():
+        replica.auto_join = name in founders
+        replica.tokens = tuple((tokens or {}).get(name, ()))
     cluster.cms.start()
     for name in founders:
         cluster.start_replica(name)
     await cluster.wait_ready(founders)
-    everyone, cluster.nodes = cluster.nodes, {n: cluster.nodes[n] for n in founders}
-    try:
-        return await cluster.form_ring(**form_ring)
-    finally:
-        cluster.nodes = everyone
+    return await cluster.wait_joined(founders)
 
 
 async def create_events(client: Client, keyspace: str) -> int:

@@ -371,7 +371,7 @@ async def _topology(
     if workload.join_at is not None:
         await asyncio.sleep(workload.join_at * workload.duration_s - recorder.now())
         async with ring.calm:
-            name = cluster.add_replica().name
+            name = cluster.add_replica(auto_join=False).name
             cluster.start_replica(name)
             await cluster.wait_ready([name], timeout_s=60.0)
             recorder.fault("bootstrap", name)

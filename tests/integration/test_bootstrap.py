@@ -178,7 +178,7 @@ def test_bootstrap_abort_undoes_each_step_releases_the_lock_and_drops_streamed_d
     async def scenario() -> None:
         async with ring_with_data(cluster, partitions=100) as client:
             before = client.metadata.placements
-            fifth = cluster.add_replica()
+            fifth = cluster.add_replica(auto_join=False)
             cluster.start_replica(fifth.name)
             await cluster.wait_ready([fifth.name])
             await cluster.set_hooks("replica4", stream_delay_ms=100)

@@ -84,7 +84,7 @@ def test_two_joins_on_opposite_sides_of_the_ring_run_at_once_and_lose_nothing(
         async with Client(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=2)
             await write_partitions(client, "ks", PARTITIONS)
-            joining = [cluster.add_replica().name for _ in JOINING_AT]
+            joining = [cluster.add_replica(auto_join=False).name for _ in JOINING_AT]
             assert joining == list(JOINING_AT)
             for name in joining:
                 cluster.start_replica(name)
@@ -195,7 +195,7 @@ def test_join_barriers_wait_for_each_datacenter_unless_the_minimum_allows_quorum
 async def a_datacenter_down_holds_the_join_at_each_quorum(cluster: LocalCluster) -> None:
     """replica7 joins at 6 UNIT, in dc1, with all of dc2 down: it waits at EACH_QUORUM (the
     minimum) past the timeout, says so, and finishes once dc2 is back."""
-    joining = cluster.add_replica().name
+    joining = cluster.add_replica(auto_join=False).name
     cluster.start_replica(joining)
     await cluster.wait_ready([joining])
     for name in DC2:
@@ -233,7 +233,7 @@ async def one_affected_node_down_does_not_hold_the_join(cluster: LocalCluster) -
     from replica3, replica7 and replica2 — its stream sources — while replica1 stays in the
     groups of the ranges it changes: an affected node that sends nothing, so the join can go on
     without it, and each barrier passes at EACH_QUORUM with replica1 silent."""
-    joining = cluster.add_replica().name
+    joining = cluster.add_replica(auto_join=False).name
     cluster.start_replica(joining)
     await cluster.wait_ready([joining])
     cluster.kill_replica("replica1")
@@ -258,7 +258,7 @@ async def with_minimum_quorum_the_join_goes_on_without_a_datacenter(cluster: Loc
     """replica9, started with ``--barrier-min-level QUORUM``, joins at -1 UNIT with all of dc2
     down: each barrier times out at EACH_QUORUM, falls back to QUORUM (logged, counted), passes
     there, and the join finishes."""
-    joining = cluster.add_replica().name
+    joining = cluster.add_replica(auto_join=False).name
     # Only the node that drives a sequence reads the minimum: this flag is for it alone.
     replica = cluster.nodes[joining]
     replica.start([*cluster.command(joining), "--barrier-min-level", "QUORUM"], cluster.env)

@@ -84,7 +84,7 @@ def test_a_replica_stops_within_its_grace_under_write_and_read_load(
 
 async def replica_under_load(cluster: LocalCluster, signum: signal.Signals) -> None:
     await cluster.wait_ready()
-    await cluster.form_ring()
+    await cluster.wait_joined()
     done = 0
     failures: list[str] = []
     stop = asyncio.Event()
