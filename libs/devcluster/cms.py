@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,24 @@ class LocalCMS:
             self.members[member_id] = LocalMember(
                 member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log"
             )
+
+    def add_member(self, taken: Collection[str] = ()) -> LocalMember:
+        """A member (not started) that is not an initial voter: it joins the running CMS as a
+        candidate. ``taken``: addresses other processes hold."""
+        if not self.initial:
+            self.initial = len(self.members)  # the members so far stay the initial voters
+        taken = set(taken) | set(self.addresses)
+        port = next(
+            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
+        )
+        member_id = f"cms{len(self.members) + 1}"
+        member = LocalMember(member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log")
+        self.members[member_id] = member
+        return member
+
+    def candidates(self) -> list[str]:
+        """The members that are not initial voters."""
+        return list(self.members)[self.initial :] if self.initial else []
 
     @property
     def addresses(self) -> list[str]:

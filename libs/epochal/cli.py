@@ -67,6 +67,10 @@ REFUSED = {
 }
 
 
+def _first(addresses: str) -> str:
+    return next((a.strip() for a in addresses.split(",") if a.strip()), "")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="epochal",
@@ -75,8 +79,9 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument(
         "--replica",
-        default=os.environ.get("EPOCHAL_REPLICA", ""),
-        help="the replica to ask, host:port (its --listen or --advertise) [EPOCHAL_REPLICA]",
+        default=os.environ.get("EPOCHAL_REPLICA") or _first(os.environ.get("EPOCHAL_CLUSTER", "")),
+        help="the replica to ask, host:port (its --listen or --advertise) [EPOCHAL_REPLICA; "
+        "else the first of EPOCHAL_CLUSTER, the replicas' addresses]",
     )
     top.add_argument(
         "--timeout-s",
@@ -87,6 +92,8 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--quiet", action="store_true", help="no progress lines")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("status", help="what the replica's operation is doing")
+    # Parsed by epochal.devcluster.commands (`epochal dev --help`); listed here for --help.
+    commands.add_parser("dev", help="a local cluster: up, status, add-replica, add-cms, down")
     boot = commands.add_parser("bootstrap", help="join the ring (on the new node)")
     boot.add_argument("action", nargs="?", choices=("resume", "abort"))
     boot.add_argument("--tokens", type=int, nargs="+", default=[], help="explicit tokens")
@@ -377,8 +384,13 @@ async def _with_progress(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["dev"]:  # a command line of its own (epochal.devcluster.commands)
+        from epochal.devcluster.commands import main as dev_main
+
+        return dev_main(arguments[1:])
     command_line = parser()
-    args = command_line.parse_args(argv)
+    args = command_line.parse_args(arguments)
     if args.command == "reconcile":
         if not args.reconciler:
             command_line.error(

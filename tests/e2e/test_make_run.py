@@ -34,9 +34,10 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
             sys.executable,
             "-m",
             "epochal.devcluster",
-            "--exit",
             "--data-dir",
             str(tmp_path / "dc"),
+            "run",
+            "--exit",
         ],
         capture_output=True,
         text=True,
@@ -44,7 +45,14 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
-    assert "the replicas joined a new ring" in out
+    # The listing comes first: every process, its address and its log; how to reach it.
+    listing = out[: out.index("created keyspace demo")]
+    assert "the cluster serves (every replica joined the ring; epoch " in listing
+    for name in ("cms1", "cms2", "cms3", "replica1", "replica2", "replica3", "reconciler1"):
+        assert re.search(rf"^  {name} .* 127\.0\.0\.1:\d+ +\d+  \S+/{name}\.log$", listing, re.M)
+    assert re.search(
+        r"^  export EPOCHAL_CLUSTER=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+$", out, re.M
+    )
     assert out.count("wrote 3 rows of") == 3
     assert "read 3 rows of grace at QUORUM" in out
     assert out.count("  joined   epoch") == 3 and out.count("ready=True") == 3
@@ -52,7 +60,7 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     assert "InitializeCMS(cms1, cms2, cms3)" in out
     assert "CreateKeyspace(demo, SimpleStrategy(rf=3), tracked)" in out
     assert out.count("AdvanceSequence(node-") == 9  # three joins, START, MID and FINISH each
-    assert "starting a reconciler: reconciler1 on 127.0.0.1:" in out
+    assert "the reconcilers (reconciler1) reconcile each range every 0.5 s" in out
     assert "every range of demo had a round" in out, out
     # 3 nodes of 16 tokens: 48 ranges, all held by the one reconciler.
     assert "  48 ranges: 48 owned (reconciler1 48), 0 unowned; max lag " in out
@@ -117,7 +125,7 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[DevCluster, list[Pid]]]:
     cluster = DevCluster.start(tmp_path / "dc")
     servers: list[Pid] = []
     try:
-        cluster.wait_for("Ctrl-C stops it", timeout_s=180)
+        cluster.wait_for("the cluster stays up", timeout_s=180)
         servers.extend(Pid.children_of(cluster.process.pid))
         assert len(servers) == 7, servers  # 3 CMS members, 3 replicas, a reconciler
         yield cluster, servers
