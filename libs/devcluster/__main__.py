@@ -6,4 +6,4 @@ import sys
 from epochal.devcluster.commands import main
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m epochal.devcluster"))
+    sys.exit(main(prog="python -m epochal.devcluster", default="run"))

@@ -34,6 +34,10 @@ from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, 
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS
 
 JOINED = "joined"
+SETTLED = (JOINED, "left")  # states a replica's automatic join ends in (a node that left stays out)
+JOIN_REFUSED = (
+    "refused"  # the operation state of a join refused for good (epochal.replica.auto_join)
+)
 
 
 @dataclass
@@ -199,8 +203,9 @@ class LocalCluster:
         self, names: Sequence[str] | None = None, timeout_s: float = 120.0
     ) -> int:
         """Until each selected replica (every one with the join setting on, if none are named)
-        has joined the ring by itself and every running replica has applied the last of those
-        joins; returns that epoch."""
+        has joined the ring by itself (or, having left it, stays out) and every running replica
+        has applied the last of those joins; returns that epoch. Raises when a replica exits
+        or its join is refused for good."""
         deadline = time.monotonic() + timeout_s
         selected = list(names or [n for n, r in self.nodes.items() if r.auto_join])
         epoch = 0
@@ -214,9 +219,12 @@ class LocalCluster:
                 with contextlib.suppress(EpochalError):
                     described = await self.describe(name)
                     replica.node_id = described.node_id
-                    if described.state == JOINED:
+                    if described.state in SETTLED:
                         epoch = max(epoch, described.epoch)
                         break
+                    status = await self.status(name, timeout_s=5.0)
+                    if status.state == JOIN_REFUSED:
+                        raise RuntimeError(f"{name} will not join: {status.message}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"{name} did not join in {timeout_s} s; log:\n{tail(replica.log_path)}"

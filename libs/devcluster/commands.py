@@ -12,10 +12,11 @@ Every command works on one data directory (``--data-dir``, ``EPOCHAL_DEV_DATA_DI
 - ``add-replica``: a replica that joins the ring by itself; waits until it has joined.
 - ``add-cms``: a CMS member that starts as a candidate (``--voter``: and becomes a voter).
 - ``down``: stop every process at once, bounded; none is left running.
-- ``run``: ``up`` in the foreground plus a demo workload (``make run``); Ctrl-C stops it.
+- ``run``: ``up`` of a new cluster (the data directory is wiped first) in the foreground plus a
+  demo workload (``make run``; ``python -m epochal.devcluster`` alone); Ctrl-C stops it.
 
 Exit status: 0 when done (``up`` on a running cluster too), 1 when it failed or (``status``)
-the cluster is not running, 2 for a bad command line.
+the cluster is not running, 2 for a bad command line (``epochal dev`` alone prints the help).
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ def parser(prog: str = "epochal dev") -> argparse.ArgumentParser:
         ("up", "start the cluster in the background; return once it serves"),
     ):
         command = commands.add_parser(name, help=what, description=what)
-        command.add_argument("--cms", type=int, default=3, help="CMS members (default 3)")
-        command.add_argument("--replicas", type=int, default=3, help="replicas (default 3)")
-        command.add_argument("--reconcilers", type=int, default=1, help="(default 1)")
+        command.add_argument("--cms", type=int, help="CMS members (default 3)")
+        command.add_argument("--replicas", type=int, help="replicas (default 3)")
+        command.add_argument("--reconcilers", type=int, help="(default 1)")
         command.add_argument(
             "--fresh", action="store_true", help="wipe the data directory first (run always does)"
         )
@@ -106,11 +107,18 @@ def parser(prog: str = "epochal dev") -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "epochal dev") -> int:
+def main(
+    argv: Sequence[str] | None = None, prog: str = "epochal dev", default: str | None = None
+) -> int:
+    """``default``: the command run when none is given (``python -m epochal.devcluster``:
+    ``run``, for ``make run``); without one, the help."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser(prog).parse_args(arguments)
-    if args.command is None:  # no command: run, with its defaults
-        args = parser(prog).parse_args([*arguments, "run"])
+    if args.command is None:
+        if default is None:
+            parser(prog).print_help()
+            return 2
+        args = parser(prog).parse_args([*arguments, default])
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     data_dir = DataDir(args.data_dir.resolve())
     command = args.command
@@ -137,8 +145,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "epochal dev") -> int:
 
 
 def _shape(args: argparse.Namespace) -> Shape:
+    given = {k: getattr(args, k) for k in ("cms", "replicas", "reconcilers")}
     try:
-        return Shape(cms=args.cms, replicas=args.replicas, reconcilers=args.reconcilers)
+        return Shape(**{k: v for k, v in given.items() if v is not None})
     except ValueError as error:
         raise Failed(str(error)) from None
 
@@ -163,8 +172,19 @@ def _up(data_dir: DataDir, args: argparse.Namespace) -> int:
     if running:
         print(f"already up: {data_dir.path} is supervised by pid {running}")
         return _status(data_dir, argparse.Namespace(output="table"))
+    _wait_for_leftovers(data_dir)
     if args.fresh and data_dir.path.exists():
         shutil.rmtree(data_dir.path)
+    previous = data_dir.read()
+    if previous is not None and previous.processes:
+        counts = {k: len(previous.of_kind(k)) for k in ("cms", "replica", "reconciler")}
+        if any(getattr(args, k) is not None for k in ("cms", "replicas", "reconcilers")):
+            print(
+                f"{data_dir.path} holds a stopped cluster ({counts['cms']} CMS members, "
+                f"{counts['replica']} replicas, {counts['reconciler']} reconcilers): starting it "
+                "as it was; --fresh starts a new one of the size asked",
+                file=sys.stderr,
+            )
     data_dir.path.mkdir(parents=True, exist_ok=True)
     environment = {k: v for k, v in os.environ.items() if k != PARENT_PID_ENV}
     command = [
@@ -195,6 +215,19 @@ def _up(data_dir: DataDir, args: argparse.Namespace) -> int:
     for line in listing(record, data_dir):
         print(line)
     return 0
+
+
+def _wait_for_leftovers(data_dir: DataDir) -> None:
+    """Servers of a supervisor that was killed stop within their grace period (they get
+    SIGTERM when it dies); a new start at their addresses waits for them."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S + 2.0
+    while left := [n for n, p in data_dir.pid_files().items() if p.runs()]:
+        if time.monotonic() > deadline:
+            raise Failed(
+                f"processes of an earlier start still run ({', '.join(left)}): "
+                "`epochal dev down` stops them"
+            )
+        time.sleep(POLL_S)
 
 
 def _wait_serving(

@@ -71,8 +71,8 @@ def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> i
 
     try:
         asyncio.run(supervisor.run(serving, stay=not exit_after))
-    except asyncio.CancelledError:
-        print("\nstopped while starting")
+    except asyncio.CancelledError:  # a signal or `epochal dev down` before the demo ended
+        print("\nstopping every process")
     except Exception as error:
         print(f"the cluster failed: {type(error).__name__}: {error}", file=sys.stderr)
         print(f"logs are in {data_dir.path}", file=sys.stderr)

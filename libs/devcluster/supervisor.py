@@ -71,6 +71,9 @@ class Supervisor:
         self._lock = asyncio.Lock()  # one change of the cluster at a time
         self._token = ""
         self._server: asyncio.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._idle = False  # run() only waits for the stop now
+        self._stopping = False
 
     # ------------------------------------------------------------------ building
 
@@ -156,6 +159,7 @@ class Supervisor:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         host, port = self._server.sockets[0].getsockname()[:2]
         self.record = ClusterRecord(supervisor_pid=pid, control=f"{host}:{port}")
+        self._save("starting", "starting the CMS and the replicas")  # its pid file first
         cluster = self.cluster
         try:
             cluster.cms.start()
@@ -184,6 +188,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
+        self._task = task  # `down` while starting cancels it, as a signal does
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, task.cancel)
         try:
@@ -193,22 +198,25 @@ class Supervisor:
             if stay:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     loop.add_signal_handler(signum, self.stopped.set)
+                self._idle = True
                 await self.stopped.wait()
         finally:
             await self.stop()
 
     async def stop(self) -> None:
-        """Every process at once: SIGTERM, SIGKILL to those still running after their grace."""
-        async with self._lock:
-            failed = self.record.phase == "failed"  # keep why for `epochal dev up` to show
-            if not failed:
-                self._save("stopping", "stopping every process")
-            await asyncio.to_thread(self.cluster.stop, STOP_TIMEOUT_S)
-            if self._server is not None:
-                self._server.close()
-            self.record.supervisor_pid = 0
-            self.record.control = ""
-            self._save("failed" if failed else "stopped", self.record.message if failed else "")
+        """Every process at once: SIGTERM, SIGKILL to those still running after their grace.
+        It does not wait for an add in progress (which then fails: its process is stopped
+        too, or dies with this one)."""
+        self._stopping = True
+        failed = self.record.phase == "failed"  # keep why for `epochal dev up` to show
+        if not failed:
+            self._save("stopping", "stopping every process")
+        await asyncio.to_thread(self.cluster.stop, STOP_TIMEOUT_S)
+        if self._server is not None:
+            self._server.close()
+        self.record.supervisor_pid = 0
+        self.record.control = ""
+        self._save("failed" if failed else "stopped", self.record.message if failed else "")
 
     # ------------------------------------------------------------------ control
 
@@ -280,7 +288,7 @@ class Supervisor:
         }
 
     def _check_serving(self) -> None:
-        if self.record.phase != "serving":
+        if self._stopping or self.record.phase != "serving":
             raise RuntimeError(f"the cluster is {self.record.phase}, not serving")
 
     async def _add_replica(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -305,6 +313,8 @@ class Supervisor:
             return {"process": asdict(self._record_of(member.name))}
 
     async def _down(self, _: dict[str, Any]) -> dict[str, Any]:
+        if self._task is not None and not self._idle:
+            self._task.cancel()  # stop the start (or the demo); run() then stops what started
         self.stopped.set()
         return {"pid": self.record.supervisor_pid}
 

@@ -37,11 +37,15 @@ def counted(
 
 
 def replication_factor(level: Consistency, params: ReplicationParams, local_datacenter: str) -> int:
-    """The replication factor ``level`` counts against: the local datacenter's for
-    LOCAL_QUORUM under NetworkTopologyStrategy, else the keyspace's total."""
+    """The replication factor ``level`` counts against: for LOCAL_QUORUM, the local
+    datacenter's under NetworkTopologyStrategy and none under SimpleStrategy (which does not
+    say how many of a range's replicas a datacenter holds: its members there decide); else the
+    keyspace's total."""
     factors = dict(params.factors)
-    if level is Consistency.LOCAL_QUORUM and params.strategy is Strategy.NETWORK_TOPOLOGY:
-        return factors.get(local_datacenter, 0)
+    if level is Consistency.LOCAL_QUORUM:
+        if params.strategy is Strategy.NETWORK_TOPOLOGY:
+            return factors.get(local_datacenter, 0)
+        return 0
     return sum(factors.values())
 
 

@@ -56,6 +56,7 @@ CHANGE_WAIT_S = 5.0  # a wait for the metadata to change looks again this often 
 CATCH_UP_S = 2.0
 # Refusals no wait can change while no other operation is in flight: the node stays out.
 FINAL_RULES = frozenset({"bad_tokens", "token_taken"})
+REFUSED = "refused"  # the operation state of a join refused for good
 
 
 class Action(enum.Enum):
@@ -179,13 +180,20 @@ class AutoJoin:
                     backoff_s = RETRY_FIRST_S
                 elif refused.rule in FINAL_RULES:
                     log.error("auto-join: %s refused: %s; not joining", me, refused)
-                    self.operations.note("failed", f"automatic join refused: {refused}")
+                    self.operations.note(REFUSED, f"automatic join refused: {refused}")
                     return
                 else:
                     log.warning(
                         "auto-join: refused (%s); trying again in %.1f s", refused, backoff_s
                     )
                     self.operations.note("retrying", f"refused: {refused}")
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this node stops
+                # The operation it drove was cancelled (`epochal cancel` on this node).
+                log.warning("auto-join: the join of %s was cancelled; not joining again", me)
+                return
             except EpochalError as error:
                 prepared = prepared or me in self.follower.metadata.sequences
                 log.warning(
@@ -199,12 +207,15 @@ class AutoJoin:
             backoff_s = min(backoff_s * 2, RETRY_MAX_S)
 
     async def _newer_than(self, epoch: int) -> None:
-        """Until the follower has applied an epoch after ``epoch`` or learnt something (it may
-        have already: then at once), or a while passed (then a fetch, and look again)."""
-        self._changed.clear()
-        if self.follower.epoch > epoch:
-            return
-        try:
-            await asyncio.wait_for(self._changed.wait(), CHANGE_WAIT_S)
-        except TimeoutError:
-            self.follower.fetch_now()
+        """Until the follower has applied an epoch after ``epoch`` (it may have already: then
+        at once) or learnt where the CMS stands; every ``CHANGE_WAIT_S`` without news it
+        fetches, in case a push was lost."""
+        while True:
+            self._changed.clear()
+            if self.follower.epoch > epoch:
+                return
+            try:
+                await asyncio.wait_for(self._changed.wait(), CHANGE_WAIT_S)
+                return
+            except TimeoutError:
+                self.follower.fetch_now()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Pid
+from tests.harness import Pid, block_until
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 pytestmark = pytest.mark.timeout(400)
@@ -117,11 +117,48 @@ def test_a_dev_cluster_started_grown_looked_at_and_stopped_from_other_terminals(
         assert log.count("auto-join: nothing to do: node-") == 1, log
         assert dev(data_dir, "down").returncode == 0
         assert not [name for name, pid in seen.items() if pid.alive]
+        assert running_in(data_dir) == []
     finally:
         if (data_dir / "supervisor.pid").exists():
             dev(data_dir, "down", timeout=60)
         for pid in seen.values():
             pid.kill()
+
+
+def running_in(data_dir: Path) -> list[int]:
+    """Pids of the live processes whose command line names ``data_dir`` (its servers and
+    supervisor)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(data_dir).encode() in command and Pid.of(int(entry.name)).alive:
+                found.append(int(entry.name))
+    return found
+
+
+def test_down_while_the_cluster_starts_stops_it_and_up_says_so(tmp_path: Path) -> None:
+    data_dir = tmp_path / "dev"
+    up = subprocess.Popen(
+        [EPOCHAL, "dev", "up", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        block_until("the supervisor's pid file", (data_dir / "supervisor.pid").exists, 60)
+        down = dev(data_dir, "down")
+        assert down.returncode == 0, down.stdout + down.stderr
+        _, err = up.communicate(timeout=60)
+        assert up.returncode == 1 and "the supervisor exited" in err, err
+        assert running_in(data_dir) == []
+    finally:
+        up.kill()
+        for pid in running_in(data_dir):
+            Pid.of(pid).kill()
 
 
 def test_dev_commands_on_a_directory_with_no_cluster_say_so(tmp_path: Path) -> None:
@@ -133,3 +170,5 @@ def test_dev_commands_on_a_directory_with_no_cluster_say_so(tmp_path: Path) -> N
     assert added.returncode == 1 and "no cluster runs in" in added.stderr
     bad = dev(tmp_path, "up", "--replicas", "0")
     assert bad.returncode == 1 and "at least 1 CMS member and 1 replica" in bad.stderr
+    alone = subprocess.run([EPOCHAL, "dev"], capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 2 and "add-replica" in alone.stdout  # the help, nothing started

