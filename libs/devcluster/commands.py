@@ -277,16 +277,24 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
     reconcilers = ",".join(p.address for p in record.of_kind("reconciler"))
     if reconcilers:
         lines.append(f"  export EPOCHAL_RECONCILER={reconcilers}")
+    epochal = epochal_command()
     where = (
         ""
         if str(data_dir.path) == str(Path(DEFAULT_DATA_DIR).resolve())
         else f" --data-dir {data_dir.path}"
     )
     lines.append(
-        f"then: epochal status | epochal dev{where} status | epochal dev{where} add-replica | "
-        f"epochal dev{where} down"
+        f"then: {epochal} status | {epochal} dev{where} status | {epochal} dev{where} "
+        f"add-replica | {epochal} dev{where} down"
     )
     return lines
+
+
+def epochal_command() -> str:
+    """The ``epochal`` script beside this interpreter, relative to here when it is below (as
+    a user types it from the checkout: ``.venv/bin/epochal``)."""
+    script = Path(sys.executable).with_name("epochal")
+    return _shown(str(script))
 
 
 def _shown(path: str) -> str:
@@ -350,7 +358,10 @@ def _status(data_dir: DataDir, args: argparse.Namespace) -> int:
             f"  {p['name']:<12} {p['kind']:<11} {p['address']:<16} {p['pid'] or '-':>7}  "
             f"{described.get('node_id', ''):<8} {state:<10} {_shown(p['log'])}"
         )
-    print(f"  supervisor log {_shown(str(data_dir.supervisor_log))}")
+    if cluster["supervisor_pid"] and data_dir.supervisor_log.exists():
+        print(f"  supervisor log {_shown(str(data_dir.supervisor_log))}")
+    else:  # `run` (make run): its output is its terminal
+        print("  supervisor in the foreground (make run): its output is in its terminal")
     return 0
 
 

@@ -15,17 +15,16 @@ killed outright (``epochal.runtime.processes``).
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from epochal.cli import reconcile_summary, reconcile_table
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
+from epochal.devcluster.commands import epochal_command, listing
 from epochal.devcluster.state import DataDir
 from epochal.devcluster.supervisor import Shape, Supervisor
 from epochal.reconcile_client import RangeStatus, ReconcileClient, ReconcileStatus
@@ -37,8 +36,6 @@ RANGES_SHOWN = 6  # of the table; `epochal reconcile status` shows every range
 def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> int:
     """A new cluster in ``data_dir`` (wiped first), the demo, then (unless ``exit_after``)
     serve until stopped."""
-    from epochal.devcluster.commands import listing
-
     running = data_dir.supervisor_pid()
     if running:
         print(
@@ -178,10 +175,3 @@ async def reconciled(
 def had_rounds(ranges: Sequence[RangeStatus]) -> bool:
     """Every one of ``ranges`` (some) has had a round."""
     return bool(ranges) and all(r.rounds for r in ranges)
-
-
-def epochal_command() -> str:
-    """The ``epochal`` script beside this interpreter, relative to here when it is below."""
-    script = Path(sys.executable).with_name("epochal")
-    relative = os.path.relpath(script)
-    return relative if not relative.startswith("..") else str(script)
