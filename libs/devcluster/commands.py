@@ -423,7 +423,8 @@ def _add_cms(data_dir: DataDir, args: argparse.Namespace) -> int:
     )
     if args.voter:
         record = data_dir.read()
-        assert record is not None
+        if record is None:
+            raise Failed(f"{data_dir.state_file} is gone: is the cluster being stopped?")
         voters = [p.address for p in record.of_kind("cms") if p.name != process["name"]]
         epoch = asyncio.run(_promote(voters, process["name"], process["address"]))
         print(f"{process['name']} votes from epoch {epoch}")
