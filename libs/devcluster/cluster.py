@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochal.admin import (
+    JOIN_REFUSED,
     Bootstrap,
     CleanupResult,
     OperationRequest,
@@ -30,14 +31,18 @@ from epochal.admin import (
 from epochal.admin_client import OPERATION_TIMEOUT_S, AdminClient
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import EpochalError
-from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all, tail
+from epochal.runtime.processes import (
+    STOP_TIMEOUT_S,
+    LocalProcess,
+    free_address,
+    stop_all,
+    tail,
+)
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS
 
 JOINED = "joined"
-SETTLED = (JOINED, "left")  # states a replica's automatic join ends in (a node that left stays out)
-JOIN_REFUSED = (
-    "refused"  # the operation state of a join refused for good (epochal.replica.auto_join)
-)
+# The states a replica's automatic join ends in (a node that left stays out).
+SETTLED = (JOINED, "left")
 
 
 @dataclass
@@ -77,16 +82,10 @@ class LocalCluster:
         the caller drives (a bootstrap, a replace)."""
         index = len(self.nodes) if index is None else index
         name = f"replica{index + 1}"
-        # A port picked earlier is free until its replica starts: never hand it out twice.
-        taken = {p.address for p in [*self.nodes.values(), *self.reconcilers.values()]}
-        taken |= set(self.cms.addresses)
-        port = next(
-            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
-        )
         datacenter, rack = self.locations[index] if index < len(self.locations) else ("dc1", "r1")
         replica = LocalReplica(
             name,
-            f"127.0.0.1:{port}",
+            free_address({p.address for p in self.processes}),
             self.data_dir / f"{name}.log",
             datacenter=datacenter,
             rack=rack,
@@ -98,11 +97,8 @@ class LocalCluster:
     def add_reconciler(self) -> LocalProcess:
         """A reconciler (not started): ``reconciler<n>``, its state in the data folder."""
         name = f"reconciler{len(self.reconcilers) + 1}"
-        taken = {p.address for p in self.processes}
-        port = next(
-            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
-        )
-        reconciler = LocalProcess(name, f"127.0.0.1:{port}", self.data_dir / f"{name}.log")
+        address = free_address({p.address for p in self.processes})
+        reconciler = LocalProcess(name, address, self.data_dir / f"{name}.log")
         self.reconcilers[name] = reconciler
         return reconciler
 

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from epochal.cms_client import CMSClient, CMSView
 from epochal.errors import EpochalError
-from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_ports, stop_all
+from epochal.runtime.processes import (
+    STOP_TIMEOUT_S,
+    LocalProcess,
+    free_address,
+    free_ports,
+    stop_all,
+)
 
 
 @dataclass
@@ -55,12 +61,9 @@ class LocalCMS:
         candidate. ``taken``: addresses other processes hold."""
         if not self.initial:
             self.initial = len(self.members)  # the members so far stay the initial voters
-        taken = set(taken) | set(self.addresses)
-        port = next(
-            p for p in iter(lambda: free_ports(1)[0], None) if f"127.0.0.1:{p}" not in taken
-        )
+        address = free_address({*taken, *self.addresses})
         member_id = f"cms{len(self.members) + 1}"
-        member = LocalMember(member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log")
+        member = LocalMember(member_id, address, self.data_dir / f"{member_id}.log")
         self.members[member_id] = member
         return member
 

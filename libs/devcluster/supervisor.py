@@ -114,33 +114,23 @@ class Supervisor:
     def _records(self) -> list[ProcessRecord]:
         cluster = self.cluster
         candidates = set(cluster.cms.candidates())
-        records = [
-            ProcessRecord(m.name, "cms", m.address, str(m.log_path), m.pid or 0)
-            for m in cluster.cms.members.values()
-        ]
-        for record in records:
-            record.candidate = record.name in candidates
-        records += [
-            ProcessRecord(
-                r.name, "replica", r.address, str(r.log_path), r.pid or 0, r.datacenter, r.rack
-            )
-            for r in cluster.nodes.values()
-        ]
-        records += [
-            ProcessRecord(r.name, "reconciler", r.address, str(r.log_path), r.pid or 0)
-            for r in cluster.reconcilers.values()
-        ]
-        for record, process in zip(records, self._all(), strict=True):
-            if not process.running:
-                record.pid = 0
-        return records
 
-    def _all(self) -> list[LocalProcess]:
-        cluster = self.cluster
+        def record(process: LocalProcess, kind: str, **more: Any) -> ProcessRecord:
+            pid = (process.pid or 0) if process.running else 0
+            return ProcessRecord(
+                process.name, kind, process.address, str(process.log_path), pid, **more
+            )
+
         return [
-            *cluster.cms.members.values(),
-            *cluster.nodes.values(),
-            *cluster.reconcilers.values(),
+            *(
+                record(m, "cms", candidate=m.name in candidates)
+                for m in cluster.cms.members.values()
+            ),
+            *(
+                record(r, "replica", datacenter=r.datacenter, rack=r.rack)
+                for r in cluster.nodes.values()
+            ),
+            *(record(r, "reconciler") for r in cluster.reconcilers.values()),
         ]
 
     def _save(self, phase: str | None = None, message: str = "") -> None:
@@ -306,7 +296,7 @@ class Supervisor:
     async def _add_cms(self, _: dict[str, Any]) -> dict[str, Any]:
         async with self._lock:
             self._check_serving()
-            member = self.cluster.cms.add_member({p.address for p in self._all()})
+            member = self.cluster.cms.add_member({p.address for p in self.cluster.processes})
             self.cluster.cms.start(member.member_id)
             self._save()
             await member.wait_serving(time.monotonic() + ADD_WAIT_S)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+JOIN_REFUSED = "refused"  # the state of an automatic join the CMS refused for good
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperationStatus:
@@ -28,7 +30,8 @@ class OperationStatus:
     kind: str = ""  # join, leave, ... ("" when none is in progress or recorded)
     step: str = ""  # the last step taken
     # idle, running, waiting_for_barrier, streaming, finished, aborting, aborted, cancelled,
-    # failed, interrupted
+    # failed, interrupted; of an automatic join: waiting (for another operation's range
+    # lock), retrying, refused (JOIN_REFUSED: for good)
     state: str = ""
     message: str = ""  # what it is doing or why it failed
     prepared_epoch: int = 0

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,15 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def free_address(taken: Collection[str], host: str = "127.0.0.1") -> str:
+    """``host:port`` of a free port that is not in ``taken``: a port picked earlier for a
+    process not yet started is free until it starts, so it must not be handed out twice."""
+    while True:
+        address = f"{host}:{free_ports(1, host)[0]}"
+        if address not in taken:
+            return address
 
 
 # Enough for a server's grace period (5 s by default) and its interpreter's exit.

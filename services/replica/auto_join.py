@@ -42,6 +42,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from epochal.admin import JOIN_REFUSED
 from epochal.errors import EpochalError, Rejected
 from epochal.replica.operations import Operations
 from epochal.runtime.follower import MetadataFollower
@@ -56,7 +57,6 @@ CHANGE_WAIT_S = 5.0  # a wait for the metadata to change looks again this often 
 CATCH_UP_S = 2.0
 # Refusals no wait can change while no other operation is in flight: the node stays out.
 FINAL_RULES = frozenset({"bad_tokens", "token_taken"})
-REFUSED = "refused"  # the operation state of a join refused for good
 
 
 class Action(enum.Enum):
@@ -180,7 +180,7 @@ class AutoJoin:
                     backoff_s = RETRY_FIRST_S
                 elif refused.rule in FINAL_RULES:
                     log.error("auto-join: %s refused: %s; not joining", me, refused)
-                    self.operations.note(REFUSED, f"automatic join refused: {refused}")
+                    self.operations.note(JOIN_REFUSED, f"automatic join refused: {refused}")
                     return
                 else:
                     log.warning(
