@@ -23,7 +23,14 @@ import pytest
 from epochal.errors import Unavailable
 from epochal.replica import coordinator_plan
 from epochal.replica.coordinator_plan import Behind, Plan, Planner, Recheck, behind
-from epochal.tcm import ClusterMetadata, Column, ColumnType, CreateTable, apply_transformation
+from epochal.tcm import (
+    ClusterMetadata,
+    Column,
+    ColumnType,
+    CreateTable,
+    ReplicationParams,
+    apply_transformation,
+)
 from epochal.tcm.consistency import Consistency
 
 from .seed_ring import JOIN_STEPS, SEED_TOKENS, Cluster
@@ -199,3 +206,21 @@ def test_the_plan_loads_no_io_clock_or_randomness() -> None:
     }
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert [m for m in imported if m.split(".")[0] in FORBIDDEN] == []
+
+
+def test_a_keyspace_with_fewer_replicas_than_its_factor_is_unavailable_above_one() -> None:
+    """RF 3 on a ring of one node (the keyspace was created before more joined): ONE plans on
+    that node, QUORUM and ALL are refused naming the factor and the replicas that exist, as
+    Cassandra refuses them."""
+    alone = Cluster({"ks": ReplicationParams.simple(3)})
+    node = alone.join("A", 100)
+    coordinator = Planner(node, "dc1")
+    assert coordinator.plan(alone.md, ONE, "ks", TOKEN, write=True).needed == 1
+    for level, needed in ((QUORUM, 2), (ALL, 3)):
+        for write in (True, False):
+            with pytest.raises(Unavailable) as refused:
+                coordinator.plan(alone.md, level, "ks", TOKEN, write=write)
+            assert (
+                f"{level.value} needs {needed} replicas of ks (replication factor 3) but only 1 "
+                f"own token {TOKEN}" in refused.value.message
+            )
