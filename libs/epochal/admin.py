@@ -171,6 +171,7 @@ class ReplicaDescription:
     hlc: int
     metrics: Mapping[str, float] = field(default_factory=dict)  # counters and gauges, by name
     cms_addresses: tuple[str, ...] = ()
+    load_bytes: int = 0  # the bytes of its database pages in use (its load)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

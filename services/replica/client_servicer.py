@@ -216,6 +216,7 @@ class ReplicaServicer:
             hlc=ids.hlc.last if ids is not None else 0,
             metrics=self.metrics.snapshot(),
             cms_addresses=self.follower.cms_addresses(),
+            load_bytes=self.storage.db.size_bytes(),
         )
 
     async def AppliedEpochs(

@@ -78,6 +78,18 @@ class ReplicaDatabase:
                 "one away or delete it) and write its data again."
             )
 
+    def size_bytes(self) -> int:
+        """The bytes of the database's pages in use (its pages less the free ones): the
+        replica's load, as ``nodetool status`` shows it. Two pragmas: no scan."""
+        cursor = self.raw.cursor()
+        try:
+            pages = cursor.execute("PRAGMA page_count").fetchone()[0]
+            free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
+            page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
+        finally:
+            cursor.close()
+        return max(int(pages) - int(free), 0) * int(page_size)
+
     def close(self) -> None:
         self._durable_conn.close()
         self._lazy_conn.close()

@@ -286,7 +286,7 @@ class ReplicaDescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReplicaDescribeResponse(_message.Message):
-    __slots__ = ("node_id", "address", "datacenter", "rack", "epoch", "ready", "state", "hlc", "metrics", "cms_addresses")
+    __slots__ = ("node_id", "address", "datacenter", "rack", "epoch", "ready", "state", "hlc", "metrics", "cms_addresses", "load_bytes")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,7 @@ class ReplicaDescribeResponse(_message.Message):
     HLC_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CMS_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    LOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     datacenter: str
@@ -314,7 +315,8 @@ class ReplicaDescribeResponse(_message.Message):
     hlc: int
     metrics: _containers.ScalarMap[str, float]
     cms_addresses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., epoch: _Optional[int] = ..., ready: _Optional[bool] = ..., state: _Optional[str] = ..., hlc: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., cms_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
+    load_bytes: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., datacenter: _Optional[str] = ..., rack: _Optional[str] = ..., epoch: _Optional[int] = ..., ready: _Optional[bool] = ..., state: _Optional[str] = ..., hlc: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., cms_addresses: _Optional[_Iterable[str]] = ..., load_bytes: _Optional[int] = ...) -> None: ...
 
 class AppliedEpochsRequest(_message.Message):
     __slots__ = ("since_epoch",)
