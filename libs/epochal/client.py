@@ -319,6 +319,14 @@ class Client:
         self._observe(result.epoch, address, hlc)
         return result
 
+    def endpoints(
+        self, keyspace: str, table: str, partition_key: Mapping[str, Any], *, write: bool = False
+    ) -> list[str]:
+        """The replicas the SDK routes a read (``write``: a write) of the partition to, by
+        address, sorted: the read (write) group of its token in the client's metadata."""
+        _, token = self._partition(self.table(keyspace, table), partition_key)
+        return self._router.replicas(self.metadata, keyspace, token, write=write)
+
     # ------------------------------------------------------------------ sending
 
     def _partition(self, schema: Table, values: Mapping[str, Any]) -> tuple[list[Any], int]:

@@ -175,7 +175,7 @@ class CMSClient:
         return await self._read(
             member,
             lambda stub, timeout_s: stub.Describe(cms_pb2.DescribeRequest(), timeout=timeout_s),
-            _view,
+            view_from_proto,
         )
 
     async def fetch_log(
@@ -248,7 +248,7 @@ class CMSClient:
             call.cancel()
 
 
-def _view(described: cms_pb2.DescribeResponse) -> CMSView:
+def view_from_proto(described: cms_pb2.DescribeResponse) -> CMSView:
     return CMSView(
         member_id=described.member_id,
         epoch=described.epoch,

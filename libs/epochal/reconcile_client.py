@@ -8,9 +8,10 @@ wins; for a range no answering reconciler owns, the report at the newest epoch s
 grants it names are the newest known). Reconcilers at different epochs may list ranges that
 differ (a topology change split or moved them): each is kept, keyed by keyspace and range.
 
-Every reconciler asked must answer: one that cannot be reached, or refuses, raises the error its
-status stands for (``Unavailable`` for one unreachable or starting) naming its address. Nothing
-is retried here.
+``status`` needs every reconciler asked to answer: one that cannot be reached, or refuses,
+raises the error its status stands for (``Unavailable`` for one unreachable or starting) naming
+its address. ``partial_status`` merges the answers it got and names the others with their
+errors. Nothing is retried here.
 
     async with ReconcileClient(["127.0.0.1:9101"]) as reconcilers:
         status = await reconcilers.status()
@@ -149,6 +150,17 @@ class ReconcileClient:
     async def status(self, *, timeout_s: float = STATUS_TIMEOUT_S) -> ReconcileStatus:
         """Every reconciler's answer, asked at once, merged. The first failure, in the order
         the addresses were given, is raised."""
+        status, failures = await self.partial_status(timeout_s=timeout_s)
+        if failures:
+            raise failures[0][1]
+        return status
+
+    async def partial_status(
+        self, *, timeout_s: float = STATUS_TIMEOUT_S
+    ) -> tuple[ReconcileStatus, list[tuple[str, EpochalError]]]:
+        """The answers of the reconcilers that answered, merged, and each of the others with
+        its error (in the order the addresses were given): what an operator sees while some
+        reconciler is down."""
         answers = await asyncio.gather(
             *(
                 self._ask(a, c, timeout_s)
@@ -156,10 +168,13 @@ class ReconcileClient:
             ),
             return_exceptions=True,
         )
-        for answer in answers:
-            if isinstance(answer, BaseException):
+        failures: list[tuple[str, EpochalError]] = []
+        for address, answer in zip(self.addresses, answers, strict=True):
+            if isinstance(answer, EpochalError):
+                failures.append((address, answer))
+            elif isinstance(answer, BaseException):
                 raise answer
-        return merge([a for a in answers if isinstance(a, ReconcilerAnswer)])
+        return merge([a for a in answers if isinstance(a, ReconcilerAnswer)]), failures
 
     async def _ask(
         self, address: str, channel: grpc.aio.Channel, timeout_s: float

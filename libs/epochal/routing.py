@@ -42,14 +42,15 @@ class Router:
         (``fallback`` when the metadata places none), rotated."""
         if pinned:
             return [pinned]
-        replicas = self._replicas(metadata, keyspace, token, write=write) or list(fallback)
+        replicas = self.replicas(metadata, keyspace, token, write=write) or list(fallback)
         assert replicas, "no replica to route to: the client has no seed"
         start = next(self._turn) % len(replicas)
         return replicas[start:] + replicas[:start]
 
-    def _replicas(
+    def replicas(
         self, metadata: ClusterMetadata, keyspace: str, token: int, *, write: bool
     ) -> list[str]:
+        """The addresses of the token's write (or read) group, sorted ([]: no placement)."""
         group = metadata.replica_group(keyspace, token, write=write)
         if not group:
             return []

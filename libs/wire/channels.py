@@ -49,7 +49,8 @@ class Channels:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[type, str], object] = {}
 
-    def _stub(self, kind: type[Stub], address: str) -> Stub:
+    def stub(self, kind: type[Stub], address: str) -> Stub:
+        """The stub of ``kind`` (any generated gRPC stub class) on the channel to ``address``."""
         stub = self._stubs.get((kind, address))
         if stub is None:
             channel = self._channels.get(address)
@@ -59,19 +60,19 @@ class Channels:
         return stub  # type: ignore[return-value]
 
     def cms(self, address: str) -> cms_pb2_grpc.CMSStub:
-        return self._stub(cms_pb2_grpc.CMSStub, address)
+        return self.stub(cms_pb2_grpc.CMSStub, address)
 
     def replica(self, address: str) -> replica_pb2_grpc.ReplicaStub:
-        return self._stub(replica_pb2_grpc.ReplicaStub, address)
+        return self.stub(replica_pb2_grpc.ReplicaStub, address)
 
     def peer(self, address: str) -> replica_pb2_grpc.ReplicaPeerStub:
-        return self._stub(replica_pb2_grpc.ReplicaPeerStub, address)
+        return self.stub(replica_pb2_grpc.ReplicaPeerStub, address)
 
     def admin(self, address: str) -> replica_pb2_grpc.ReplicaAdminStub:
-        return self._stub(replica_pb2_grpc.ReplicaAdminStub, address)
+        return self.stub(replica_pb2_grpc.ReplicaAdminStub, address)
 
     def reconcile(self, address: str) -> replica_pb2_grpc.ReplicaReconcileStub:
-        return self._stub(replica_pb2_grpc.ReplicaReconcileStub, address)
+        return self.stub(replica_pb2_grpc.ReplicaReconcileStub, address)
 
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
