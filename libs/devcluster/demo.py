@@ -28,6 +28,7 @@ from epochal.devcluster.commands import epochal_command, listing
 from epochal.devcluster.state import DataDir
 from epochal.devcluster.supervisor import Shape, Supervisor
 from epochal.reconcile_client import RangeStatus, ReconcileClient, ReconcileStatus
+from epochal.views import log_text
 
 RECONCILED_WAIT_S = 30.0  # for every range of the demo keyspace to have had a round
 RANGES_SHOWN = 6  # of the table; `epochal reconcile status` shows every range
@@ -128,7 +129,7 @@ async def report(cluster: LocalCluster) -> None:
         log = await cms.fetch_log(0)
     print(f"\nthe metadata log ({len(log.records)} entries):")
     for record in log.records:
-        print(f"  epoch {record.epoch:<4} {record.transformation or record.problem!s}")
+        print(f"  {log_text(record)}")
 
 
 async def reconcile(cluster: LocalCluster) -> None:
