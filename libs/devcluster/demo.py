@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from epochal.cli import reconcile_summary, reconcile_table
+from epochal.cli.reconcile import reconcile_summary, reconcile_table
 from epochal.client import Client, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster

@@ -162,7 +162,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
             stray = next(
                 n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"
             )
-        exit_code = await asyncio.to_thread(cli_main, ["--replica", replica, "unregister", stray])
+        exit_code = await asyncio.to_thread(cli_main, ["--cluster", replica, "unregister", stray])
         assert exit_code == 0
 
         # Nothing exited, nothing refused reached the log or the data, and a member that saw

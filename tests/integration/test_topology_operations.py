@@ -333,14 +333,15 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
 
             # Remove a dead node from another one, through the command line.
             address = cluster.nodes["replica1"].address
-            rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica1"])
-            assert rc == 2, (rc, out, err)
+            via = ("--cluster", address, "--via", address)
+            rc, out, err = await epochal_cli("removenode", ids["replica1"], *via)
+            assert rc == 1, (rc, out, err)
             assert "FAILED_PRECONDITION" in err and "decommission" in err, err
-            rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica3"])
-            assert rc == 2, (rc, out, err)  # it is alive: remove is for dead nodes
+            rc, out, err = await epochal_cli("removenode", ids["replica3"], *via)
+            assert rc == 1, (rc, out, err)  # it is alive: remove is for dead nodes
             assert f"{ids['replica3']} is alive" in err and "decommission" in err, err
             cluster.kill_replica("replica3")
-            rc, out, err = await epochal_cli("--replica", address, "removenode", ids["replica3"])
+            rc, out, err = await epochal_cli("removenode", ids["replica3"], *via)
             assert rc == 0, (rc, out, err)
             assert "remove (step finish, finished)" in out, out
             removed = await cluster.status("replica1")

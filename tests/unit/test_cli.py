@@ -1,74 +1,137 @@
-"""The ``epochal`` command line: what each command asks of the replica, and what it prints;
-``epochal reconcile status`` against stand-in reconcilers on 127.0.0.1 (each a grpc.aio server
-answering ``Reconciler/Status``): every range by keyspace then range, as its owner reports it,
-and a summary; exit status 2 when a reconciler cannot be reached."""
+"""The ``epochal`` command line without a cluster: where its options come from (flag, then
+environment, then the config file), global options before or after the command, one-line usage
+errors with exit code 2, ``--version``, an address nothing answers at, the progress and final
+lines of an operation, and ``epochal reconcile status`` against stand-in reconcilers on 127.0.0.1
+(each a grpc.aio server answering ``Reconciler/Status``): every range by keyspace then range, as
+its owner reports it, and a summary; those that answered when another did not, and exit code 1.
+The commands against a real cluster: tests/e2e/test_cli.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
+import click
 import pytest
 
-from epochal.admin import (
-    AdminRequest,
-    Bootstrap,
-    BootstrapAbort,
-    BootstrapResume,
-    Cancel,
-    Cleanup,
-    Decommission,
-    DecommissionAbort,
-    Move,
-    OperationStatus,
-    Remove,
-    Replace,
-    Resume,
-    Status,
-)
-from epochal.cli import call_for, describe, main, parser, progress_line, run
+from epochal.admin import OperationStatus
+from epochal.cli import main
+from epochal.cli.app import cli
+from epochal.cli.operations import describe_status, progress_line
+from epochal.cli.options import DEFAULT_TIMEOUT_S, Options, UsageProblem, resolve
 from epochal.mtrack import make_hlc
 from epochal.runtime.processes import free_ports
 from epochal.wire.v1 import reconciler_pb2 as pb
 
 from .fake_reconciler import reconciler, report
 
+NO_CONFIG = {"XDG_CONFIG_HOME": "/nonexistent"}
 
-def asked(*argv: str) -> AdminRequest:
-    return call_for(parser().parse_args(["--replica", "127.0.0.1:1", *argv]))
+
+def options_of(argv: list[str], env: dict[str, str]) -> Options:
+    """The options ``epochal <argv>`` resolves, under ``env``."""
+    seen: list[Options] = []
+    command = cli.get_command(click.Context(cli), "ring")
+    assert command is not None
+    original = command.callback
+
+    def capture() -> int:
+        seen.append(resolve(click.get_current_context(), env))
+        return 0
+
+    command.callback = capture
+    try:
+        cli.main(args=argv, prog_name="epochal", standalone_mode=False)
+    finally:
+        command.callback = original
+    return seen[0]
+
+
+def test_an_option_comes_from_the_flag_then_the_environment_then_the_config_file(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('cluster = ["f:1", "f:2"]\noutput = "yaml"\ntimeout_s = 7\n')
+    env = {**NO_CONFIG, "EPOCHAL_CONFIG": str(config)}
+    assert options_of(["ring"], env) == Options(("f:1", "f:2"), "yaml", 7.0, False, str(config))
+    env["EPOCHAL_CLUSTER"] = "e:1"
+    assert options_of(["ring"], env).cluster == ("e:1",)
+    assert options_of(["--cluster", "g:1", "ring"], env).cluster == ("g:1",)
+    assert options_of(["ring", "--cluster", "g:2", "-o", "json"], env).output == "json"
+    # Given before and after the command: the later one wins.
+    assert options_of(["-c", "a:1", "ring", "-c", "b:1"], env).cluster == ("b:1",)
+    defaults = options_of(["ring", "-q"], NO_CONFIG)
+    assert defaults == Options((), "table", DEFAULT_TIMEOUT_S, True, "")
 
 
 @pytest.mark.parametrize(
-    ("argv", "request_"),
+    ("text", "message"),
     [
-        (["status"], Status()),
-        (["bootstrap"], Bootstrap()),
-        (["bootstrap", "--num-tokens", "8"], Bootstrap(num_tokens=8)),
-        (["bootstrap", "--tokens", "-5", "7"], Bootstrap(tokens=(-5, 7))),
-        (["bootstrap", "resume"], BootstrapResume()),
-        (["bootstrap", "abort"], BootstrapAbort()),
-        (["decommission"], Decommission()),
-        (["decommission", "abort"], DecommissionAbort()),
-        (["removenode", "node-3"], Remove(node_id="node-3")),
-        (["replace", "node-3"], Replace(replaced="node-3")),
-        (["move", "1", "-2"], Move(tokens=(1, -2))),
-        (["resume"], Resume()),
-        (["resume", "node-3"], Resume(node_id="node-3")),
-        (["cancel", "node-3"], Cancel(node_id="node-3")),
-        (["cleanup"], Cleanup()),
+        ("cluster = [", "is not TOML"),
+        ('clusters = "a:1"', "unknown key 'clusters'"),
+        ('cluster = "nohost"', "expected host:port"),
+        ('output = "xml"', "output is one of table, json, yaml"),
+        ("timeout_s = -1", "more than 0 seconds"),
+        ("cluster = 5", "expected host:port,... or a list"),
     ],
 )
-def test_each_command_calls_its_admin_method(argv: list[str], request_: AdminRequest) -> None:
-    assert asked(*argv) == request_
+def test_a_bad_config_file_is_a_usage_error(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(text + "\n")
+    with pytest.raises(UsageProblem, match=message):
+        options_of(["ring", "--config", str(config)], NO_CONFIG)
+    with pytest.raises(UsageProblem, match="does not exist"):
+        options_of(["ring", "--config", str(tmp_path / "missing.toml")], NO_CONFIG)
 
 
-@pytest.mark.parametrize("argv", [[], ["move"], ["replace"], ["bootstrap", "again"], ["fly"]])
-def test_a_malformed_command_line_is_refused(argv: list[str]) -> None:
-    with pytest.raises(SystemExit) as refused:
-        parser().parse_args(["--replica", "127.0.0.1:1", *argv])
-    assert refused.value.code == 2
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["fly"], "No such command 'fly'"),
+        (["status", "--bogus"], "No such option '--bogus'"),
+        (["move", "node-1"], "Missing option '--tokens'"),
+        (["status", "-o", "xml"], "'xml' is not one of"),
+        (["status"], "name the cluster: --cluster"),
+        (["cms", "reconfigure"], "give VOTERS"),
+        (["cms", "reconfigure", "3", "--cancel"], "not ['--cancel']"),
+        (["log", "--from", "5", "--to", "2"], "--to 2 is before --from 5"),
+        (["status", "--cluster", "nohost"], "bad --cluster address 'nohost'"),
+        (["bootstrap", "node-1", "--tokens", "1,x"], "tokens are integers"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_code_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in NO_CONFIG.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("EPOCHAL_CLUSTER", raising=False)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.strip().splitlines()
+    assert said in line and line.startswith("epochal"), line
 
 
-def test_the_status_shows_progress_and_the_failure() -> None:
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("epochal, version ")
+    assert main(["status", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--cluster" in shown and "--output" in shown
+
+
+def test_an_address_nothing_answers_at_is_exit_code_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nobody = f"127.0.0.1:{free_ports(1)[0]}"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")
+    assert main(["ring", "--cluster", nobody, "--timeout-s", "2"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"epochal: {nobody} did not answer (UNAVAILABLE"), line
+
+
+def test_the_progress_and_final_status_of_an_operation() -> None:
     status = OperationStatus(
         node_id="node-4",
         kind="join",
@@ -84,53 +147,31 @@ def test_the_status_shows_progress_and_the_failure() -> None:
     )
     line = progress_line(status)
     assert line == "join of node-4: start done, streaming, 3/8 ranges, 2.5 MB, ETA 12 s"
-    shown = describe(status)
+    shown = describe_status(status)
     assert "3/8 ranges, 2.5 MB" in shown and "reconciled  5 log entries" in shown
-    failed = describe(OperationStatus(node_id="node-4", state="failed", message="why"))
+    failed = describe_status(OperationStatus(node_id="node-4", state="failed", message="why"))
     assert "message     why" in failed and "operation   - (step -, failed)" in failed
 
 
 # --------------------------------------------------------------------- epochal reconcile status
 
-
-def test_reconcile_status_takes_reconcilers_from_the_flag_or_the_environment(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    flagged = parser().parse_args(["reconcile", "status", "--reconciler", "a:1, b:2"])
-    assert (flagged.command, flagged.reconcile_command) == ("reconcile", "status")
-    assert flagged.reconciler == ("a:1", "b:2")
-    monkeypatch.setenv("EPOCHAL_RECONCILER", "c:3")
-    assert parser().parse_args(["reconcile", "status"]).reconciler == ("c:3",)
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["reconcile", "status"],  # none named
-        ["reconcile", "status", "--reconciler", "nohost"],
-        ["reconcile"],
-        ["reconcile", "start"],
-    ],
-)
-def test_a_malformed_reconcile_command_line_is_refused(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("EPOCHAL_RECONCILER", raising=False)
-    with pytest.raises(SystemExit) as refused:
-        main(argv)
-    assert refused.value.code == 2
-
-
 BOUND = make_hlc(1_700_000_000_123, 2)  # 2023-11-14T22:13:20.123Z, logical 2
 
 
-async def reconcile_status(*addresses: str) -> tuple[int, list[str], list[str]]:
-    """``epochal reconcile status --reconciler <addresses>``: exit status, stdout, stderr."""
-    args = parser().parse_args(["reconcile", "status", "--reconciler", ",".join(addresses)])
-    out: list[str] = []
-    err: list[str] = []
-    code = await run(args, out.append, err.append)
-    return code, "\n".join(out).splitlines(), err
+async def reconcile_status(*addresses: str, output: str = "table") -> tuple[int, list[str], str]:
+    """``epochal reconcile status --reconciler <addresses>`` run in a thread (it runs its own
+    event loop) while the stand-ins serve on this one: exit code, stdout lines, stderr."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+
+    def call() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return main(["reconcile", "status", "--reconciler", ",".join(addresses), "-o", output])
+
+    code = await asyncio.to_thread(call)
+    return code, out.getvalue().splitlines(), err.getvalue()
 
 
 def test_reconcile_status_shows_each_range_as_its_owner_reports_it() -> None:
@@ -170,7 +211,7 @@ def test_reconcile_status_shows_each_range_as_its_owner_reports_it() -> None:
             return await reconcile_status(one, two)
 
     code, lines, err = asyncio.run(serve_both())
-    assert (code, err) == (0, [])
+    assert (code, err) == (0, "")
     assert lines[0].startswith("reconcilers: r1 at 127.0.0.1:") and "r2 at 127.0.0.1:" in lines[0]
     assert "(epoch 30)" in lines[0]
     assert lines[1:] == [
@@ -183,11 +224,38 @@ def test_reconcile_status_shows_each_range_as_its_owner_reports_it() -> None:
     ]
 
 
-def test_reconcile_status_exits_2_naming_a_reconciler_it_cannot_reach() -> None:
+def test_reconcile_status_shows_those_that_answered_and_names_the_others() -> None:
+    nobody = f"127.0.0.1:{free_ports(1)[0]}"
+    answer = pb.ReconcilerStatus(
+        reconciler_id="r1", epoch=30, ranges=[report("ks", -100, 0, "r1", 11, rounds=3)]
+    )
+
+    async def serve(output: str) -> tuple[int, list[str], str]:
+        async with reconciler(answer) as one:
+            return await reconcile_status(one, nobody, output=output)
+
+    code, lines, err = asyncio.run(serve("table"))
+    assert (code, err) == (1, ""), (code, lines, err)
+    assert lines[0].startswith("reconcilers: r1 at 127.0.0.1:")
+    assert lines[1].startswith(f"did not answer: {nobody} (UNAVAILABLE: ")
+    assert lines[2].startswith("KEYSPACE  RANGE")
+    assert lines[-1] == "1 ranges: 1 owned (r1 1), 0 unowned; max lag -"
+    code, lines, err = asyncio.run(serve("json"))
+    shown = json.loads("\n".join(lines))
+    assert code == 1 and [u["address"] for u in shown["unreachable"]] == [nobody]
+    assert [(r["keyspace"], r["left"], r["right"], r["owner"]) for r in shown["ranges"]] == [
+        ("ks", -100, 0, "r1")
+    ]
+
+
+def test_reconcile_status_exits_1_when_no_reconciler_answers() -> None:
     nobody = f"127.0.0.1:{free_ports(1)[0]}"
     code, lines, err = asyncio.run(reconcile_status(nobody))
-    assert (code, lines) == (2, [])
-    assert err[0].startswith(f"epochal reconcile status: reconciler {nobody}: "), err
+    assert code == 1 and err == ""
+    assert lines[:2] == [
+        "reconcilers: none answered",
+        f"did not answer: {nobody} (UNAVAILABLE: " + lines[1].split("(UNAVAILABLE: ", 1)[1],
+    ]
 
 
 def test_reconcile_status_lists_cohorts_and_the_replicas_left_out() -> None:
@@ -214,7 +282,7 @@ def test_reconcile_status_lists_cohorts_and_the_replicas_left_out() -> None:
             return await reconcile_status(one)
 
     code, lines, err = asyncio.run(serve())
-    assert (code, err) == (0, [])
+    assert (code, err) == (0, "")
     header = next(i for i, line in enumerate(lines) if "COHORT" in line)
     assert lines[header].split() == [
         "KEYSPACE", "RANGE", "COHORT", "MEMBERS", "HIGH", "FOLDED", "AGE", "HELD", "BY",

@@ -1,0 +1,231 @@
+"""The cluster as the command line finds it: from any replica or CMS member, the metadata at the
+newest epoch, and through it every process — replicas (the directory), CMS members (their
+membership) and reconcilers (their registrations).
+
+Theory of operation
+-------------------
+The addresses given (``--cluster``) are asked in turn what they are — gRPC server reflection
+lists the services a process serves: ``epochal.v1.Replica``, ``epochal.v1.CMS`` or
+``epochal.v1.Reconciler`` — and the first replica or CMS member that answers gives the log
+(``FetchLog``, page by page, from epoch 0: its snapshot and the entries after it). A reconciler
+serves no log, so one named alone is refused with what to name instead. Everything after that
+is found in the metadata: nothing else needs to be configured.
+
+The calls the commands make of single processes (``describe_replica``, ``health``,
+``cms_describe``) go over one channel per address, kept for the invocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from epochal.admin import ReplicaDescription
+from epochal.admin_encoding import description_from_proto
+from epochal.cli.failures import Refused, Unreachable, WrongKind
+from epochal.cms_client import CMSView
+from epochal.cms_client import view_from_proto as cms_view_from_proto
+from epochal.metadata_view import apply_page
+from epochal.tcm import ClusterMetadata, NodeInfo, NodeState
+from epochal.wire.channels import Channels
+from epochal.wire.log import LogClient, LogSourceFailed
+from epochal.wire.v1 import cms_pb2, replica_pb2
+
+REPLICA, CMS, RECONCILER = "replica", "CMS member", "reconciler"
+KIND_OF_SERVICE = {
+    "epochal.v1.Replica": REPLICA,
+    "epochal.v1.CMS": CMS,
+    "epochal.v1.Reconciler": RECONCILER,
+}
+PROBE_TIMEOUT_S = 3.0  # a process that does not answer its health or Describe within this is down
+MAX_LOG_PAGES = 10_000
+
+
+def _unreachable(address: str, error: grpc.aio.AioRpcError) -> Unreachable:
+    said = (error.details() or "").splitlines()[0] if error.details() else ""
+    return Unreachable(
+        f"{address} did not answer ({error.code().name}{': ' + said if said else ''})"
+    )
+
+
+@dataclass
+class Cluster:
+    """The metadata the cluster has and the channels to its processes."""
+
+    metadata: ClusterMetadata
+    source: str  # the process that gave the metadata
+    source_kind: str
+    channels: Channels = field(default_factory=Channels)
+
+    # --------------------------------------------------------------- who is where
+
+    def replica_addresses(self) -> list[str]:
+        return [n.address for n in self.live_nodes()]
+
+    def live_nodes(self) -> list[NodeInfo]:
+        """The nodes of the directory that have not left, by id."""
+        return sorted(
+            (n for n in self.metadata.nodes.values() if n.state is not NodeState.LEFT),
+            key=lambda n: n.node_id,
+        )
+
+    def cms_addresses(self) -> list[str]:
+        return [m.address for m in self.metadata.cms_members]
+
+    def reconcilers(self) -> dict[str, str]:
+        """Reconciler id -> address, as they registered."""
+        return dict(sorted(getattr(self.metadata, "reconcilers", {}).items()))
+
+    def node(self, ref: str) -> NodeInfo:
+        """The replica ``ref`` names (its node id or its address); Refused, saying what it is,
+        when it names another kind of process or nothing known."""
+        for node in self.metadata.nodes.values():
+            if ref in (node.node_id, node.address):
+                return node
+        for member in self.metadata.cms_members:
+            if ref in (member.member_id, member.address):
+                raise WrongKind(f"{ref} is a CMS member ({member.member_id}), not a replica")
+        for reconciler_id, address in self.reconcilers().items():
+            if ref in (reconciler_id, address):
+                raise WrongKind(f"{ref} is a reconciler ({reconciler_id}), not a replica")
+        known = ", ".join(n.node_id for n in self.live_nodes()) or "none"
+        raise Refused(
+            f"no replica {ref!r} in the metadata at epoch {self.metadata.epoch} (replicas: {known})"
+        )
+
+    # --------------------------------------------------------------- asking processes
+
+    async def describe_replica(
+        self, address: str, timeout_s: float = PROBE_TIMEOUT_S
+    ) -> ReplicaDescription:
+        try:
+            answer = await self.channels.replica(address).Describe(
+                replica_pb2.ReplicaDescribeRequest(), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unreachable(address, error) from None
+        return description_from_proto(answer)
+
+    async def cms_describe(self, address: str, timeout_s: float = PROBE_TIMEOUT_S) -> CMSView:
+        try:
+            answer = await self.channels.cms(address).Describe(
+                cms_pb2.DescribeRequest(), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unreachable(address, error) from None
+        return cms_view_from_proto(answer)
+
+    async def health(self, address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+        """The gRPC health of the process at ``address``: SERVING, NOT_SERVING, ... or the
+        status of the failed check (DEADLINE_EXCEEDED: it did not answer in time)."""
+        return await health_of(self.channels, address, timeout_s)
+
+    async def close(self) -> None:
+        await self.channels.close()
+
+
+async def health_of(channels: Channels, address: str, timeout_s: float) -> str:
+    stub = channels.stub(health_pb2_grpc.HealthStub, address)
+    try:
+        answer = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+    except grpc.aio.AioRpcError as error:
+        return str(error.code().name)
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
+
+
+async def kind_of(channels: Channels, address: str, timeout_s: float) -> str:
+    """What the process at ``address`` is (REPLICA, CMS, RECONCILER); Unreachable when it does
+    not answer, Refused when it is not an Epochal process."""
+    stub = channels.stub(reflection_pb2_grpc.ServerReflectionStub, address)
+    request = reflection_pb2.ServerReflectionRequest(list_services="")
+    call = stub.ServerReflectionInfo(iter([request]), timeout=timeout_s)
+    try:
+        async for answer in call:
+            names = {s.name for s in answer.list_services_response.service}
+            break
+        else:
+            names = set()
+    except grpc.aio.AioRpcError as error:
+        if error.code() is grpc.StatusCode.UNIMPLEMENTED:
+            raise Refused(
+                f"{address} is not an Epochal process (it serves no reflection)"
+            ) from None
+        raise _unreachable(address, error) from None
+    finally:
+        call.cancel()
+    for service, kind in KIND_OF_SERVICE.items():
+        if service in names:
+            return kind
+    raise Refused(f"{address} is not an Epochal process (it serves {', '.join(sorted(names))})")
+
+
+async def connect(seeds: Sequence[str], timeout_s: float) -> Cluster:
+    """The cluster, from the first of ``seeds`` that is a replica or CMS member and answers."""
+    channels = Channels()
+    problems: list[str] = []
+    refusals: list[str] = []
+    wrong: list[str] = []
+    try:
+        for address in seeds:
+            try:
+                kind = await kind_of(channels, address, min(timeout_s, PROBE_TIMEOUT_S))
+                if kind == RECONCILER:
+                    wrong.append(
+                        f"{address} is a reconciler, not a replica or CMS member: name one of "
+                        "those with --cluster (reconcilers are found through them)"
+                    )
+                    continue
+                metadata = await latest_metadata(channels, address, kind == CMS, timeout_s)
+            except Unreachable as error:
+                problems.append(error.message)
+                continue
+            except Refused as error:
+                refusals.append(error.message)
+                continue
+            return Cluster(metadata=metadata, source=address, source_kind=kind, channels=channels)
+    except BaseException:
+        await channels.close()
+        raise
+    await channels.close()
+    if wrong and not problems and not refusals:
+        raise WrongKind("; ".join(wrong))
+    if refusals and not problems:
+        raise Refused("; ".join(refusals + wrong))
+    if len(seeds) == 1:
+        raise Unreachable(problems[0])
+    raise Unreachable(
+        "no replica or CMS member answered: " + "; ".join(problems + refusals + wrong)
+    )
+
+
+async def latest_metadata(
+    channels: Channels, address: str, from_cms: bool, timeout_s: float
+) -> ClusterMetadata:
+    """The metadata at the newest epoch ``address`` has, from its log."""
+    log = LogClient(channels)
+    metadata = ClusterMetadata.empty()
+    for _ in range(MAX_LOG_PAGES):
+        try:
+            page = await log.fetch(
+                address, from_cms=from_cms, since_epoch=metadata.epoch, timeout_s=timeout_s
+            )
+        except LogSourceFailed as error:
+            if error.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                raise Unreachable(f"{address} did not answer ({error})") from None
+            raise Refused(f"{address} did not give its log ({error})") from None
+        moved = apply_page(metadata, page)
+        progressed = moved.epoch > metadata.epoch
+        metadata = moved
+        if not page.has_more or metadata.epoch >= page.latest_epoch or not progressed:
+            return metadata
+    return metadata
+
+
+async def gather_settled(*calls: asyncio.Future | object) -> list[object]:
+    """Every call's answer or the exception it raised, in order."""
+    return list(await asyncio.gather(*calls, return_exceptions=True))  # type: ignore[arg-type]

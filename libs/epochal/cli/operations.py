@@ -1,0 +1,466 @@
+"""Topology operations: ``operations`` (every one in progress, with its step and progress) and
+the commands that run them — ``bootstrap``, ``decommission``, ``removenode``, ``replace``,
+``move``, ``resume``, ``cancel``, ``cleanup``, ``unregister`` — each naming its node (an id or an
+address).
+
+An operation is asked of the node that drives it (``epochal.v1.ReplicaAdmin``): a join, leave,
+move or replace of the node itself; the removal of a dead node of any other live one. The call
+answers when the operation has finished, failed or been refused; meanwhile its progress (step,
+state, ranges, streamed bytes, ETA) is shown on stderr — a progress bar on a terminal, a line per
+change otherwise. Interrupted (Ctrl-C, a lost connection), the operation goes on: ``epochal
+operations`` shows it, ``resume`` and ``cancel`` act on it. Exit code 0 when it finished (or
+was cancelled as asked), 1 when it was refused or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from epochal.admin import (
+    AdminRequest,
+    Bootstrap,
+    BootstrapAbort,
+    BootstrapResume,
+    Cancel,
+    Cleanup,
+    Decommission,
+    DecommissionAbort,
+    Move,
+    OperationStatus,
+    Remove,
+    Replace,
+    Resume,
+)
+from epochal.admin_client import AdminClient
+from epochal.cli.connect import Cluster
+from epochal.cli.failures import Refused
+from epochal.cli.options import Options, global_options
+from epochal.cli.output import emit, stderr_console, table
+from epochal.cli.runner import failure_of, opened, run
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError
+from epochal.tcm import NodeState, SequenceKind, Unregister
+
+PROGRESS_INTERVAL_S = 1.0
+FINISHED = ("finished", "aborted", "cancelled")
+
+
+# ---------------------------------------------------------------------- operations
+
+
+@click.command()
+@global_options
+def operations() -> int:
+    """Every topology operation in progress, and each replica's last one."""
+    return run(_operations)
+
+
+async def _operations(options: Options) -> int:
+    async with opened(options) as cluster:
+        nodes = cluster.live_nodes()
+        answers = await asyncio.gather(
+            *(_status_of(n.address) for n in nodes), return_exceptions=True
+        )
+        metadata = cluster.metadata
+    by_driver: dict[str, OperationStatus] = {}
+    replicas = []
+    for node, answer in zip(nodes, answers, strict=True):
+        if isinstance(answer, OperationStatus):
+            by_driver[node.node_id] = answer
+            replicas.append({"node": node.node_id, "reachable": True, **_status_dict(answer)})
+        elif isinstance(answer, Exception):
+            replicas.append({"node": node.node_id, "reachable": False})
+        else:
+            raise answer  # type: ignore[misc]
+    in_progress = []
+    for node_id, sequence in sorted(metadata.sequences.items()):
+        driver = next((d for d, s in by_driver.items() if s.node_id == node_id and s.kind), None)
+        progress = by_driver[driver] if driver else None
+        in_progress.append(
+            {
+                "node": node_id,
+                "kind": sequence.kind.value,
+                "step": sequence.done.value,
+                "next_step": sequence.next_step().value if sequence.next_step() else None,
+                "cancelling": sequence.cancelling,
+                "prepared_epoch": sequence.prepared_epoch,
+                "driver": driver,
+                "progress": _status_dict(progress) if progress else None,
+            }
+        )
+    data = {"epoch": metadata.epoch, "in_progress": in_progress, "replicas": replicas}
+    emit(options.output, data, lambda: operations_tables(data))
+    return 0
+
+
+async def _status_of(address: str) -> OperationStatus:
+    async with AdminClient(address) as admin:
+        return await admin.status(timeout_s=3.0)
+
+
+def _status_dict(status: OperationStatus) -> dict[str, Any]:
+    shown = asdict(status)
+    shown["eta_s"] = None if status.eta_s < 0 else status.eta_s
+    return shown
+
+
+def operations_tables(data: dict[str, Any]) -> list[Any]:
+    in_progress = data["in_progress"]
+    shown: list[Any] = [
+        f"Epoch: {data['epoch']}   Operations in progress: {len(in_progress) or 'none'}"
+    ]
+    if in_progress:
+        shown.append(
+            table(
+                ["NODE", "OPERATION", "STEP DONE", "NEXT", "DRIVER", "STATE", "PROGRESS"],
+                [
+                    [
+                        o["node"],
+                        o["kind"] + (" (cancelling)" if o["cancelling"] else ""),
+                        o["step"],
+                        o["next_step"],
+                        o["driver"],
+                        o["progress"]["state"] if o["progress"] else "not running",
+                        _progress_text(o["progress"]) if o["progress"] else "",
+                    ]
+                    for o in in_progress
+                ],
+            )
+        )
+    shown.append(
+        table(
+            ["REPLICA", "LAST OPERATION", "OF", "STEP", "STATE", "> EPOCH", "MESSAGE"],
+            [
+                [
+                    r["node"],
+                    r.get("kind") or "",
+                    r.get("node_id") or "",
+                    r.get("step") or "",
+                    r.get("state") or "" if r["reachable"] else "unreachable",
+                    r.get("epoch") or "",
+                    r.get("message") or "",
+                ]
+                for r in data["replicas"]
+            ],
+        )
+    )
+    return shown
+
+
+def _progress_text(status: dict[str, Any]) -> str:
+    parts = []
+    if status["ranges_total"]:
+        parts.append(f"{status['ranges_done']}/{status['ranges_total']} ranges")
+    if status["streamed_bytes"]:
+        parts.append(f"{status['streamed_bytes'] / 1e6:.1f} MB")
+    if status["eta_s"] is not None:
+        parts.append(f"ETA {status['eta_s']:.0f} s")
+    return ", ".join(parts)
+
+
+def progress_line(status: OperationStatus) -> str:
+    eta = f", ETA {status.eta_s:.0f} s" if status.eta_s >= 0 else ""
+    ranges = f", {status.ranges_done}/{status.ranges_total} ranges" if status.ranges_total else ""
+    return (
+        f"{status.kind or '-'} of {status.node_id}: {status.step or '-'} done, {status.state}"
+        f"{ranges}, {status.streamed_bytes / 1e6:.1f} MB{eta}"
+    )
+
+
+# ---------------------------------------------------------------------- running one
+
+
+async def run_operation(
+    options: Options, node_ref: str, request: AdminRequest, *, via: str = ""
+) -> int:
+    """Ask ``request`` of the node that drives it and wait, showing its progress."""
+    async with opened(options) as cluster:
+        driver = _driver(cluster, node_ref, request, via)
+        async with AdminClient(driver) as admin:
+            try:
+                if isinstance(request, Cleanup):
+                    result = await admin.cleanup(request, timeout_s=max(options.timeout_s, 120))
+                    data = {"node": node_ref, "epoch": result.epoch, "removed": result.removed}
+                    emit(
+                        options.output,
+                        data,
+                        lambda: [
+                            f"removed {result.removed} cells and log entries from {node_ref} "
+                            f"(owners as of epoch {result.epoch})"
+                        ],
+                    )
+                    return 0
+                status = await _with_progress(
+                    admin, admin.run(request, timeout_s=86_400.0), options
+                )
+            except EpochalError as error:
+                raise failure_of(error, f"{_name(request)} of {node_ref} at {driver}") from None
+    data = _status_dict(status)
+    emit(options.output, data, lambda: [describe_status(status)])
+    if status.state not in FINISHED:
+        raise Refused(f"{status.kind} of {status.node_id} {status.state}: {status.message}")
+    return 0
+
+
+def _name(request: AdminRequest) -> str:
+    return type(request).__name__.lower()
+
+
+def _driver(cluster: Cluster, node_ref: str, request: AdminRequest, via: str) -> str:
+    """The address of the replica that drives ``request`` for ``node_ref``."""
+    node = cluster.node(node_ref)
+    sequence = cluster.metadata.sequences.get(node.node_id)
+    removal = isinstance(request, Remove) or (
+        isinstance(request, Resume | Cancel)
+        and sequence is not None
+        and sequence.kind is SequenceKind.REMOVE
+    )
+    if via:
+        return cluster.node(via).address
+    if not removal:
+        return node.address
+    others = [
+        n.address
+        for n in cluster.live_nodes()
+        if n.node_id != node.node_id and n.state is NodeState.JOINED
+    ]
+    if not others:
+        raise Refused(f"no other joined replica to drive the removal of {node.node_id}")
+    return others[0]
+
+
+async def _with_progress(
+    admin: AdminClient, operation: Awaitable[OperationStatus], options: Options
+) -> OperationStatus:
+    """Await ``operation``, showing the replica's Status on stderr meanwhile."""
+    task = asyncio.ensure_future(operation)
+    console = stderr_console()
+    if options.quiet:
+        return await task
+    if not console.is_terminal:
+        return await _with_lines(admin, task, console)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} ranges"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task("starting", total=None)
+        while not task.done():
+            await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
+            status = await _quiet_status(admin)
+            if status is not None:
+                progress.update(
+                    bar,
+                    description=progress_line(status),
+                    completed=status.ranges_done,
+                    total=status.ranges_total or None,
+                )
+    return task.result()
+
+
+async def _with_lines(
+    admin: AdminClient, task: asyncio.Future[OperationStatus], console: Any
+) -> OperationStatus:
+    last = ""
+    started = time.monotonic()
+    while not task.done():
+        await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
+        if task.done():
+            break
+        status = await _quiet_status(admin)
+        line = progress_line(status) if status is not None else ""
+        if line and line != last:  # a line when something changed, not one a second
+            console.print(f"[{time.monotonic() - started:5.0f} s] {line}", markup=False)
+            last = line
+    return task.result()
+
+
+async def _quiet_status(admin: AdminClient) -> OperationStatus | None:
+    try:
+        return await admin.status(timeout_s=5.0)
+    except EpochalError:
+        return None  # the operation's own call reports what went wrong
+
+
+def describe_status(status: OperationStatus) -> str:
+    """The final status, one field per line."""
+    lines = [
+        f"node        {status.node_id}",
+        f"operation   {status.kind or '-'} (step {status.step or '-'}, {status.state})",
+        f"epoch       {status.epoch}",
+    ]
+    if status.message:
+        lines.append(f"message     {status.message}")
+    if status.ranges_total:
+        lines.append(
+            f"streamed    {status.ranges_done}/{status.ranges_total} ranges, "
+            f"{status.streamed_bytes / 1e6:.1f} MB, {status.streamed_cells} cells, "
+            f"{status.streamed_mutations} log entries"
+        )
+    if status.reconciled_mutations:
+        lines.append(f"reconciled  {status.reconciled_mutations} log entries")
+    if status.barrier_level:
+        lines.append(f"barrier     {status.barrier_level}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- the commands
+
+NODE = click.argument("node", metavar="NODE")
+
+
+@click.command()
+@NODE
+@click.option("--tokens", help="explicit tokens, comma-separated")
+@click.option("--num-tokens", type=click.IntRange(min=0), default=0, help="else this many")
+@click.option("--resume", is_flag=True, help="continue NODE's interrupted join")
+@click.option("--abort", is_flag=True, help="stop NODE's join and undo its steps")
+@global_options
+def bootstrap(node: str, tokens: str | None, num_tokens: int, resume: bool, abort: bool) -> int:
+    """Join NODE (registered, not joined) to the ring."""
+    if resume and abort:
+        raise click.UsageError("--resume or --abort, not both")
+    request: AdminRequest
+    if resume:
+        request = BootstrapResume()
+    elif abort:
+        request = BootstrapAbort()
+    else:
+        request = Bootstrap(tokens=_tokens(tokens), num_tokens=num_tokens)
+    return run(lambda options: run_operation(options, node, request))
+
+
+@click.command()
+@NODE
+@click.option("--abort", is_flag=True, help="stop NODE's decommission and undo its steps")
+@global_options
+def decommission(node: str, abort: bool) -> int:
+    """Take NODE out of the ring, streaming its ranges to their new owners."""
+    request = DecommissionAbort() if abort else Decommission()
+    return run(lambda options: run_operation(options, node, request))
+
+
+@click.command()
+@NODE
+@click.option("--via", metavar="NODE", default="", help="the live replica that drives it")
+@global_options
+def removenode(node: str, via: str) -> int:
+    """Remove the dead NODE, its ranges streamed from the other replicas."""
+    return run(lambda options: _remove(options, node, via))
+
+
+async def _remove(options: Options, node: str, via: str) -> int:
+    async with opened(options) as cluster:
+        node_id = cluster.node(node).node_id
+    return await run_operation(options, node, Remove(node_id=node_id), via=via)
+
+
+@click.command()
+@NODE
+@click.argument("dead", metavar="DEAD")
+@global_options
+def replace(node: str, dead: str) -> int:
+    """NODE (registered, not joined) takes over the tokens of the dead node DEAD."""
+    return run(lambda options: _replace(options, node, dead))
+
+
+async def _replace(options: Options, node: str, dead: str) -> int:
+    async with opened(options) as cluster:
+        dead_id = cluster.node(dead).node_id
+    return await run_operation(options, node, Replace(replaced=dead_id))
+
+
+@click.command()
+@NODE
+@click.option("--tokens", required=True, metavar="TOKEN,...", help="the new tokens")
+@global_options
+def move(node: str, tokens: str) -> int:
+    """Move NODE to new tokens (--tokens -5,7: comma-separated, negative ones too)."""
+    return run(lambda options: run_operation(options, node, Move(tokens=_tokens(tokens))))
+
+
+@click.command()
+@NODE
+@global_options
+def resume(node: str) -> int:
+    """Continue the interrupted operation of NODE."""
+    return run(lambda options: _own_or_other(options, node, cancel=False))
+
+
+@click.command()
+@NODE
+@global_options
+def cancel(node: str) -> int:
+    """Undo the operation of NODE, one step per epoch."""
+    return run(lambda options: _own_or_other(options, node, cancel=True))
+
+
+async def _own_or_other(options: Options, node: str, *, cancel: bool) -> int:
+    async with opened(options) as cluster:
+        node_id = cluster.node(node).node_id
+        if node_id not in cluster.metadata.sequences:
+            raise Refused(f"{node_id} has no operation in progress (epochal operations)")
+    request = Cancel(node_id=node_id) if cancel else Resume(node_id=node_id)
+    return await run_operation(options, node, request)
+
+
+@click.command()
+@NODE
+@global_options
+def cleanup(node: str) -> int:
+    """Delete from NODE the ranges it no longer replicates."""
+    return run(lambda options: run_operation(options, node, Cleanup()))
+
+
+@click.command()
+@NODE
+@global_options
+def unregister(node: str) -> int:
+    """Forget NODE, registered but never joined (an Unregister through the CMS)."""
+    return run(lambda options: _unregister(options, node))
+
+
+async def _unregister(options: Options, node: str) -> int:
+    async with opened(options) as cluster:
+        node_id = cluster.node(node).node_id
+        async with CMSClient(cluster.cms_addresses(), total_timeout_s=options.timeout_s) as cms:
+            try:
+                committed = await cms.commit(Unregister(node_id=node_id))
+            except EpochalError as error:
+                raise failure_of(error, f"unregister {node_id}") from None
+    data = {"node": node_id, "epoch": committed.epoch}
+    emit(options.output, data, lambda: [f"unregistered {node_id} at epoch {committed.epoch}"])
+    return 0
+
+
+def _tokens(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(t) for t in text.replace(" ", ",").split(",") if t)
+    except ValueError:
+        raise click.UsageError(f"tokens are integers, comma-separated: {text!r}") from None
+
+
+COMMANDS: Sequence[click.Command] = (
+    operations,
+    bootstrap,
+    decommission,
+    removenode,
+    replace,
+    move,
+    resume,
+    cancel,
+    cleanup,
+    unregister,
+)
