@@ -32,6 +32,7 @@ from epochal.tcm import (
     PrepareMove,
     PrepareReplace,
     Register,
+    RegisterReconciler,
     RemoveFromCMS,
     ReplicationParams,
     ReplicationType,
@@ -111,6 +112,10 @@ BY_KIND: dict[type[Transformation], Draw] = {
         range=TokenRange(-100, 100),
         holder=r.choice(("", "rec-1", "rec-2")),
         replaces=r.randint(0, 3),
+    ),
+    RegisterReconciler: lambda r, ms, addr: RegisterReconciler(
+        reconciler_id=r.choice(("rec-1", "rec-2")),
+        address=r.choice(("", "127.0.0.1:9101", "127.0.0.1:9102")),
     ),
 }
 assert {kind.kind for kind in BY_KIND} == {kind.kind for kind in ALL_KINDS}

@@ -14,6 +14,7 @@ from epochal.tcm.directory import NodeInfo, NodeState
 from epochal.tcm.leases import GrantReconcileLease, LeaseChanged, LeaseGrant
 from epochal.tcm.metadata import EMPTY_EPOCH, ClusterMetadata, CMSMember, CMSRole, Epoch
 from epochal.tcm.placement import Placement, RangeDelta
+from epochal.tcm.reconcilers import RegisterReconciler
 from epochal.tcm.registration import Register, Unregister
 from epochal.tcm.replication import TokenMap, natural_groups
 from epochal.tcm.schema import (
@@ -63,6 +64,7 @@ BASE_KINDS: tuple[type[Transformation], ...] = (
     Unregister,
     TriggerSnapshot,
     GrantReconcileLease,
+    RegisterReconciler,
 )
 ALL_KINDS = BASE_KINDS + TOPOLOGY_KINDS + CMS_KINDS
 
@@ -104,6 +106,7 @@ __all__ = [
     "RangeDelta",
     "RangeLocked",
     "Register",
+    "RegisterReconciler",
     "Rejected",
     "RemoveFromCMS",
     "ReplicationParams",

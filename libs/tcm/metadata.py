@@ -56,6 +56,8 @@ class ClusterMetadata:
     placements: Mapping[ReplicationParams, Placement] = field(default_factory=frozen_map)
     sequences: Mapping[str, InProgressSequence] = field(default_factory=frozen_map)  # by node id
     reconcile_leases: tuple[LeaseGrant, ...] = ()  # by keyspace, range, epoch (epochal.tcm.leases)
+    # reconciler id -> the host:port it advertises, sorted by id (epochal.tcm.reconcilers)
+    reconcilers: Mapping[str, str] = field(default_factory=frozen_map)
 
     @classmethod
     def empty(cls) -> ClusterMetadata:

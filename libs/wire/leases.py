@@ -1,12 +1,21 @@
-"""Protobuf conversions of reconciler leases (``epochal.tcm.leases``): the grants a metadata
-snapshot carries and the transformation that adds one."""
+"""Protobuf conversions of what the metadata log says of reconcilers: their leases
+(``epochal.tcm.leases``: the grants a metadata snapshot carries and the transformation that adds
+one) and their registrations (``epochal.tcm.reconcilers``: the addresses a snapshot carries and
+the transformation that sets one)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from epochal.tcm import GrantReconcileLease, LeaseGrant, TokenRange, Transformation
+from epochal.tcm import (
+    GrantReconcileLease,
+    LeaseGrant,
+    RegisterReconciler,
+    TokenRange,
+    Transformation,
+)
+from epochal.tcm.schema import frozen_map
 from epochal.wire.fields import MalformedInput, required, within
 from epochal.wire.v1 import metadata_pb2 as pb
 
@@ -45,6 +54,23 @@ def leases_from_proto(messages: Iterable[pb.LeaseGrant]) -> tuple[LeaseGrant, ..
     )
 
 
+def reconcilers_to_proto(reconcilers: Mapping[str, str]) -> list[pb.ReconcilerInfo]:
+    return [
+        pb.ReconcilerInfo(reconciler_id=reconciler_id, address=reconcilers[reconciler_id])
+        for reconciler_id in sorted(reconcilers)
+    ]
+
+
+def reconcilers_from_proto(messages: Iterable[pb.ReconcilerInfo]) -> Mapping[str, str]:
+    entries = {
+        required(m.reconciler_id, f"reconcilers[{i}].reconciler_id"): required(
+            m.address, f"reconcilers[{i}].address"
+        )
+        for i, m in enumerate(messages)
+    }
+    return frozen_map(dict(sorted(entries.items())))
+
+
 def _to_grant(t: GrantReconcileLease) -> pb.GrantReconcileLease:
     return pb.GrantReconcileLease(
         keyspace=t.keyspace,
@@ -63,6 +89,18 @@ def _from_grant(m: pb.GrantReconcileLease) -> Transformation:
     )
 
 
+def _to_register(t: RegisterReconciler) -> pb.RegisterReconciler:
+    return pb.RegisterReconciler(reconciler_id=t.reconciler_id, address=t.address)
+
+
+def _from_register(m: pb.RegisterReconciler) -> Transformation:
+    return RegisterReconciler(
+        reconciler_id=required(m.reconciler_id, "register_reconciler.reconciler_id"),
+        address=m.address,  # empty: a deregistration
+    )
+
+
 LEASE_CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Transformation]]] = {
     GrantReconcileLease.kind: (_to_grant, _from_grant),
+    RegisterReconciler.kind: (_to_register, _from_register),
 }

@@ -43,7 +43,13 @@ from epochal.wire.fields import (
     replication_to_proto,
     required,
 )
-from epochal.wire.leases import LEASE_CODECS, leases_from_proto, leases_to_proto
+from epochal.wire.leases import (
+    LEASE_CODECS,
+    leases_from_proto,
+    leases_to_proto,
+    reconcilers_from_proto,
+    reconcilers_to_proto,
+)
 from epochal.wire.topology import (
     NODE_STATE_NUMBERS,
     NODE_STATES,
@@ -370,6 +376,7 @@ def metadata_to_proto(
         next_node_number=metadata.next_node_number,
         **topology_to_proto(metadata),
         reconcile_leases=leases_to_proto(metadata.reconcile_leases),
+        reconcilers=reconcilers_to_proto(metadata.reconcilers),
     )
 
 
@@ -434,6 +441,7 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         placements=placements_from_proto(m.placements, sorted(nodes)),
         sequences=sequences_from_proto(m.sequences),
         reconcile_leases=leases_from_proto(m.reconcile_leases),
+        reconcilers=reconcilers_from_proto(m.reconcilers),
     )
 
 

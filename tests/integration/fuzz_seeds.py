@@ -40,6 +40,7 @@ from epochal.tcm import (
     DropTable,
     GrantReconcileLease,
     Register,
+    RegisterReconciler,
     ReplicationParams,
     TokenRange,
 )
@@ -136,6 +137,10 @@ def seeds(
                     range=TokenRange(rng.randrange(-1000, 0), rng.randrange(0, 1000)),
                     holder=rng.choice(["reconciler-1", "reconciler-2", ""]),
                     replaces=rng.choice([0, context.epoch]),
+                ),
+                RegisterReconciler(
+                    reconciler_id=rng.choice(["reconciler-1", "reconciler-2"]),
+                    address=rng.choice(["", f"127.0.0.1:{rng.randrange(1, 65535)}"]),
                 ),
             ]
         )

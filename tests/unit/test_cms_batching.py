@@ -44,6 +44,7 @@ from epochal.tcm import (
     PrepareMove,
     PrepareReplace,
     Register,
+    RegisterReconciler,
     RemoveFromCMS,
     ReplicationParams,
     ReplicationType,
@@ -128,6 +129,11 @@ BY_KIND: dict[type[Transformation], st.SearchStrategy[Transformation]] = {
         range=st.just(TokenRange(-100, 100)),
         holder=st.sampled_from(("", "rec-1", "rec-2")),
         replaces=st.integers(0, 3),
+    ),
+    RegisterReconciler: st.builds(
+        RegisterReconciler,
+        reconciler_id=st.sampled_from(("rec-1", "rec-2")),
+        address=st.sampled_from(("", "127.0.0.1:9101", "127.0.0.1:9102")),
     ),
 }
 TRANSFORMATIONS = st.one_of(*BY_KIND.values())

@@ -29,6 +29,7 @@ from epochal.tcm import (
     PrepareMove,
     PrepareReplace,
     Register,
+    RegisterReconciler,
     RemoveFromCMS,
     ReplicationParams,
     ReplicationType,
@@ -140,6 +141,11 @@ transformations = st.one_of(
         holder=st.just("") | names,
         replaces=st.integers(0, 2**63 - 1),  # a token is an epoch (larger: refused on decode)
     ),
+    st.builds(
+        RegisterReconciler,
+        reconciler_id=names,
+        address=st.just("") | names.map(lambda n: f"{n}:9101"),  # "": a deregistration
+    ),
 )
 
 
@@ -200,6 +206,18 @@ def test_cms_roles_round_trip_and_old_members_read_as_voters() -> None:
     assert [m.role.value for m in metadata_from_proto(old).cms_members] == ["voter"]
 
 
+def test_a_snapshot_naming_a_reconciler_without_an_address_is_malformed() -> None:
+    data = metadata_pb2.ClusterMetadata(
+        epoch=3, reconcilers=[metadata_pb2.ReconcilerInfo(reconciler_id="r1")]
+    ).SerializeToString()
+    try:
+        decode_metadata(data)
+    except MalformedInput as error:
+        assert "reconcilers[0].address is required" in str(error)
+    else:
+        raise AssertionError("decoded")
+
+
 def test_malformed_input_says_what_is_wrong() -> None:
     cases = {
         b"\xff\xff\xff": "not an encoded Transformation",
@@ -232,6 +250,9 @@ def test_malformed_input_says_what_is_wrong() -> None:
         metadata_pb2.Transformation(
             grant_reconcile_lease=metadata_pb2.GrantReconcileLease(keyspace="ks", holder="r1")
         ).SerializeToString(): "grant_reconcile_lease.range is required",
+        metadata_pb2.Transformation(
+            register_reconciler=metadata_pb2.RegisterReconciler(address="127.0.0.1:9101")
+        ).SerializeToString(): "register_reconciler.reconciler_id is required",
     }
     for data, expected in cases.items():
         try:

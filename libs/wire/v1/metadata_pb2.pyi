@@ -211,7 +211,7 @@ class CMSMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., address: _Optional[str] = ..., role: _Optional[_Union[CMSRole, str]] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences", "reconcile_leases")
+    __slots__ = ("epoch", "keyspaces", "nodes", "cms_members", "next_node_number", "tokens", "placements", "sequences", "reconcile_leases", "reconcilers")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEYSPACES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,7 @@ class ClusterMetadata(_message.Message):
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     RECONCILE_LEASES_FIELD_NUMBER: _ClassVar[int]
+    RECONCILERS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     keyspaces: _containers.RepeatedCompositeFieldContainer[Keyspace]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
@@ -230,7 +231,8 @@ class ClusterMetadata(_message.Message):
     placements: _containers.RepeatedCompositeFieldContainer[Placement]
     sequences: _containers.RepeatedCompositeFieldContainer[InProgressSequence]
     reconcile_leases: _containers.RepeatedCompositeFieldContainer[LeaseGrant]
-    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[NodeTokens, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., sequences: _Optional[_Iterable[_Union[InProgressSequence, _Mapping]]] = ..., reconcile_leases: _Optional[_Iterable[_Union[LeaseGrant, _Mapping]]] = ...) -> None: ...
+    reconcilers: _containers.RepeatedCompositeFieldContainer[ReconcilerInfo]
+    def __init__(self, epoch: _Optional[int] = ..., keyspaces: _Optional[_Iterable[_Union[Keyspace, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., cms_members: _Optional[_Iterable[_Union[CMSMember, _Mapping]]] = ..., next_node_number: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[NodeTokens, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., sequences: _Optional[_Iterable[_Union[InProgressSequence, _Mapping]]] = ..., reconcile_leases: _Optional[_Iterable[_Union[LeaseGrant, _Mapping]]] = ..., reconcilers: _Optional[_Iterable[_Union[ReconcilerInfo, _Mapping]]] = ...) -> None: ...
 
 class LeaseGrant(_message.Message):
     __slots__ = ("keyspace", "range", "holder", "epoch")
@@ -243,6 +245,14 @@ class LeaseGrant(_message.Message):
     holder: str
     epoch: int
     def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[TokenRange, _Mapping]] = ..., holder: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class ReconcilerInfo(_message.Message):
+    __slots__ = ("reconciler_id", "address")
+    RECONCILER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    reconciler_id: str
+    address: str
+    def __init__(self, reconciler_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class NodeTokens(_message.Message):
     __slots__ = ("node_id", "tokens")
@@ -532,8 +542,16 @@ class GrantReconcileLease(_message.Message):
     replaces: int
     def __init__(self, keyspace: _Optional[str] = ..., range: _Optional[_Union[TokenRange, _Mapping]] = ..., holder: _Optional[str] = ..., replaces: _Optional[int] = ...) -> None: ...
 
+class RegisterReconciler(_message.Message):
+    __slots__ = ("reconciler_id", "address")
+    RECONCILER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    reconciler_id: str
+    address: str
+    def __init__(self, reconciler_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
 class Transformation(_message.Message):
-    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence", "add_cms_candidate", "start_add_to_cms", "finish_add_to_cms", "remove_from_cms", "grant_reconcile_lease")
+    __slots__ = ("initialize_cms", "create_keyspace", "alter_keyspace", "drop_keyspace", "create_table", "alter_table", "drop_table", "register", "unregister", "trigger_snapshot", "prepare_join", "prepare_leave", "prepare_replace", "prepare_move", "advance_sequence", "cancel_sequence", "add_cms_candidate", "start_add_to_cms", "finish_add_to_cms", "remove_from_cms", "grant_reconcile_lease", "register_reconciler")
     INITIALIZE_CMS_FIELD_NUMBER: _ClassVar[int]
     CREATE_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
     ALTER_KEYSPACE_FIELD_NUMBER: _ClassVar[int]
@@ -555,6 +573,7 @@ class Transformation(_message.Message):
     FINISH_ADD_TO_CMS_FIELD_NUMBER: _ClassVar[int]
     REMOVE_FROM_CMS_FIELD_NUMBER: _ClassVar[int]
     GRANT_RECONCILE_LEASE_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_RECONCILER_FIELD_NUMBER: _ClassVar[int]
     initialize_cms: InitializeCMS
     create_keyspace: CreateKeyspace
     alter_keyspace: AlterKeyspace
@@ -576,4 +595,5 @@ class Transformation(_message.Message):
     finish_add_to_cms: FinishAddToCMS
     remove_from_cms: RemoveFromCMS
     grant_reconcile_lease: GrantReconcileLease
-    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ..., add_cms_candidate: _Optional[_Union[AddCMSCandidate, _Mapping]] = ..., start_add_to_cms: _Optional[_Union[StartAddToCMS, _Mapping]] = ..., finish_add_to_cms: _Optional[_Union[FinishAddToCMS, _Mapping]] = ..., remove_from_cms: _Optional[_Union[RemoveFromCMS, _Mapping]] = ..., grant_reconcile_lease: _Optional[_Union[GrantReconcileLease, _Mapping]] = ...) -> None: ...
+    register_reconciler: RegisterReconciler
+    def __init__(self, initialize_cms: _Optional[_Union[InitializeCMS, _Mapping]] = ..., create_keyspace: _Optional[_Union[CreateKeyspace, _Mapping]] = ..., alter_keyspace: _Optional[_Union[AlterKeyspace, _Mapping]] = ..., drop_keyspace: _Optional[_Union[DropKeyspace, _Mapping]] = ..., create_table: _Optional[_Union[CreateTable, _Mapping]] = ..., alter_table: _Optional[_Union[AlterTable, _Mapping]] = ..., drop_table: _Optional[_Union[DropTable, _Mapping]] = ..., register: _Optional[_Union[Register, _Mapping]] = ..., unregister: _Optional[_Union[Unregister, _Mapping]] = ..., trigger_snapshot: _Optional[_Union[TriggerSnapshot, _Mapping]] = ..., prepare_join: _Optional[_Union[PrepareJoin, _Mapping]] = ..., prepare_leave: _Optional[_Union[PrepareLeave, _Mapping]] = ..., prepare_replace: _Optional[_Union[PrepareReplace, _Mapping]] = ..., prepare_move: _Optional[_Union[PrepareMove, _Mapping]] = ..., advance_sequence: _Optional[_Union[AdvanceSequence, _Mapping]] = ..., cancel_sequence: _Optional[_Union[CancelSequence, _Mapping]] = ..., add_cms_candidate: _Optional[_Union[AddCMSCandidate, _Mapping]] = ..., start_add_to_cms: _Optional[_Union[StartAddToCMS, _Mapping]] = ..., finish_add_to_cms: _Optional[_Union[FinishAddToCMS, _Mapping]] = ..., remove_from_cms: _Optional[_Union[RemoveFromCMS, _Mapping]] = ..., grant_reconcile_lease: _Optional[_Union[GrantReconcileLease, _Mapping]] = ..., register_reconciler: _Optional[_Union[RegisterReconciler, _Mapping]] = ...) -> None: ...
