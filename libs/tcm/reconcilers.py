@@ -36,6 +36,7 @@ from epochal.tcm.transformations import Transformation
 MAX_RECONCILERS = 256
 MAX_ADDRESS_CHARS = 256
 DEREGISTERED = ""  # the address of a registration that removes the reconciler's entry
+NOT_REGISTERED = "reconciler_not_found"  # the rule that refuses deregistering an unknown id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +81,7 @@ class RegisterReconciler(Transformation):
         if self.address == DEREGISTERED:
             if not registered:
                 raise Rejected(
-                    "reconciler_not_found",
+                    NOT_REGISTERED,
                     f"no reconciler {self.reconciler_id!r} is registered: nothing to deregister",
                 )
         elif not registered and len(metadata.reconcilers) >= MAX_RECONCILERS:

@@ -69,3 +69,13 @@ class ReconcilerMetrics:
             "bytes of cohort data (cells) delivered to replicas that lacked a cohort",
         )
         self.ranges_held = m.gauge("reconcile_ranges_held", "ranges this reconciler holds")
+        self.registered = m.gauge(
+            "reconcile_registered",
+            "1 while the metadata names this reconciler at its --advertise address, else 0",
+        )
+        self.registration_changes = m.counter(
+            "reconcile_registration_changes",
+            "registration commits to the metadata log, by outcome (registered, deregistered, "
+            "failed)",
+            ("outcome",),
+        )

@@ -1,12 +1,16 @@
-"""Run one reconciler: its database, the metadata follower, the CMS client for lease grants, the
-worker, and a gRPC server with health, reflection and the ``Reconciler`` status service.
+"""Run one reconciler: its database, the metadata follower, the CMS client for lease grants and
+its registration, the worker, and a gRPC server with health, reflection and the ``Reconciler``
+status service.
 
 Start: storage (migrations), its id, the metadata stored here, the gRPC server (NOT_SERVING), the
-follower; SERVING once it has caught up to the epoch the CMS had when it first reached it, and
-the worker starts. Stop (SIGTERM, Ctrl-C), within ``--shutdown-grace-s``: NOT_SERVING, the worker
-stops (a round in flight is cancelled: what it did is idempotent or durable at the replicas), the
-held leases are released (granted to nobody) so that another reconciler takes them at once, then
-the server, the follower and storage close.
+follower; once it has caught up to the epoch the CMS had when it first reached it, it registers
+its ``--advertise`` address in the metadata log (``registration``: waited for at most a few
+seconds, then continued in the background), then SERVING, and the worker starts. Stop (SIGTERM,
+Ctrl-C), within ``--shutdown-grace-s``: NOT_SERVING, the worker stops (a round in flight is
+cancelled: what it did is idempotent or durable at the replicas), the held leases are released
+(granted to nobody) so that another reconciler takes them at once, it deregisters (best effort:
+a reconciler stopped on purpose no longer appears in the metadata), then the server, the follower
+and storage close.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from epochal.cms_client import CMSClient
 from epochal.mtrack import physical_ms_of
 from epochal.reconciler.leases import Leases
 from epochal.reconciler.metrics import ReconcilerMetrics
+from epochal.reconciler.registration import WAIT_S, Registration
 from epochal.reconciler.replica_client import ReplicaClient
 from epochal.reconciler.settings import ReconcilerSettings
 from epochal.reconciler.storage import ReconcilerStorage
@@ -40,7 +45,10 @@ from epochal.wire.v1 import reconciler_pb2 as pb
 log = logging.getLogger(__name__)
 
 RECONCILER_SERVICE = pb.DESCRIPTOR.services_by_name["Reconciler"]
-RELEASE_SHARE = 0.5  # of the grace period, for releasing the leases held
+# Of the grace period: the commits of a stop end by COMMITS_SHARE — releasing the leases held,
+# for up to RELEASE_SHARE, then deregistering in what is left.
+RELEASE_SHARE = 0.4
+COMMITS_SHARE = 0.5
 
 
 class ReconcilerServer:
@@ -52,6 +60,7 @@ class ReconcilerServer:
         self.server: grpc.aio.Server | None = None
         self._work: asyncio.Task[None] | None = None
         self._started: asyncio.Task[None] | None = None
+        self._registering: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         settings = self.settings
@@ -89,6 +98,9 @@ class ReconcilerServer:
         self.worker = Worker(
             settings, self.storage, self.follower, self.leases, self.client, self.metrics
         )
+        self.registration = Registration(
+            self.id, settings.address, self.follower, self.cms, self.metrics
+        )
         server = self.server = grpc.aio.server(options=server_options())
         add_servicer(server, RECONCILER_SERVICE, StatusServicer(self))
         add_health_and_reflection(server, self.health, [RECONCILER_SERVICE.full_name])
@@ -101,15 +113,25 @@ class ReconcilerServer:
         self.follower.start()
         self._started = asyncio.get_running_loop().create_task(self._serve_when_caught_up())
         log.info(
-            "reconciler %s listening on %s, state in %s",
+            "reconciler %s listening on %s (advertised as %s), state in %s",
             self.id,
             settings.listen,
+            settings.address,
             settings.data_path,
         )
 
     async def _serve_when_caught_up(self) -> None:
         while not self.follower.caught_up:
             await asyncio.sleep(0.05)
+        registering = self._registering = asyncio.get_running_loop().create_task(
+            self.registration.register()
+        )
+        registering.add_done_callback(_log_failure)
+        done, _ = await asyncio.wait({registering}, timeout=WAIT_S)
+        if not done:
+            log.warning(
+                "not registered within %.1f s: serving, and registering in the background", WAIT_S
+            )
         await self._set_status(health_pb2.HealthCheckResponse.SERVING)
         log.info("caught up at epoch %d; reconciling", self.follower.epoch)
         self._work = asyncio.get_running_loop().create_task(self.worker.run_forever())
@@ -125,17 +147,33 @@ class ReconcilerServer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._registering is not None:
+            self._registering.cancel()  # a failure was logged when it ended
+            await asyncio.gather(self._registering, return_exceptions=True)
+        grace_s = self.settings.shutdown_grace_s
+        loop = asyncio.get_running_loop()
+        commits_end = loop.time() + grace_s * COMMITS_SHARE
         with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.leases.release_all(), grace_s * RELEASE_SHARE)
+        try:
             await asyncio.wait_for(
-                self.leases.release_all(), self.settings.shutdown_grace_s * RELEASE_SHARE
+                self.registration.deregister(), max(commits_end - loop.time(), 0.0)
             )
+        except TimeoutError:
+            log.warning("deregistering %s ran out of time: it stays registered", self.id)
         if self.server is not None:
-            await self.server.stop(self.settings.shutdown_grace_s * (RPC_SHARE - RELEASE_SHARE))
+            await self.server.stop(grace_s * (RPC_SHARE - COMMITS_SHARE))
         await self.follower.stop()
         await self.cms.close()
         await self.channels.close()
         self.storage.close()
         shutdown_tracing()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    """A registration ends registered or cancelled; anything else is a bug, logged."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("registration failed unexpectedly", exc_info=task.exception())
 
 
 class StatusServicer:

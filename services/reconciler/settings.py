@@ -22,6 +22,7 @@ MAX_WINDOW_IDS = 1_000_000  # the largest window a replica reads
 class ReconcilerSettings:
     listen: str
     cms: tuple[str, ...]
+    advertise: str = ""  # default: listen
     id: str = ""  # default: the one stored in --data-dir, else a new one
     data_dir: str = ""  # default var/reconciler-<listen port>
     interval_ms: int = 1_000
@@ -50,6 +51,8 @@ class ReconcilerSettings:
         if not self.listen:
             raise ValueError("--listen (EPOCHAL_RECONCILER_LISTEN) is required: host:port")
         parse_addresses(self.listen, "--listen")
+        if self.advertise and parse_addresses(self.advertise, "--advertise") != (self.advertise,):
+            raise ValueError(f"--advertise is one host:port, got {self.advertise!r}")
         if not self.cms:
             raise ValueError(
                 "--cms (EPOCHAL_RECONCILER_CMS) is required: host:port,... of CMS members"
@@ -101,6 +104,12 @@ class ReconcilerSettings:
         return chosen / 1000
 
     @property
+    def address(self) -> str:
+        """The address registered in the metadata log, where operators' tools reach this
+        reconciler."""
+        return self.advertise or self.listen
+
+    @property
     def follower(self) -> FollowerSettings:
         return FollowerSettings(
             cms=self.cms,
@@ -123,6 +132,11 @@ class ReconcilerSettings:
 _FLAGS: dict[str, tuple[type, str]] = {
     "listen": (str, "host:port for health, reflection and the Reconciler status service"),
     "cms": (str, "CMS members to follow and commit lease grants to: host:port,..."),
+    "advertise": (
+        str,
+        "host:port this reconciler registers in the metadata log, where operators' tools reach "
+        "it (default: --listen; set it when --listen is a wildcard address)",
+    ),
     "id": (str, "this reconciler's id in lease grants (default: stored, else generated)"),
     "data_dir": (str, "where its SQLite state lives (default var/reconciler-<port>)"),
     "interval_ms": (int, "a round of each range held (deliveries) at most this often"),

@@ -30,6 +30,9 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
     assert settings.interval_ms == 250 and settings.lease_ms == 4000
     assert settings.slack_ms == 5_000  # the replicas' default --max-skew-ms
     assert settings.db_url.endswith("var/reconciler-9101/reconciler.db")
+    assert settings.address == "127.0.0.1:9101"  # --advertise defaults to --listen
+    advertised = settings_from(BASE, {"EPOCHAL_RECONCILER_ADVERTISE": "rec-1.example:9101"})
+    assert advertised.address == "rec-1.example:9101"
 
 
 @pytest.mark.parametrize(
@@ -54,6 +57,8 @@ def test_settings_come_from_flags_then_the_environment_then_defaults() -> None:
         ([*BASE, "--window-ids", "0"], "--window-ids must be > 0"),
         ([*BASE, "--window-ids", "1000001"], "--window-ids must be at most 1000000"),
         ([*BASE, "--cms", "nowhere"], "expected host:port"),
+        ([*BASE, "--advertise", "nowhere"], "bad --advertise address"),
+        ([*BASE, "--advertise", "a:1,b:2"], "--advertise is one host:port"),
     ],
 )
 def test_settings_that_make_no_sense_are_refused(args: list[str], problem: str) -> None:
