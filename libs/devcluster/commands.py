@@ -274,9 +274,6 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
         lines.append(f"  supervisor pid {record.supervisor_pid}, log {log}")
     lines.append("point the CLI at it:")
     lines.append(f"  export EPOCHAL_CLUSTER={record.cluster_flag}")
-    reconcilers = ",".join(p.address for p in record.of_kind("reconciler"))
-    if reconcilers:
-        lines.append(f"  export EPOCHAL_RECONCILER={reconcilers}")
     epochal = epochal_command()
     where = (
         ""
@@ -284,9 +281,10 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
         else f" --data-dir {data_dir.path}"
     )
     lines.append(
-        f"then: {epochal} status | {epochal} dev{where} status | {epochal} dev{where} "
-        f"add-replica | {epochal} dev{where} down"
+        f"then: {epochal} status | ring | health | cms describe | log | operations | "
+        "reconcile status | --help"
     )
+    lines.append(f"      {epochal} dev{where} status | add-replica | add-cms | down")
     return lines
 
 

@@ -156,7 +156,7 @@ async def reconcile(cluster: LocalCluster) -> None:
     if len(demo_ranges) > RANGES_SHOWN:
         print(f"  ... and {len(demo_ranges) - RANGES_SHOWN} more ranges")
     print(f"  {reconcile_summary(status)}")
-    print(f"every range: {epochal_command()} reconcile status --reconciler {','.join(addresses)}")
+    print(f"every range: {epochal_command()} reconcile status")
 
 
 async def reconciled(

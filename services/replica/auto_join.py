@@ -29,9 +29,9 @@ or any refusal while other sequences are in flight — waits until the metadata 
 again; one that cannot change by waiting (tokens owned by a joined node, a bad token) is logged
 and the node stays out of the ring, serving as a coordinator only. An unreachable CMS or a
 failed stream is retried with backoff, for ever: the join holds its ranges, and only finishing
-or cancelling it frees them. A cancel (``epochal cancel`` on this node) ends the automatic join
+or cancelling it frees them. A cancel (``epochal cancel NODE``) ends the automatic join
 until the next start. Progress is in the log and in the node's operation status
-(``epochal status``).
+(``epochal operations``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def decide(metadata: ClusterMetadata, node_id: str) -> Decision:
             )
         if sequence.cancelling:
             return Decision(
-                Action.NOTHING, f"{sequence.describe()}: finish the cancel with `epochal cancel`"
+                Action.NOTHING,
+                f"{sequence.describe()}: finish the cancel with `epochal cancel {node_id}`",
             )
         return Decision(Action.RESUME, f"{sequence.describe()}: resuming the join")
     if node.state is NodeState.LEFT:

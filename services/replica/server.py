@@ -233,7 +233,7 @@ class ReplicaServer:
         log.info("serving as %s", node_id)
         self._update_readiness()
         if not settings.auto_join:
-            log.info("auto-join is off (--no-auto-join): join with `epochal bootstrap`")
+            log.info("auto-join is off (--no-auto-join): join with `epochal bootstrap %s`", node_id)
             return
         joining = AutoJoin(
             self.follower,
@@ -244,7 +244,9 @@ class ReplicaServer:
         try:
             await joining.run()
         except Exception:  # a bug: the node keeps serving; the operator can still bootstrap
-            log.exception("auto-join failed unexpectedly; join with `epochal bootstrap`")
+            log.exception(
+                "auto-join failed unexpectedly; join with `epochal bootstrap %s`", node_id
+            )
 
     def _refusal(self, method: str) -> str | None:
         """Why this node cannot answer ``method`` now (UNAVAILABLE), or None: the readiness

@@ -165,7 +165,9 @@ def test_a_node_started_with_no_auto_join_stays_out_of_the_ring(tmp_path: Path) 
         await cluster.wait_ready()
         await cluster.wait_joined(["replica1"])
         await until_logged(
-            re.compile(r"auto-join is off \(--no-auto-join\): join with `epochal bootstrap`"),
+            re.compile(
+                r"auto-join is off \(--no-auto-join\): join with `epochal bootstrap node-\d+`"
+            ),
             [cluster.nodes["replica2"]],
         )
         described = await cluster.describe("replica2")

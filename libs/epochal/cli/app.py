@@ -90,9 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EpochalError as error:  # an SDK error no command turned into a failure
         _error(f"epochal: {error.message}")
         return 1
-    except BrokenPipeError:  # stdout closed early (epochal ring | head): nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     except (KeyboardInterrupt, click.Abort):
         _error("interrupted: an operation that was running goes on (epochal operations)")
         return INTERRUPTED_EXIT

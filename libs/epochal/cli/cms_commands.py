@@ -81,18 +81,22 @@ async def cms_state(cluster: Cluster) -> dict[str, Any]:
             raise answer  # type: ignore[misc]
     newest = max(views_of.values(), key=lambda v: v.epoch, default=None)
     leader = newest.leader_id if newest is not None else ""
-    joining = [m.member_id for m in members if m.role is CMSRole.JOINING]
+    # The roles as the newest member says (the metadata read at the start may be older).
+    roles = {m.member_id: m.role.value for m in members}
+    if newest is not None and newest.epoch > cluster.metadata.epoch:
+        roles.update({m.member_id: m.role for m in newest.members})
+    joining = [m for m, role in roles.items() if role == CMSRole.JOINING.value]
     return {
         "epoch": max(cluster.metadata.epoch, newest.epoch if newest else 0),
         "leader": leader or None,
-        "voters": sorted(m.member_id for m in members if m.role is CMSRole.VOTER),
+        "voters": sorted(m for m, role in roles.items() if role == CMSRole.VOTER.value),
         "reconfiguration": {"joining": joining[0]} if joining else None,
         "snapshots": list(newest.snapshot_epochs) if newest is not None else [],
         "members": [
             {
                 "id": m.member_id,
                 "address": m.address,
-                "role": m.role.value,
+                "role": roles[m.member_id],
                 "leader": m.member_id == leader,
                 "reachable": m.member_id in views_of,
                 "epoch": views_of[m.member_id].epoch if m.member_id in views_of else None,

@@ -79,7 +79,7 @@ class Cluster:
 
     def reconcilers(self) -> dict[str, str]:
         """Reconciler id -> address, as they registered."""
-        return dict(sorted(getattr(self.metadata, "reconcilers", {}).items()))
+        return dict(sorted(self.metadata.reconcilers.items()))
 
     def node(self, ref: str) -> NodeInfo:
         """The replica ``ref`` names (its node id or its address); Refused, saying what it is,
