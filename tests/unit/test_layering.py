@@ -26,6 +26,7 @@ PROTOBUF_EDGES = {
     "libs/epochal/admin_encoding.py",  # the SDK's transport: a replica's admin calls,
     "libs/epochal/cms_client.py",  # to the CMS,
     "libs/epochal/encoding.py",  # the SDK's requests and replies,
+    "libs/epochal/probes.py",  # gRPC health and reflection of any process,
     "libs/epochal/reconcile_client.py",  # reconcilers' status,
     "libs/epochal/sessions.py",  # and its streams to replicas
     "services/cms/codec.py",

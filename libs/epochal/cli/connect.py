@@ -17,24 +17,19 @@ The calls the commands make of single processes (``describe_replica``, ``health`
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-
 from epochal.admin import ReplicaDescription
-from epochal.admin_encoding import description_from_proto
+from epochal.admin_client import AdminClient
 from epochal.cli.failures import Refused, Unreachable, WrongKind
-from epochal.cms_client import CMSView
-from epochal.cms_client import view_from_proto as cms_view_from_proto
+from epochal.cms_client import CMSClient, CMSView
+from epochal.errors import EpochalError
 from epochal.metadata_view import apply_page
+from epochal.probes import health_of, services_of
 from epochal.tcm import ClusterMetadata, NodeInfo, NodeState
 from epochal.wire.channels import Channels
 from epochal.wire.log import LogClient, LogSourceFailed
-from epochal.wire.v1 import cms_pb2, replica_pb2
 
 REPLICA, CMS, RECONCILER = "replica", "CMS member", "reconciler"
 KIND_OF_SERVICE = {
@@ -46,11 +41,10 @@ PROBE_TIMEOUT_S = 3.0  # a process that does not answer its health or Describe w
 MAX_LOG_PAGES = 10_000
 
 
-def _unreachable(address: str, error: grpc.aio.AioRpcError) -> Unreachable:
-    said = (error.details() or "").splitlines()[0] if error.details() else ""
-    return Unreachable(
-        f"{address} did not answer ({error.code().name}{': ' + said if said else ''})"
-    )
+def not_answered(address: str, error: EpochalError) -> Unreachable:
+    """The one line for a process that did not answer (the first line of gRPC's reason)."""
+    said = error.message.splitlines()[0] if error.message else ""
+    return Unreachable(f"{address} did not answer ({error.status}{': ' + said if said else ''})")
 
 
 @dataclass
@@ -103,22 +97,21 @@ class Cluster:
     async def describe_replica(
         self, address: str, timeout_s: float = PROBE_TIMEOUT_S
     ) -> ReplicaDescription:
-        try:
-            answer = await self.channels.replica(address).Describe(
-                replica_pb2.ReplicaDescribeRequest(), timeout=timeout_s
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _unreachable(address, error) from None
-        return description_from_proto(answer)
+        """What the replica at ``address`` says of itself; Unreachable when it does not answer
+        within ``timeout_s``."""
+        async with AdminClient(address) as admin:
+            try:
+                return await admin.describe(timeout_s=timeout_s)
+            except EpochalError as error:
+                raise not_answered(address, error) from None
 
     async def cms_describe(self, address: str, timeout_s: float = PROBE_TIMEOUT_S) -> CMSView:
-        try:
-            answer = await self.channels.cms(address).Describe(
-                cms_pb2.DescribeRequest(), timeout=timeout_s
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _unreachable(address, error) from None
-        return cms_view_from_proto(answer)
+        """What the CMS member at ``address`` says of the CMS (one attempt)."""
+        async with CMSClient([address], attempt_timeout_s=timeout_s) as member:
+            try:
+                return await member.describe(0)
+            except EpochalError as error:
+                raise not_answered(address, error) from None
 
     async def health(self, address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
         """The gRPC health of the process at ``address``: SERVING, NOT_SERVING, ... or the
@@ -129,35 +122,17 @@ class Cluster:
         await self.channels.close()
 
 
-async def health_of(channels: Channels, address: str, timeout_s: float) -> str:
-    stub = channels.stub(health_pb2_grpc.HealthStub, address)
-    try:
-        answer = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
-    except grpc.aio.AioRpcError as error:
-        return str(error.code().name)
-    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
-
-
 async def kind_of(channels: Channels, address: str, timeout_s: float) -> str:
     """What the process at ``address`` is (REPLICA, CMS, RECONCILER); Unreachable when it does
     not answer, Refused when it is not an Epochal process."""
-    stub = channels.stub(reflection_pb2_grpc.ServerReflectionStub, address)
-    request = reflection_pb2.ServerReflectionRequest(list_services="")
-    call = stub.ServerReflectionInfo(iter([request]), timeout=timeout_s)
     try:
-        async for answer in call:
-            names = {s.name for s in answer.list_services_response.service}
-            break
-        else:
-            names = set()
-    except grpc.aio.AioRpcError as error:
-        if error.code() is grpc.StatusCode.UNIMPLEMENTED:
+        names = await services_of(channels, address, timeout_s)
+    except EpochalError as error:
+        if error.status == "UNIMPLEMENTED":
             raise Refused(
                 f"{address} is not an Epochal process (it serves no reflection)"
             ) from None
-        raise _unreachable(address, error) from None
-    finally:
-        call.cancel()
+        raise not_answered(address, error) from None
     for service, kind in KIND_OF_SERVICE.items():
         if service in names:
             return kind
@@ -224,8 +199,3 @@ async def latest_metadata(
         if not page.has_more or metadata.epoch >= page.latest_epoch or not progressed:
             return metadata
     return metadata
-
-
-async def gather_settled(*calls: asyncio.Future | object) -> list[object]:
-    """Every call's answer or the exception it raised, in order."""
-    return list(await asyncio.gather(*calls, return_exceptions=True))  # type: ignore[arg-type]
