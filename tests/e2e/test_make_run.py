@@ -72,7 +72,12 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     # A round normally advances the bound at once (a slow replica may make one round fail).
     bound = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\+\d+")
     assert any(bound.fullmatch(found["low_bound"]) for found in rows if found), shown
-    assert re.search(r"reconcile status --reconciler 127\.0\.0\.1:\d+$", out, re.MULTILINE)
+    assert re.search(r"^every range: \S*epochal reconcile status$", out, re.MULTILINE)
+    # The listing names the operator's commands, with the cluster to point them at.
+    assert re.search(
+        r"^  export EPOCHAL_CLUSTER=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+$", out, re.M
+    )
+    assert "epochal status | ring | health | cms describe" in out
 
 
 # ---------------------------------------------------------------------- stopping `make run`
