@@ -122,6 +122,10 @@ class CMSClient:
         for channel in self._channels:
             await channel.close(grace=None)
 
+    def rotate(self) -> None:
+        """Ask the next member first from now on (a watcher whose member's stream ended)."""
+        self._rotate()
+
     def _rotate(self) -> None:
         self._next = (self._next + 1) % len(self._stubs)
 

@@ -294,3 +294,47 @@ def test_reconcile_status_lists_cohorts_and_the_replicas_left_out() -> None:
     assert lines[-1] == (
         "1 ranges: 1 owned (r1 1), 0 unowned; max lag -; 1 cohorts; unreachable: node-1"
     )
+
+
+# --------------------------------------------------------------------- printing
+
+
+def test_tables_print_text_as_it_is_and_whole_lines_when_not_a_terminal() -> None:
+    from epochal.cli.output import render, table
+
+    wide = "x" * 300
+    shown = render(
+        ["[bold]not markup[/bold] (0, 5]", table(["NAME", "> N"], [["[red]a", 7], [wide, None]])]
+    )
+    lines = shown.splitlines()
+    assert lines[0] == "[bold]not markup[/bold] (0, 5]"
+    assert lines[2].split() == ["NAME", "N"]
+    assert lines[3].split() == ["[red]a", "7"]
+    assert lines[4].split() == [wide, "-"]  # not wrapped, an empty cell shown as "-"
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_json_and_yaml_have_the_same_shape() -> None:
+    import yaml
+
+    from epochal.cli.output import emit
+
+    data = {"epoch": 7, "nodes": [{"id": "node-1", "up": True, "epoch": None}]}
+    printed: list[str] = []
+    emit("json", data, lambda: [], printed.append)
+    emit("yaml", data, lambda: [], printed.append)
+    assert json.loads(printed[0]) == data == yaml.safe_load(printed[1])
+
+
+def test_replaying_the_log_refuses_a_gap_and_an_entry_it_cannot_apply() -> None:
+    from epochal.cli.cms_commands import replay
+    from epochal.cli.failures import Refused
+    from epochal.tcm import CMSMember, InitializeCMS
+    from epochal.wire.log import LogRecord
+
+    first = LogRecord(1, "e1", b"", InitializeCMS(members=(CMSMember("cms1", "127.0.0.1:1"),)))
+    assert replay([first]).epoch == 1
+    with pytest.raises(Refused, match="skips from epoch 1 to 3"):
+        replay([first, LogRecord(3, "e3", b"", None, "unknown kind")])
+    with pytest.raises(Refused, match=r"cannot be applied by this CLI \(unknown kind\)"):
+        replay([first, LogRecord(2, "e2", b"", None, "unknown kind")])

@@ -12,6 +12,8 @@ reconfiguration interrupted between START and FINISH is metadata: ``--status`` s
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 import uuid
 from typing import Any
 
@@ -32,6 +34,7 @@ from epochal.wire.log import LogRecord
 from epochal.wire.metadata import metadata_to_proto
 
 LOG_PAGE = 500
+FOLLOW_RETRY_S = 0.5  # before following from the next member
 CATCH_UP_TIMEOUT_S = 120.0  # a new voter copies the log before its FINISH
 
 
@@ -343,19 +346,36 @@ async def _log(options: Options, first: int, last: int | None, follow: bool) -> 
             return 0
         for line in data:
             _print_entry(options, line)
-        since = records[-1].epoch if records else first - 1
-        async for page in client.watch(since):
-            for record in page.records:
-                if record.epoch > since:
+        await follow_log(client, records[-1].epoch if records else first - 1, options)
+    return 0
+
+
+async def follow_log(client: CMSClient, since: int, options: Options) -> None:
+    """Print each entry after ``since`` as the CMS commits it, until interrupted. A member whose
+    stream ends or fails is left for the next one, from the last epoch printed; when no member
+    has streamed for ``options.timeout_s``, the CMS is unreachable."""
+    quiet_since = time.monotonic()
+    while True:
+        try:
+            async for page in client.watch(since):
+                quiet_since = time.monotonic()
+                fresh = [r for r in page.records if r.epoch > since]
+                if fresh and fresh[0].epoch > since + 1:  # a snapshot stood for the gap
+                    fresh = await read_log(client, since + 1, fresh[0].epoch - 1) + fresh
+                for record in fresh:
                     _print_entry(options, views.log_line(record))
                     since = record.epoch
-    return 0
+        except EpochalError as error:
+            if time.monotonic() - quiet_since > options.timeout_s:
+                raise failure_of(
+                    error, f"log --follow (no CMS member streamed for {options.timeout_s:.0f} s)"
+                ) from None
+        client.rotate()
+        await asyncio.sleep(FOLLOW_RETRY_S)
 
 
 def _print_entry(options: Options, line: dict[str, Any]) -> None:
     """One entry as it comes: a JSON object per line, or the epoch and the transformation."""
-    import json
-
     if options.output == "table":
         print(f"{line['epoch']:>6}  {line['text']}", flush=True)
     else:
@@ -421,10 +441,15 @@ def replay(records: list[LogRecord]) -> ClusterMetadata:
     """The metadata after ``records``, applied from epoch 0 in order."""
     metadata = ClusterMetadata.empty()
     for record in records:
-        if record.transformation is None or record.epoch != metadata.epoch + 1:
+        if record.epoch != metadata.epoch + 1:
             raise Refused(
-                f"epoch {record.epoch} of the log cannot be applied here "
-                f"({record.problem or 'out of order'}): upgrade the CLI"
+                f"the log the CMS gave skips from epoch {metadata.epoch} to {record.epoch} (a "
+                "member still filling in its log below a snapshot); try again"
+            )
+        if record.transformation is None:
+            raise Refused(
+                f"epoch {record.epoch} of the log cannot be applied by this CLI "
+                f"({record.problem}): upgrade it"
             )
         metadata = record.transformation.execute(metadata)
     return metadata
