@@ -248,8 +248,7 @@ async def _with_progress(
         return await _with_lines(admin, task, console)
     with Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} ranges"),
+        BarColumn(),  # ranges streamed of those to stream (pulsing until that is known)
         TimeElapsedColumn(),
         console=console,
         transient=True,
