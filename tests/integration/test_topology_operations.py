@@ -19,6 +19,7 @@ Replacing or removing a node that still answers is refused, naming it as alive.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 from pathlib import Path
@@ -29,7 +30,6 @@ import pytest
 from epochal.admin import (
     Bootstrap,
     Decommission,
-    DecommissionAbort,
     Move,
     OperationRequest,
     OperationStatus,
@@ -310,8 +310,20 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
                 return sum([await cluster.metric(n, "streamed_in_cells_total") for n in others]) > 0
 
             await until("a receiver pulls part of replica4's ranges", pulled)
-            status = await cluster.operation("replica4", DecommissionAbort())
-            assert status.state == "aborted", status
+            # The command line shows it in progress, then aborts it.
+            seed = ("--cluster", cluster.nodes["replica1"].address)
+            rc, out, err = await epochal_cli("operations", "-o", "json", *seed)
+            assert rc == 0, (rc, out, err)
+            [shown] = json.loads(out)["in_progress"]
+            assert (shown["node"], shown["kind"], shown["driver"]) == (
+                ids["replica4"],
+                "leave",
+                ids["replica4"],
+            ), shown
+            assert shown["progress"]["state"] == "streaming", shown
+            rc, out, err = await epochal_cli("decommission", ids["replica4"], "--abort", *seed)
+            assert rc == 0, (rc, out, err)
+            assert "operation   leave (step" in out and "aborted)" in out, out
             with pytest.raises(EpochalError) as stopped:
                 await leaving
             assert code_of(stopped.value) == grpc.StatusCode.ABORTED

@@ -81,14 +81,21 @@ async def _operations(options: Options) -> int:
             raise answer  # type: ignore[misc]
     in_progress = []
     for node_id, sequence in sorted(metadata.sequences.items()):
-        driver = next((d for d, s in by_driver.items() if s.node_id == node_id and s.kind), None)
+        driver = next(  # the replica whose operation is this sequence (running or not)
+            (
+                d
+                for d, s in sorted(by_driver.items())
+                if s.node_id == node_id and s.kind == sequence.kind.value
+            ),
+            None,
+        )
         progress = by_driver[driver] if driver else None
         in_progress.append(
             {
                 "node": node_id,
                 "kind": sequence.kind.value,
                 "step": sequence.done.value,
-                "next_step": sequence.next_step().value if sequence.next_step() else None,
+                "next_step": sequence.next_step.value if sequence.next_step else None,
                 "cancelling": sequence.cancelling,
                 "prepared_epoch": sequence.prepared_epoch,
                 "driver": driver,
