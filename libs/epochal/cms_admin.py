@@ -33,7 +33,7 @@ async def add_voter(
 ) -> int:
     """Make ``member_id`` (a registered candidate) a voter; returns the epoch of the FINISH
     (or of a view at ``since_epoch`` or later that shows it already votes)."""
-    described = await _described_since(client, since_epoch)
+    described = await described_since(client, since_epoch)
     role = described.role_of(member_id)
     if role == "voter":
         return described.epoch
@@ -48,7 +48,7 @@ async def add_voter(
     finished = await client.commit(
         FinishAddToCMS(member_id), entry_id=_entry(member_id, "finish", start_epoch)
     )
-    role = (await _described_since(client, finished.epoch)).role_of(member_id)
+    role = (await described_since(client, finished.epoch)).role_of(member_id)
     if role != "voter":  # never expected: say so rather than report a success
         raise Rejected(
             "cms_wrong_role", f"{member_id} is a {role or 'stranger'} after FinishAddToCMS"
@@ -69,8 +69,8 @@ async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: flo
             if time.monotonic() > deadline:
                 raise Unavailable(
                     f"{member_id} did not apply the log up to epoch {epoch} within "
-                    f"{timeout_s} s; it stays JOINING (retry add_voter to resume, or "
-                    "remove_voter to cancel)"
+                    f"{timeout_s} s; it stays JOINING: resume the addition (add_voter again; "
+                    "`epochal cms reconfigure --resume`) or undo it (remove_voter; --cancel)"
                 )
             await asyncio.sleep(0.05)
 
@@ -78,21 +78,26 @@ async def _wait_for_log(member_id: str, address: str, epoch: int, timeout_s: flo
 async def remove_voter(client: CMSClient, member_id: str, *, since_epoch: int = 0) -> int:
     """Take ``member_id`` out of the voters (or cancel its add); it stays a learner. Returns the
     epoch of the removal."""
-    epoch = (await _described_since(client, since_epoch)).epoch
+    epoch = (await described_since(client, since_epoch)).epoch
     removed = await client.commit(
         RemoveFromCMS(member_id), entry_id=_entry(member_id, "remove", epoch)
     )
     return removed.epoch
 
 
-async def _described_since(client: CMSClient, epoch: int) -> CMSView:
+async def described_since(client: CMSClient, epoch: int, timeout_s: float = 10.0) -> CMSView:
     """The view of a member that has applied ``epoch`` (members apply it within moments)."""
-    for _ in range(100):
+    deadline = time.monotonic() + timeout_s
+    while True:
         described = await client.describe()
         if described.epoch >= epoch:
             return described
+        if time.monotonic() > deadline:
+            raise Unavailable(
+                f"no CMS member answered with epoch {epoch} applied within {timeout_s:.0f} s "
+                f"(the newest said {described.epoch})"
+            )
         await asyncio.sleep(0.05)
-    raise Unavailable(f"no CMS member answered with epoch {epoch} applied")
 
 
 def _entry(member_id: str, step: str, epoch: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -27,10 +28,14 @@ from typing import Any
 
 import pytest
 import yaml
+from google.protobuf.json_format import MessageToDict
 
 from epochal.client import Client
 from epochal.cms_client import CMSClient
 from epochal.runtime.processes import free_ports
+from epochal.tcm import ClusterMetadata, Register, StartAddToCMS
+from epochal.tcm.reconcilers import RegisterReconciler
+from epochal.wire.metadata import metadata_to_proto
 from tests.harness import Pid, block_until
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
@@ -248,7 +253,11 @@ def test_log_and_metadata_dump_are_the_cms_log(cluster: Dev) -> None:
     assert dump["epoch"] >= records[-1].epoch
     assert len(dump["nodes"]) == 3 and len(dump["cms_members"]) == 5
     early = json_of(cluster, "metadata", "dump", "--epoch", "4")
-    assert early["epoch"] == 4 and len(early.get("nodes", [])) == 3  # three registered
+    metadata = ClusterMetadata.empty()
+    for record in records[:4]:
+        metadata = record.transformation.execute(metadata)
+    expected = MessageToDict(metadata_to_proto(metadata), preserving_proto_field_name=True)
+    assert early == {**expected, "epoch": 4}
 
 
 def test_log_follow_prints_new_epochs_as_they_come(cluster: Dev) -> None:
@@ -262,14 +271,28 @@ def test_log_follow_prints_new_epochs_as_they_come(cluster: Dev) -> None:
     )
     try:
         assert follow.stdout is not None
-        assert json.loads(follow.stdout.readline())["epoch"] == last
+        assert json.loads(line_of(follow, 30))["epoch"] == last
         sdk(cluster, lambda client: client.create_keyspace("followed", replication_factor=1))
-        entry = json.loads(follow.stdout.readline())
-        assert entry["epoch"] == last + 1 and entry["kind"] == "create_keyspace", entry
+        seen = [json.loads(line_of(follow, 30))]
+        while seen[-1]["kind"] != "create_keyspace":  # a lease grant may come first
+            assert len(seen) < 50, seen
+            seen.append(json.loads(line_of(follow, 30)))
+        assert [e["epoch"] for e in seen] == list(range(last + 1, last + 1 + len(seen)))
+        assert "CreateKeyspace(followed" in seen[-1]["text"]
     finally:
         follow.send_signal(signal.SIGINT)
         follow.wait(timeout=30)
     assert follow.returncode == 130
+
+
+def line_of(process: subprocess.Popen[str], timeout_s: float) -> str:
+    """The next line ``process`` prints, within ``timeout_s``."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    assert ready, f"no line within {timeout_s} s"
+    line = process.stdout.readline()
+    assert line, "the process ended"
+    return line
 
 
 # ---------------------------------------------------------------------- the CMS
@@ -285,10 +308,10 @@ def test_cms_describe_and_reconfigure_3_5_3(cluster: Dev) -> None:
 
     grown = json_of(cluster, "cms", "reconfigure", "5", timeout=300)
     assert len(grown["voters"]) == 5
-    assert len(json_of(cluster, "cms", "describe")["voters"]) == 5
+    assert len(json_of(cluster, "-o", "json", "cms", "describe")["voters"]) == 5
     shrunk = json_of(cluster, "cms", "reconfigure", "3", timeout=300)
-    assert len(shrunk["voters"]) == 3
-    seen = json_of(cluster, "cms", "describe")
+    assert len(shrunk["voters"]) == 3 and shrunk["leader"] in shrunk["voters"]
+    seen = json_of(cluster, "cms", "-o", "json", "describe")
     assert len(seen["voters"]) == 3 and seen["reconfiguration"] is None
     assert json_of(cluster, "cms", "reconfigure", "--status")["reconfiguration"] is None
 
@@ -302,16 +325,97 @@ def test_cms_describe_and_reconfigure_3_5_3(cluster: Dev) -> None:
     assert snapshot["epoch"] in seen["snapshots"]
 
 
+def test_cms_reconfigure_removes_dead_voters_first_and_resumes_or_cancels(cluster: Dev) -> None:
+    grown = json_of(cluster, "cms", "reconfigure", "5", timeout=300)
+    others = [v for v in grown["voters"] if v != grown["leader"]]
+    stopped = [cluster.processes[name]["pid"] for name in others[:2]]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:  # 3 of 5 answer: the two that do not leave first, the CMS keeps a live majority
+        shrunk = json_of(cluster, "cms", "reconfigure", "3", timeout=300)
+        assert sorted(shrunk["voters"]) == sorted(set(grown["voters"]) - set(others[:2]))
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    # With 2 of its 3 voters stopped the CMS has no quorum: a change is refused at once.
+    stopped = [cluster.processes[name]["pid"] for name in shrunk["voters"][:2]]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        refused = epochal(cluster, "cms", "reconfigure", "2")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "1 of 2 voters answering, no majority" in _one_line(refused)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+    # An addition interrupted between its two steps: --status shows it, a new target is
+    # refused, --cancel undoes it, --resume finishes it.
+    learner = next(m["id"] for m in shrunk["members"] if m["role"] == "learner")
+    start_add(cluster, learner)
+    status = json_of(cluster, "cms", "reconfigure", "--status")
+    assert status["reconfiguration"] == {"joining": learner}
+    busy = epochal(cluster, "cms", "reconfigure", "4")
+    assert busy.returncode == 1 and "--resume" in _one_line(busy)
+    cancelled = json_of(cluster, "cms", "reconfigure", "--cancel")
+    assert cancelled["reconfiguration"] is None and learner not in cancelled["voters"]
+    start_add(cluster, learner)
+    resumed = json_of(cluster, "cms", "reconfigure", "--resume", timeout=300)
+    assert learner in resumed["voters"] and len(resumed["voters"]) == 4
+    assert len(json_of(cluster, "cms", "reconfigure", "3", timeout=300)["voters"]) == 3
+
+
+def start_add(cluster: Dev, member_id: str) -> None:
+    """The first step of adding a voter, as a reconfiguration interrupted after it leaves it."""
+
+    async def commit() -> None:
+        async with CMSClient(cluster.of_kind("cms")) as cms:
+            await cms.commit(StartAddToCMS(member_id))
+
+    asyncio.run(commit())
+
+
 # ---------------------------------------------------------------------- operations
 
 
-def test_operations_lists_each_replicas_last_and_none_in_progress(cluster: Dev) -> None:
+def test_operations_and_the_topology_operations_by_node(cluster: Dev) -> None:
     answer = json_of(cluster, "operations")
     assert answer["in_progress"] == []
     assert len(answer["replicas"]) == 3
     assert {(r["kind"], r["state"]) for r in answer["replicas"]} == {("join", "finished")}
     cleaned = json_of(cluster, "cleanup", "node-1")
     assert cleaned["node"] == "node-1" and cleaned["removed"] >= 0
+
+    # A fourth replica joins by itself; the CLI decommissions it by its node id.
+    added = dev(cluster.data_dir, "add-replica")
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert len(json_of(cluster, "status")["nodes"]) == 4
+    left = json_of(cluster, "decommission", "node-4", timeout=300)
+    assert (left["node_id"], left["kind"], left["state"]) == ("node-4", "leave", "finished")
+    assert [n["id"] for n in json_of(cluster, "status")["nodes"]] == ["node-1", "node-2", "node-3"]
+
+    # A node that registered and never joined is forgotten by its id.
+    stray = register_stray(cluster)
+    forgotten = json_of(cluster, "unregister", stray)
+    assert forgotten["node"] == stray and forgotten["epoch"] > 0
+    assert stray not in {n["id"] for n in json_of(cluster, "status")["nodes"]}
+
+
+def register_stray(cluster: Dev) -> str:
+    """A node registered at an address nothing serves; its id."""
+
+    async def commit() -> str:
+        async with CMSClient(cluster.of_kind("cms")) as cms:
+            committed = await cms.commit(
+                Register(address="10.9.9.9:2", datacenter="dc1", rack="r1", version="1.0.0")
+            )
+        async with Client(cluster.of_kind("replica")) as client:
+            await client.refresh(committed.epoch)
+            return next(
+                n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"
+            )
+
+    return asyncio.run(commit())
 
 
 # ---------------------------------------------------------------------- health, reconcilers
@@ -350,6 +454,24 @@ def test_health_and_reconcile_status_with_a_stopped_reconciler(cluster: Dev) -> 
         assert "KEYSPACE  RANGE" in table.stdout
     finally:
         os.kill(stopped["pid"], signal.SIGCONT)
+
+    # A reconciler registered where nothing answers (one killed for good) is not healthy until
+    # it is deregistered.
+    asyncio.run(register_reconciler(cluster, "ghost", "127.0.0.1:1"))
+    ghost = epochal(cluster, "health", "-o", "json")
+    assert ghost.returncode == 1
+    [down] = [p for p in json.loads(ghost.stdout)["processes"] if p["health"] != "SERVING"]
+    assert (down["kind"], down["name"]) == ("reconciler", "ghost")
+    gone = json_of(cluster, "reconcile", "deregister", "ghost")
+    assert gone["reconciler"] == "ghost"
+    assert epochal(cluster, "health").returncode == 0
+    again = epochal(cluster, "reconcile", "deregister", "ghost")
+    assert again.returncode == 1 and "no reconciler 'ghost' is registered" in _one_line(again)
+
+
+async def register_reconciler(cluster: Dev, reconciler_id: str, address: str) -> None:
+    async with CMSClient(cluster.of_kind("cms")) as cms:
+        await cms.commit(RegisterReconciler(reconciler_id=reconciler_id, address=address))
 
 
 # ---------------------------------------------------------------------- options

@@ -327,7 +327,7 @@ def test_json_and_yaml_have_the_same_shape() -> None:
 
 
 def test_replaying_the_log_refuses_a_gap_and_an_entry_it_cannot_apply() -> None:
-    from epochal.cli.cms_commands import replay
+    from epochal.cli.log_commands import replay
     from epochal.cli.failures import Refused
     from epochal.tcm import CMSMember, InitializeCMS
     from epochal.wire.log import LogRecord
@@ -338,3 +338,43 @@ def test_replaying_the_log_refuses_a_gap_and_an_entry_it_cannot_apply() -> None:
         replay([first, LogRecord(3, "e3", b"", None, "unknown kind")])
     with pytest.raises(Refused, match=r"cannot be applied by this CLI \(unknown kind\)"):
         replay([first, LogRecord(2, "e2", b"", None, "unknown kind")])
+
+
+# --------------------------------------------------------------------- cms reconfigure's steps
+
+
+def test_reconfigure_grows_with_answering_candidates_in_id_order() -> None:
+    from epochal.cli.reconfigure import ADD, next_change
+
+    voters, learners = ["cms1", "cms2", "cms3"], ["cms10", "cms4", "cms9"]
+    live = {"cms1", "cms2", "cms3", "cms9", "cms10"}  # cms4 does not answer
+    assert next_change(voters, learners, live, "cms1", 4) == (ADD, "cms9")
+    assert next_change(voters, learners, live, "cms1", 3) is None
+
+
+def test_reconfigure_shrinks_dead_voters_first_then_the_highest_id_and_the_leader_last() -> None:
+    from epochal.cli.reconfigure import REMOVE, next_change
+
+    voters = ["cms1", "cms2", "cms3", "cms9", "cms10"]
+    assert next_change(voters, [], {"cms1", "cms3", "cms10"}, "cms1", 3) == (REMOVE, "cms9")
+    assert next_change(voters, [], set(voters), "cms10", 4) == (REMOVE, "cms9")
+    assert next_change(["cms1", "cms2"], [], {"cms1", "cms2"}, "cms2", 1) == (REMOVE, "cms1")
+    assert next_change(["cms1"], [], {"cms1"}, "cms1", 1) is None
+
+
+@pytest.mark.parametrize(
+    ("voters", "learners", "live", "target", "said"),
+    [
+        (["cms1", "cms2", "cms3"], [], {"cms1"}, 2, "1 of 2 voters answering, no majority"),
+        (["cms1", "cms2", "cms3"], ["cms4"], {"cms1", "cms4"}, 4, "2 of 4 voters answering"),
+        (["cms1", "cms2", "cms3"], ["cms4"], {"cms1", "cms2", "cms3"}, 4, "no CMS candidate"),
+    ],
+)
+def test_reconfigure_refuses_a_step_without_a_live_majority_or_a_candidate(
+    voters: list[str], learners: list[str], live: set[str], target: int, said: str
+) -> None:
+    from epochal.cli.failures import Refused
+    from epochal.cli.reconfigure import next_change
+
+    with pytest.raises(Refused, match=said):
+        next_change(voters, learners, live, "cms1", target)

@@ -66,6 +66,13 @@ def test_registering_at_a_new_address_moves_the_entry() -> None:
     assert dict(metadata.reconcilers) == {"r1": "10.0.0.9:9200"}
 
 
+def test_a_new_id_at_an_address_another_id_holds_replaces_that_id() -> None:
+    """A reconciler restarted at the same address under a new id: the old id is gone."""
+    metadata = register(register(initialized(), "r1", "10.0.0.1:9101"), "r2", "10.0.0.2:9101")
+    moved = register(metadata, "r3", "10.0.0.1:9101")
+    assert dict(moved.reconcilers) == {"r2": "10.0.0.2:9101", "r3": "10.0.0.1:9101"}
+
+
 def test_deregistering_removes_the_entry_and_only_an_existing_one() -> None:
     metadata = register(register(initialized(), "r1", "10.0.0.1:9101"), "r2", "10.0.0.2:9101")
     gone = register(metadata, "r1", "")
@@ -79,11 +86,14 @@ def test_deregistering_removes_the_entry_and_only_an_existing_one() -> None:
     [
         ("", "10.0.0.1:9101", "1..256"),
         ("r" * (MAX_HOLDER_CHARS + 1), "10.0.0.1:9101", "1..256"),
-        ("r1", "10.0.0.1", "expected host:port"),
-        ("r1", ":9101", "expected host:port"),
-        ("r1", "host:port", "expected host:port"),
+        ("r1", "10.0.0.1", "expected one host:port"),
+        ("r1", ":9101", "expected one host:port"),
+        ("r1", "host:port", "expected one host:port"),
+        ("r1", "10.0.0.1:0", "expected one host:port"),
+        ("r1", "10.0.0.1:65536", "expected one host:port"),
         ("r1", "10.0.0.1:9101,10.0.0.2:9101", "expected one host:port"),
         ("r1", " 10.0.0.1:9101", "expected one host:port"),
+        ("r1", "10.0.0.1\n:9101", "expected one host:port"),
         ("r1", "h" * 300 + ":1", "at most 256"),
     ],
 )

@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from epochal.cli import cluster_commands, cms_commands, operations, reconcile
+from epochal.cli import cluster_commands, cms_commands, log_commands, operations, reconcile
 from epochal.cli.failures import USAGE_EXIT, Failure
 from epochal.cli.options import global_options
 from epochal.errors import EpochalError
@@ -63,8 +63,8 @@ for command in (
     cluster_commands.endpoints,
     cluster_commands.health,
     cms_commands.cms,
-    cms_commands.log,
-    cms_commands.metadata,
+    log_commands.log,
+    log_commands.metadata,
     *operations.COMMANDS,
     reconcile.reconcile,
 ):
@@ -91,7 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"epochal: {error.message}")
         return 1
     except (KeyboardInterrupt, click.Abort):
-        _error("interrupted: an operation that was running goes on (epochal operations)")
+        ran = next((a for a in arguments if not a.startswith("-")), "")
+        if ran in {c.name for c in operations.COMMANDS} - {"operations"}:
+            _error("interrupted: the operation goes on (epochal operations shows it)")
+        else:
+            _error("interrupted")
         return INTERRUPTED_EXIT
     except Exception as error:
         if os.environ.get("EPOCHAL_DEBUG"):

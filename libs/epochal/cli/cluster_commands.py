@@ -255,7 +255,9 @@ async def _placements(options: Options, keyspace: str) -> int:
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 @global_options
 def endpoints(keyspace: str, table_name: str, keys: Sequence[str]) -> int:
-    """The replicas of each partition KEY (a composite key: its parts joined by ':')."""
+    """The replicas of each partition KEY: a composite key is its parts joined by ':' (only
+    the last part may hold a ':'); a key that starts with '-' goes after '--'
+    (epochal endpoints ks t -- -5)."""
     return run(lambda options: _endpoints(options, keyspace, table_name, keys))
 
 

@@ -7,12 +7,15 @@ Theory of operation
 The addresses given (``--cluster``) are asked in turn what they are — gRPC server reflection
 lists the services a process serves: ``epochal.v1.Replica``, ``epochal.v1.CMS`` or
 ``epochal.v1.Reconciler`` — and the first replica or CMS member that answers gives the log
-(``FetchLog``, page by page, from epoch 0: its snapshot and the entries after it). A reconciler
-serves no log, so one named alone is refused with what to name instead. Everything after that
-is found in the metadata: nothing else needs to be configured.
+(``FetchLog``, page by page, from epoch 0: its snapshot and the entries after it). A replica
+serves the log it has applied, which may lag the CMS's: its view is brought forward from the
+first CMS member it names that answers (it stands as it is when none does). A reconciler serves
+no log, so one named alone is refused with what to name instead. Everything after that is found
+in the metadata: nothing else needs to be configured.
 
 The calls the commands make of single processes (``describe_replica``, ``health``,
-``cms_describe``) go over one channel per address, kept for the invocation.
+``cms_describe``) go over their own channels, each bounded by a timeout (``PROBE_TIMEOUT_S``
+unless given): a process stopped mid-call (SIGSTOP) costs that much, never a hang.
 """
 
 from __future__ import annotations
@@ -78,9 +81,12 @@ class Cluster:
     def node(self, ref: str) -> NodeInfo:
         """The replica ``ref`` names (its node id or its address); Refused, saying what it is,
         when it names another kind of process or nothing known."""
-        for node in self.metadata.nodes.values():
-            if ref in (node.node_id, node.address):
-                return node
+        found = [n for n in self.metadata.nodes.values() if ref in (n.node_id, n.address)]
+        present = [n for n in found if n.state is not NodeState.LEFT]
+        if len(present) > 1:  # an address is held by one node that has not left
+            raise Refused(f"{ref} names {', '.join(n.node_id for n in present)}: name one by id")
+        if found:
+            return (present or found)[0]
         for member in self.metadata.cms_members:
             if ref in (member.member_id, member.address):
                 raise WrongKind(f"{ref} is a CMS member ({member.member_id}), not a replica")
@@ -129,14 +135,14 @@ async def kind_of(channels: Channels, address: str, timeout_s: float) -> str:
         names = await services_of(channels, address, timeout_s)
     except EpochalError as error:
         if error.status == "UNIMPLEMENTED":
-            raise Refused(
+            raise WrongKind(
                 f"{address} is not an Epochal process (it serves no reflection)"
             ) from None
         raise not_answered(address, error) from None
     for service, kind in KIND_OF_SERVICE.items():
         if service in names:
             return kind
-    raise Refused(f"{address} is not an Epochal process (it serves {', '.join(sorted(names))})")
+    raise WrongKind(f"{address} is not an Epochal process (it serves {', '.join(sorted(names))})")
 
 
 async def connect(seeds: Sequence[str], timeout_s: float) -> Cluster:
@@ -156,6 +162,8 @@ async def connect(seeds: Sequence[str], timeout_s: float) -> Cluster:
                     )
                     continue
                 metadata = await latest_metadata(channels, address, kind == CMS, timeout_s)
+                if kind == REPLICA:  # a replica's copy may lag: the CMS has the newest
+                    metadata = await _from_the_cms(channels, metadata, timeout_s)
             except Unreachable as error:
                 problems.append(error.message)
                 continue
@@ -178,12 +186,32 @@ async def connect(seeds: Sequence[str], timeout_s: float) -> Cluster:
     )
 
 
-async def latest_metadata(
-    channels: Channels, address: str, from_cms: bool, timeout_s: float
+async def _from_the_cms(
+    channels: Channels, metadata: ClusterMetadata, timeout_s: float
 ) -> ClusterMetadata:
-    """The metadata at the newest epoch ``address`` has, from its log."""
+    """``metadata`` brought to the newest epoch from the first CMS member it names that answers
+    (as it is when none does: the replica's view is still a view)."""
+    for member in metadata.cms_members:
+        try:
+            return await latest_metadata(
+                channels, member.address, True, min(timeout_s, PROBE_TIMEOUT_S), metadata
+            )
+        except (Unreachable, Refused):
+            continue
+    return metadata
+
+
+async def latest_metadata(
+    channels: Channels,
+    address: str,
+    from_cms: bool,
+    timeout_s: float,
+    metadata: ClusterMetadata | None = None,
+) -> ClusterMetadata:
+    """The metadata at the newest epoch ``address`` has, from its log (after ``metadata``'s
+    epoch, when given)."""
     log = LogClient(channels)
-    metadata = ClusterMetadata.empty()
+    metadata = metadata or ClusterMetadata.empty()
     for _ in range(MAX_LOG_PAGES):
         try:
             page = await log.fetch(

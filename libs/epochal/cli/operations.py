@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -40,7 +40,7 @@ from epochal.admin import (
 )
 from epochal.admin_client import AdminClient
 from epochal.cli.connect import Cluster
-from epochal.cli.failures import Refused
+from epochal.cli.failures import Refused, Unreachable
 from epochal.cli.options import Options, global_options
 from epochal.cli.output import emit, stderr_console, table
 from epochal.cli.runner import failure_of, opened, run
@@ -189,7 +189,7 @@ async def run_operation(
 ) -> int:
     """Ask ``request`` of the node that drives it and wait, showing its progress."""
     async with opened(options) as cluster:
-        driver = _driver(cluster, node_ref, request, via)
+        driver = await _driver(cluster, node_ref, request, via)
         async with AdminClient(driver) as admin:
             try:
                 if isinstance(request, Cleanup):
@@ -220,8 +220,9 @@ def _name(request: AdminRequest) -> str:
     return type(request).__name__.lower()
 
 
-def _driver(cluster: Cluster, node_ref: str, request: AdminRequest, via: str) -> str:
-    """The address of the replica that drives ``request`` for ``node_ref``."""
+async def _driver(cluster: Cluster, node_ref: str, request: AdminRequest, via: str) -> str:
+    """The address of the replica that drives ``request`` for ``node_ref``: the node itself, or,
+    for the removal of a dead node, ``via`` or the first other joined replica that answers."""
     node = cluster.node(node_ref)
     sequence = cluster.metadata.sequences.get(node.node_id)
     removal = isinstance(request, Remove) or (
@@ -238,64 +239,85 @@ def _driver(cluster: Cluster, node_ref: str, request: AdminRequest, via: str) ->
         for n in cluster.live_nodes()
         if n.node_id != node.node_id and n.state is NodeState.JOINED
     ]
-    if not others:
-        raise Refused(f"no other joined replica to drive the removal of {node.node_id}")
-    return others[0]
+    for address in others:
+        try:
+            await cluster.describe_replica(address)
+        except Unreachable:
+            continue
+        return address
+    raise Refused(
+        f"no other joined replica answers to drive the removal of {node.node_id} (asked: "
+        f"{', '.join(others) or 'none'})"
+    )
 
 
 async def _with_progress(
     admin: AdminClient, operation: Awaitable[OperationStatus], options: Options
 ) -> OperationStatus:
-    """Await ``operation``, showing the replica's Status on stderr meanwhile."""
+    """Await ``operation``, showing the replica's Status on stderr meanwhile: a progress bar on a
+    terminal, a line per change otherwise, nothing with --quiet. The Status is asked every
+    second either way: a driver that has not answered it for --timeout-s has stopped (its call
+    would wait for ever on a process that is stopped, not dead), and the command says so."""
     task = asyncio.ensure_future(operation)
     console = stderr_console()
-    if options.quiet:
-        return await task
-    if not console.is_terminal:
-        return await _with_lines(admin, task, console)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),  # ranges streamed of those to stream (pulsing until that is known)
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        bar = progress.add_task("starting", total=None)
-        while not task.done():
-            await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
-            status = await _quiet_status(admin)
-            if status is not None:
+    try:
+        if options.quiet or not console.is_terminal:
+            shown = [""]
+            started = time.monotonic()
+
+            def line(status: OperationStatus) -> None:
+                text = progress_line(status)
+                if not options.quiet and text != shown[0]:  # when something changed
+                    stamp = f"[{time.monotonic() - started:5.0f} s] "
+                    console.print(stamp + text, markup=False, highlight=False)
+                    shown[0] = text
+
+            return await _watch(admin, task, line, options.timeout_s)
+        with Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),  # ranges streamed of those to stream (pulsing until that is known)
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            bar = progress.add_task("starting", total=None)
+
+            def update(status: OperationStatus) -> None:
                 progress.update(
                     bar,
                     description=progress_line(status),
                     completed=status.ranges_done,
                     total=status.ranges_total or None,
                 )
-    return task.result()
+
+            return await _watch(admin, task, update, options.timeout_s)
+    finally:
+        task.cancel()
 
 
-async def _with_lines(
-    admin: AdminClient, task: asyncio.Future[OperationStatus], console: Any
+async def _watch(
+    admin: AdminClient,
+    task: asyncio.Future[OperationStatus],
+    show: Callable[[OperationStatus], None],
+    timeout_s: float,
 ) -> OperationStatus:
-    last = ""
-    started = time.monotonic()
+    answered = time.monotonic()
     while not task.done():
         await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
         if task.done():
             break
-        status = await _quiet_status(admin)
-        line = progress_line(status) if status is not None else ""
-        if line and line != last:  # a line when something changed, not one a second
-            console.print(f"[{time.monotonic() - started:5.0f} s] {line}", markup=False)
-            last = line
+        try:
+            status = await admin.status(timeout_s=min(timeout_s, 5.0))
+        except EpochalError:
+            if time.monotonic() - answered > timeout_s:
+                raise Unreachable(
+                    f"{admin.address} has not answered for {timeout_s:.0f} s; if it is alive "
+                    "the operation goes on (epochal operations shows it)"
+                ) from None
+            continue
+        answered = time.monotonic()
+        show(status)
     return task.result()
-
-
-async def _quiet_status(admin: AdminClient) -> OperationStatus | None:
-    try:
-        return await admin.status(timeout_s=5.0)
-    except EpochalError:
-        return None  # the operation's own call reports what went wrong
 
 
 def describe_status(status: OperationStatus) -> str:

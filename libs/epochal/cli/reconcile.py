@@ -19,10 +19,13 @@ import click
 from epochal.cli.failures import Refused
 from epochal.cli.options import Options, global_options
 from epochal.cli.output import emit
-from epochal.cli.runner import opened, run
+from epochal.cli.runner import failure_of, opened, run
+from epochal.cms_client import CMSClient
+from epochal.errors import EpochalError
 from epochal.mtrack import format_hlc
 from epochal.reconcile_client import STATUS_TIMEOUT_S, RangeStatus, ReconcileClient, ReconcileStatus
 from epochal.runtime.flags import parse_addresses
+from epochal.tcm.reconcilers import DEREGISTERED, RegisterReconciler
 
 
 def _megabytes(count: int) -> str:
@@ -124,6 +127,7 @@ def describe_reconcile(
 
 
 @click.group()
+@global_options
 def reconcile() -> None:
     """The reconcilers: where the tracked ranges stand."""
 
@@ -191,3 +195,32 @@ def status_data(status: ReconcileStatus, missing: list[dict[str, str]]) -> dict[
         "unowned": status.unowned,
         "max_lag_ms": status.max_lag_ms,
     }
+
+
+@reconcile.command("deregister")
+@click.argument("reconciler_id", metavar="ID")
+@global_options
+def reconcile_deregister(reconciler_id: str) -> int:
+    """Forget reconciler ID, gone for good (a reconciler that stops cleanly does this itself)."""
+    return run(lambda options: _deregister(options, reconciler_id))
+
+
+async def _deregister(options: Options, reconciler_id: str) -> int:
+    async with opened(options) as cluster:
+        if reconciler_id not in cluster.metadata.reconcilers:
+            known = ", ".join(cluster.reconcilers()) or "none"
+            raise Refused(f"no reconciler {reconciler_id!r} is registered (registered: {known})")
+        async with CMSClient(cluster.cms_addresses(), total_timeout_s=options.timeout_s) as cms:
+            try:
+                committed = await cms.commit(
+                    RegisterReconciler(reconciler_id=reconciler_id, address=DEREGISTERED)
+                )
+            except EpochalError as error:
+                raise failure_of(error, f"reconcile deregister {reconciler_id}") from None
+    data = {"reconciler": reconciler_id, "epoch": committed.epoch}
+    emit(
+        options.output,
+        data,
+        lambda: [f"deregistered reconciler {reconciler_id} at epoch {committed.epoch}"],
+    )
+    return 0
