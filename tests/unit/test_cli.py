@@ -327,8 +327,8 @@ def test_json_and_yaml_have_the_same_shape() -> None:
 
 
 def test_replaying_the_log_refuses_a_gap_and_an_entry_it_cannot_apply() -> None:
-    from epochal.cli.log_commands import replay
     from epochal.cli.failures import Refused
+    from epochal.cli.log_commands import replay
     from epochal.tcm import CMSMember, InitializeCMS
     from epochal.wire.log import LogRecord
 

@@ -19,7 +19,13 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from epochal.cli import cluster_commands, cms_commands, log_commands, operations, reconcile
+from epochal.cli import (
+    cluster_commands,
+    cms_commands,
+    log_commands,
+    reconcile,
+    topology_commands,
+)
 from epochal.cli.failures import USAGE_EXIT, Failure
 from epochal.cli.options import global_options
 from epochal.errors import EpochalError
@@ -65,7 +71,7 @@ for command in (
     cms_commands.cms,
     log_commands.log,
     log_commands.metadata,
-    *operations.COMMANDS,
+    *topology_commands.COMMANDS,
     reconcile.reconcile,
 ):
     cli.add_command(command)
@@ -92,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (KeyboardInterrupt, click.Abort):
         ran = next((a for a in arguments if not a.startswith("-")), "")
-        if ran in {c.name for c in operations.COMMANDS} - {"operations"}:
+        if ran in {c.name for c in topology_commands.COMMANDS} - {"operations"}:
             _error("interrupted: the operation goes on (epochal operations shows it)")
         else:
             _error("interrupted")
