@@ -11,7 +11,8 @@ Theory of operation
   work (its rounds under leases already granted need no commit); the registration goes on in the
   background. Each failed commit is logged once, then it waits a backoff (doubling from
   ``FIRST_BACKOFF_S`` to ``MAX_BACKOFF_S``) and tries again, until it is registered or the
-  reconciler stops. Every attempt carries one entry id: a commit whose answer was lost is
+  reconciler stops (but for an address the CMS refuses as malformed: logged as an error, once).
+  Every attempt carries one entry id: a commit whose answer was lost is
   committed once, and its retry answers the first epoch.
 * *A clean stop* (after the leases are released) deregisters — a registration at no address —
   best effort, within the grace left: a reconciler stopped on purpose no longer appears. One that
@@ -28,7 +29,7 @@ import logging
 import uuid
 
 from epochal.cms_client import CMSClient
-from epochal.errors import EpochalError, Rejected
+from epochal.errors import EpochalError, InvalidRequest, Rejected
 from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.reconcilers import DEREGISTERED, NOT_REGISTERED, RegisterReconciler
@@ -76,6 +77,12 @@ class Registration:
             try:
                 epoch = await self._commit(self.address, entry_id)
                 break
+            except InvalidRequest as error:  # the CMS refuses the address itself: for good
+                self.metrics.registration_changes.labels("failed").inc()
+                log.error(
+                    "cannot register %s at %s: %s; set --advertise", self.id, self.address, error
+                )
+                return
             except EpochalError as error:
                 self.metrics.registration_changes.labels("failed").inc()
                 log.warning(

@@ -27,9 +27,12 @@ from tests.harness.ring import read_group
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 1_500
+# Rounds deliver every 250 ms; the low bound trails by 10 minutes, so the reconciler collects
+# no log entry during the test: the ranges' whole log, measured at the end, is the log the join
+# streamed from (a collected one made the ratio below depend on when collection ran).
 RECONCILER = (
     "--interval-ms", "250", "--advance-interval-ms", "500",
-    "--write-timeout-ms", "500", "--slack-ms", "500",
+    "--write-timeout-ms", "500", "--slack-ms", "600000",
 )  # fmt: skip
 
 
@@ -130,6 +133,6 @@ def test_a_tracked_join_takes_the_log_as_ids_and_only_the_difference_whole(
         assert as_ids > 0
         if not reconciler:  # (a reconciler may deliver the missing ones before the streams)
             assert whole_received > 0, "the sources lacked writes: the difference came whole"
-        assert whole_received < 0.5 * whole_log or (reconciler and whole_log == 0)
+        assert whole_received < 0.5 * whole_log
 
     run(cluster, scenario, timeout_s=420)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from epochal.cms_client import Committed
-from epochal.errors import Unavailable
+from epochal.errors import InvalidRequest, Unavailable
 from epochal.reconciler import registration
 from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.reconciler.registration import Registration
@@ -154,3 +154,19 @@ def test_only_expected_errors_are_retried() -> None:
     cms.commit = broken  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         asyncio.run(made.register())
+
+
+def test_an_address_the_cms_refuses_as_malformed_is_not_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    made, cms = setup()
+
+    async def refused(transformation: Any, entry_id: str) -> Committed:
+        cms.commits.append((transformation, entry_id))
+        raise InvalidRequest("bad reconciler address: expected one host:port")
+
+    cms.commit = refused  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger=registration.__name__):
+        asyncio.run(made.register())
+    assert len(cms.commits) == 1 and not made.registered
+    assert any("set --advertise" in r.getMessage() for r in caplog.records)
