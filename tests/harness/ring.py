@@ -165,6 +165,8 @@ class QuorumWriters:
     _counts: Counter[str] = field(default_factory=Counter)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _failed: int = 0  # writes refused or failed, for the message of a wait that timed out
+    _last_error: EpochalError | None = None
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._write(k)) for k in self.keyspaces]
@@ -177,7 +179,12 @@ class QuorumWriters:
         """Until ``writes`` more writes are acknowledged in each keyspace."""
         target = {keyspace: self._counts[keyspace] + writes for keyspace in self.keyspaces}
         await until(
-            f"{writes} more acknowledged writes in each of {', '.join(self.keyspaces)}",
+            lambda: (
+                f"{writes} more acknowledged writes in each of {', '.join(self.keyspaces)} "
+                f"(acknowledged {dict(self._counts)}, target {target}; {self._failed} failed, "
+                f"the last: {self._last_error!r}; writers done: "
+                f"{[t.done() for t in self._tasks]})"
+            ),
             lambda: all(self._counts[k] >= count for k, count in target.items()),
             timeout_s,
         )
@@ -190,7 +197,9 @@ class QuorumWriters:
             row = {"id": key, "seq": self.seq, "payload": f"written {n}"}
             try:
                 await self.client.write(keyspace, "events", row, consistency=Consistency.QUORUM)
-            except EpochalError:
+            except EpochalError as error:
+                self._failed += 1
+                self._last_error = error
                 await asyncio.sleep(0.01)  # paces a writer while writes are refused
                 continue
             self.acknowledged.append((keyspace, key))
