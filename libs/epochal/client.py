@@ -91,13 +91,13 @@ class Client:
         self,
         seeds: Sequence[str],
         *,
-        consistency: Consistency = Consistency.QUORUM,
+        consistency: Consistency | str = Consistency.QUORUM,
         timeout_s: float = 10.0,
         retries: int = 3,
     ) -> None:
         if not seeds:
             raise ValueError("Client needs at least one replica address to start from")
-        self.consistency = consistency
+        self.consistency = Consistency.of(consistency)
         self.timeout_s = timeout_s
         self.retries = retries
         self.session_hlc = 0
@@ -240,7 +240,7 @@ class Client:
         table: str,
         row: Mapping[str, Any],
         *,
-        consistency: Consistency | None = None,
+        consistency: Consistency | str | None = None,
         coordinator: str | None = None,
     ) -> WriteResult:
         """Upsert one row (its key columns and the values to set; ``None`` deletes a cell)."""
@@ -254,12 +254,12 @@ class Client:
         table: str,
         rows: Sequence[Mapping[str, Any]],
         *,
-        consistency: Consistency | None = None,
+        consistency: Consistency | str | None = None,
         coordinator: str | None = None,
     ) -> WriteResult:
         """Upsert rows of one partition as one mutation: replicas store it whole or not at all."""
         schema = self.table(keyspace, table)
-        level = consistency or self.consistency
+        level = self._level(consistency)
         encoded = encoding.write_rows(schema, self._types.of(schema), rows, level)
         return await self._write(encoded, coordinator)
 
@@ -270,13 +270,13 @@ class Client:
         key: Mapping[str, Any],
         *,
         columns: Sequence[str] = (),
-        consistency: Consistency | None = None,
+        consistency: Consistency | str | None = None,
         coordinator: str | None = None,
     ) -> WriteResult:
         """Delete ``columns`` of a row, a whole row (``key`` names its clustering key), or the
         whole partition (``key`` names only the partition key)."""
         schema = self.table(keyspace, table)
-        level = consistency or self.consistency
+        level = self._level(consistency)
         encoded = encoding.delete(schema, self._types.of(schema), key, columns, level)
         return await self._write(encoded, coordinator)
 
@@ -299,7 +299,7 @@ class Client:
         start_exclusive: bool = False,
         end_exclusive: bool = False,
         columns: Sequence[str] = (),
-        consistency: Consistency | None = None,
+        consistency: Consistency | str | None = None,
         coordinator: str | None = None,
     ) -> ReadResult:
         """The rows of one partition (or of a clustering slice: ``start``/``end`` name a prefix
@@ -312,7 +312,7 @@ class Client:
             partition_key,
             bounds,
             columns,
-            consistency or self.consistency,
+            self._level(consistency),
         )
         reply, address, _ = await self._send(encoded, coordinator)
         result, hlc = encoding.read_result(schema, partition_key, reply, address)
@@ -326,6 +326,11 @@ class Client:
         address, sorted: the read (write) group of its token in the client's metadata."""
         _, token = self._partition(self.table(keyspace, table), partition_key)
         return self._router.replicas(self.metadata, keyspace, token, write=write)
+
+    def _level(self, consistency: Consistency | str | None) -> Consistency:
+        """A call's level: the one it names (the enum or its name, any case), else the
+        client's."""
+        return self.consistency if consistency is None else Consistency.of(consistency)
 
     # ------------------------------------------------------------------ sending
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping
 
+from epochal.errors import InvalidRequest
 from epochal.tcm.schema import ReplicationParams, Strategy
 
 
@@ -22,6 +23,22 @@ class Consistency(enum.Enum):
     QUORUM = "QUORUM"
     LOCAL_QUORUM = "LOCAL_QUORUM"
     ALL = "ALL"
+
+    @classmethod
+    def of(cls, level: Consistency | str) -> Consistency:
+        """``level`` as a level: the enum itself, or its name in any case (" quorum ");
+        InvalidRequest, naming the levels, for anything else."""
+        if isinstance(level, cls):
+            return level
+        if isinstance(level, str):
+            found = cls.__members__.get(level.strip().upper())
+            if found is not None:
+                return found
+        names = ", ".join(cls.__members__)
+        raise InvalidRequest(
+            f"consistency {level!r} is not a level: one of {names} (the enum Consistency or its "
+            "name, in any case)"
+        )
 
 
 def counted(
