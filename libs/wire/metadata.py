@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
 
 from epochal.tcm import (
@@ -443,6 +444,16 @@ def metadata_from_proto(m: pb.ClusterMetadata) -> ClusterMetadata:
         reconcile_leases=leases_from_proto(m.reconcile_leases),
         reconcilers=reconcilers_from_proto(m.reconcilers),
     )
+
+
+def metadata_to_json(metadata: ClusterMetadata) -> dict[str, Any]:
+    """The metadata in the proto3 JSON form of ``ClusterMetadata`` (field names as in the proto;
+    64-bit numbers as strings, as that mapping writes them), but for ``epoch``: an int."""
+    data: dict[str, Any] = MessageToDict(
+        metadata_to_proto(metadata), preserving_proto_field_name=True
+    )
+    data["epoch"] = metadata.epoch
+    return data
 
 
 def encode_metadata(metadata: ClusterMetadata) -> bytes:

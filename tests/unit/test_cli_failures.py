@@ -39,7 +39,7 @@ def cluster_of(*nodes: NodeInfo) -> Cluster:
         cms_members=(CMSMember("cms1", "127.0.0.1:7001"),),
         reconcilers=frozen_map({"rec1": "127.0.0.1:9101"}),
     )
-    return Cluster(metadata=metadata, source="127.0.0.1:9001", source_kind="replica")
+    return Cluster(metadata=metadata)
 
 
 def test_a_node_is_named_by_id_or_address_and_another_kind_of_process_is_refused() -> None:

@@ -55,14 +55,9 @@ class Cluster:
     """The metadata the cluster has and the channels to its processes."""
 
     metadata: ClusterMetadata
-    source: str  # the process that gave the metadata
-    source_kind: str
     channels: Channels = field(default_factory=Channels)
 
     # --------------------------------------------------------------- who is where
-
-    def replica_addresses(self) -> list[str]:
-        return [n.address for n in self.live_nodes()]
 
     def live_nodes(self) -> list[NodeInfo]:
         """The nodes of the directory that have not left, by id."""
@@ -170,7 +165,7 @@ async def connect(seeds: Sequence[str], timeout_s: float) -> Cluster:
             except Refused as error:
                 refusals.append(error.message)
                 continue
-            return Cluster(metadata=metadata, source=address, source_kind=kind, channels=channels)
+            return Cluster(metadata=metadata, channels=channels)
     except BaseException:
         await channels.close()
         raise

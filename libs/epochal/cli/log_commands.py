@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 import yaml
-from google.protobuf.json_format import MessageToDict
 
 from epochal import views
 from epochal.cli.cms_commands import cms_client
@@ -31,7 +30,7 @@ from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError
 from epochal.tcm import ClusterMetadata
 from epochal.wire.log import LogRecord
-from epochal.wire.metadata import metadata_to_proto
+from epochal.wire.metadata import metadata_to_json
 
 LOG_PAGE = 500
 FOLLOW_CHECK_S = 2.0  # how often a follow compares its member with the others
@@ -192,24 +191,19 @@ def metadata_dump(epoch: int | None) -> int:
 async def _dump(options: Options, epoch: int | None) -> int:
     async with opened(options) as cluster:
         chosen = cluster.metadata
-        if epoch is not None and epoch != chosen.epoch:
+        if epoch == 0:
+            chosen = ClusterMetadata.empty()
+        elif epoch is not None and epoch != chosen.epoch:
             if epoch > chosen.epoch:
                 raise Refused(f"epoch {epoch} is not in the log yet (it ends at {chosen.epoch})")
             async with cms_client(cluster, options) as client:
                 try:
-                    chosen = replay(await read_log(client, 1, epoch)) if epoch else chosen
+                    chosen = replay(await read_log(client, 1, epoch))
                 except EpochalError as error:
                     raise failure_of(error, "metadata dump") from None
-            if epoch == 0:
-                chosen = ClusterMetadata.empty()
-            elif chosen.epoch != epoch:
+            if chosen.epoch != epoch:
                 raise Refused(f"the CMS did not give the log up to epoch {epoch}")
-    data = MessageToDict(metadata_to_proto(chosen), preserving_proto_field_name=True)
-    data["epoch"] = chosen.epoch  # an int, where the proto's JSON form writes 64 bits as text
-    if options.output == "yaml":
-        emit("yaml", data, lambda: [])
-    else:
-        emit("json", data, lambda: [])
+    emit("yaml" if options.output == "yaml" else "json", metadata_to_json(chosen), lambda: [])
     return 0
 
 
