@@ -10,10 +10,69 @@ sends it back). ``status`` is the gRPC status name the error came with, for erro
 rebuilt from an answer ("" for one raised here). Every raise builds a new instance: an
 exception is never shared by several waiters, nor changed after it was raised.
 
+A consistency failure (a coordinator got too few answers for the level: ``Unavailable``,
+``TimedOut`` or ``StalePlan`` from a replica) also carries ``replicas``, a ``ReplicaOutcome``:
+the level, how many answers it needed, and which replicas acknowledged, refused (and why) or
+did not answer. The SDK adds ``attempts``: every attempt of the call, each with its coordinator
+and its own error, so that a retry never hides what the first attempt saw.
+
 A broken invariant is not one of these: it is an ``assert`` or a crash.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaOutcome:
+    """What the replicas of one coordinated write or read did, by node id: ``required`` answers
+    were needed at ``consistency`` from ``replicas`` (the token's group); ``acknowledged``
+    answered OK, ``refused`` answered no (node, reason), ``not_answering`` gave no answer
+    (node, why: no answer in time, or could not be asked)."""
+
+    consistency: str
+    required: int
+    replicas: tuple[str, ...]
+    acknowledged: tuple[str, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+    not_answering: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        """One line: "ALL needs 3 of node-1, node-2, node-3: acknowledged node-1, node-2;
+        not answering node-3 (no answer within 2000 ms)"."""
+        parts = [f"acknowledged {', '.join(self.acknowledged) or 'by none'}"]
+        if self.refused:
+            parts.append("refused " + ", ".join(f"{n} ({why})" for n, why in self.refused))
+        if self.not_answering:
+            parts.append(
+                "not answering " + ", ".join(f"{n} ({why})" for n, why in self.not_answering)
+            )
+        return (
+            f"{self.consistency} needs {self.required} of {', '.join(self.replicas)}: "
+            + "; ".join(parts)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One failed attempt of an SDK call: its number (1 for the first), the coordinator it went
+    to (an address), the id it carried ("": none — the coordinator assigned one), when it
+    started (seconds after the call did), how long it took, and its error."""
+
+    number: int
+    coordinator: str
+    carried_id: str
+    started_s: float
+    duration_s: float
+    error: EpochalError
+
+    def describe(self) -> str:
+        kind = type(self.error).__name__
+        return (
+            f"attempt {self.number} via {self.coordinator or 'no coordinator'} "
+            f"({self.duration_s:.2f} s): {kind}: {self.error.message}"
+        )
 
 
 class EpochalError(Exception):
@@ -29,6 +88,7 @@ class EpochalError(Exception):
         epoch: int = 0,
         mutation_id: str = "",
         status: str = "",
+        replicas: ReplicaOutcome | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -36,6 +96,19 @@ class EpochalError(Exception):
         self.epoch = epoch
         self.mutation_id = mutation_id
         self.status = status
+        self.replicas = replicas
+        self.attempts: tuple[AttemptRecord, ...] = ()
+
+    def with_attempts(self, attempts: tuple[AttemptRecord, ...], message: str) -> EpochalError:
+        """A copy of this error carrying ``attempts`` and ``message`` (the SDK's final error:
+        the last attempt's, told with what the others saw)."""
+        # Not copy.copy: it rebuilds from ``args``, which some constructors do not take.
+        told = BaseException.__new__(type(self))
+        told.__dict__.update(self.__dict__)
+        told.args = (message,)
+        told.message = message
+        told.attempts = attempts
+        return told
 
 
 class InvalidRequest(EpochalError):
