@@ -6,7 +6,7 @@ Workload (fixed):
   synchronous=FULL, every write fsynced before it is acknowledged), a tracked keyspace with RF 3
   (SimpleStrategy, 16 tokens per node), table ``kv(id text, payload text)`` with ~300-byte rows
   (an id of ~10 bytes and a 280-byte payload), each write a new partition. Clients are asyncio
-  tasks in this one process using the SDK (``epochal.client.Client``: token-aware routing, no
+  tasks in this one process using the SDK (``epochal.client.AsyncClient``: token-aware routing, no
   retries needed): sequential QUORUM writes then reads of written keys for the latency
   percentiles, then 16 concurrent tasks for the throughput of each.
 - Baseline, in the same run: a bare grpc.aio unary echo in another process on loopback, 300
@@ -45,7 +45,7 @@ import _report
 import grpc
 from _echo import echo_server, measure_echo
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import MutationId, reconcile
@@ -95,7 +95,7 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
         cluster.start()
         await cluster.wait_ready()
         await cluster.wait_joined()
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("bench", replication_factor=3, tracked=True)
             await client.create_table(
                 "bench", "kv", {"id": "text", "payload": "text"}, partition_key=["id"]
@@ -152,7 +152,7 @@ async def applied_times(address: str, since: int) -> dict[int, int]:
 
 
 async def measure_propagation(cluster: LocalCluster, commits: int) -> dict[str, float]:
-    async with Client(cluster.addresses[:1]) as client:
+    async with AsyncClient(cluster.addresses[:1]) as client:
         await client.create_keyspace("prop", replication_factor=3)
         await client.create_table("prop", "t", {"id": "text"}, partition_key=["id"])
         since = client.epoch
@@ -205,7 +205,7 @@ async def commit_churn(cms_addresses: list[str], epochs: int, keyspace: str) -> 
 
 async def measure_catch_up(cluster: LocalCluster, name: str, epochs: int) -> float:
     """Seconds for replica ``name`` to apply ``epochs`` epochs it missed while held back."""
-    async with Client(cluster.addresses[:1]) as client:
+    async with AsyncClient(cluster.addresses[:1]) as client:
         await client.create_keyspace("churn", replication_factor=3)
     await cluster.set_hooks(name, hold_metadata_pushes=True)
     last = await commit_churn(cluster.cms.addresses, epochs, "churn")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import _report
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.tcm import ReplicationParams
@@ -94,7 +94,7 @@ async def heal(data_dir: Path, seconds: float) -> dict[str, float]:
     try:
         await start_ring(cluster)
         ids = {name: r.node_id for name, r in cluster.nodes.items()}
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace(
                 "tks",
                 replication=ReplicationParams.network_topology({"dc1": 3, "dc2": 3}),
@@ -178,7 +178,7 @@ async def join(data_dir: Path, partitions: int, *, reconciler: bool) -> dict[str
         founders = list(cluster.nodes)
         await start_ring(cluster)
         joining = cluster.add_replica(auto_join=False)
-        async with Client([cluster.nodes[n].address for n in founders]) as client:
+        async with AsyncClient([cluster.nodes[n].address for n in founders]) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table("tks", "t", {"k": "text", "v": "text"}, partition_key=["k"])
             for name in founders:

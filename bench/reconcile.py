@@ -52,7 +52,7 @@ from pathlib import Path
 import _reconcile_model as model
 import _report
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
@@ -140,7 +140,11 @@ def log_count(cluster: LocalCluster, name: str) -> int:
 
 
 async def write_load(
-    client: Client, writers: int, stop: asyncio.Event, table: str, acked: list[tuple[float, int]]
+    client: AsyncClient,
+    writers: int,
+    stop: asyncio.Event,
+    table: str,
+    acked: list[tuple[float, int]],
 ) -> list[float]:
     """QUORUM writes of one small row each until ``stop``: the latency of each (ms); appends
     (acknowledged at, seq) to ``acked``."""
@@ -173,7 +177,7 @@ def p99(values: list[float]) -> float:
 
 
 async def delivery(
-    cluster: LocalCluster, client: Client, count: int, root: Path
+    cluster: LocalCluster, client: AsyncClient, count: int, root: Path
 ) -> dict[str, float]:
     async with CMSClient(cluster.cms.addresses) as cms:
         await client.refresh((await cms.describe()).epoch)
@@ -222,7 +226,7 @@ def steady(interval_ms: int) -> tuple[str, ...]:
 
 
 async def lag(
-    cluster: LocalCluster, client: Client, seconds: float, interval_ms: int
+    cluster: LocalCluster, client: AsyncClient, seconds: float, interval_ms: int
 ) -> dict[str, float]:
     await cluster.set_hooks("replica3", drop_write_share=DROP_SHARE)
     cluster.reconciler_args = steady(interval_ms)
@@ -315,7 +319,7 @@ async def cluster_figures(count: int, lag_seconds: float, interval_ms: int) -> d
             cluster.start()
             await cluster.wait_ready()
             await cluster.wait_joined()
-            async with Client(cluster.addresses) as client:
+            async with AsyncClient(cluster.addresses) as client:
                 await client.create_keyspace("bench", replication_factor=3, tracked=True)
                 await client.create_table(
                     "bench", "kv", {"id": "text", "payload": "text"}, partition_key=["id"]

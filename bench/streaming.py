@@ -49,7 +49,7 @@ import _report
 from _echo import echo_server, measure_stream
 from sqlalchemy import create_engine
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import MutationId
@@ -175,7 +175,7 @@ async def loaded_cluster(
         cluster.start()
         await cluster.wait_ready()
         await cluster.wait_joined()
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("bench", replication_factor=2)
             await client.create_table(
                 "bench", "kv", {"id": "text", "payload": "text"}, partition_key=["id"]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 from epochal.cli.reconcile import reconcile_summary, reconcile_table
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.commands import epochal_command, listing
@@ -57,7 +57,7 @@ def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> i
         for line in listing(supervisor.record, data_dir):
             print(line)
         print()
-        async with Client(supervisor.cluster.addresses) as client:
+        async with AsyncClient(supervisor.cluster.addresses) as client:
             await demo(client)
         await report(supervisor.cluster)
         await reconcile(supervisor.cluster)
@@ -79,7 +79,7 @@ def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> i
     return 0
 
 
-async def demo(client: Client) -> None:
+async def demo(client: AsyncClient) -> None:
     epoch = await client.create_keyspace("demo", replication_factor=3, tracked=True)
     print(f"created keyspace demo (tracked, RF 3) at epoch {epoch}")
     epoch = await client.create_table(

@@ -1,72 +1,70 @@
-"""The Epochal client SDK: connect to any replicas, learn the metadata, read and write.
+"""The Epochal client SDK for asyncio: connect to any replicas, learn the metadata, read and write.
+``epochal.Client`` is the same API for threads (``epochal.sync_client``).
 
-    async with Client(["127.0.0.1:9001"]) as client:
-        await client.create_keyspace("shop", replication_factor=3, tracked=True)
+    async with AsyncClient(["127.0.0.1:9001"]) as client:
+        await client.create_keyspace("depot", replication_factor=3, tracked=True)
         await client.create_table(
-            "shop", "carts", {"user": "text", "item": "text", "qty": "int"},
-            partition_key=["user"], clustering_key=["item"],
+            "depot", "bins", {"site": "text", "bin": "text", "qty": "int"},
+            partition_key=["site"], clustering_key=["bin"],
         )
-        await client.write("shop", "carts", {"user": "ann", "item": "tea", "qty": 2})
-        rows = (await client.read("shop", "carts", {"user": "ann"})).rows
+        await client.write("depot", "bins", {"site": "lyon", "bin": "a1", "qty": 2})
+        rows = (await client.read("depot", "bins", {"site": "lyon"})).rows
 
 Theory of operation
 -------------------
-``Client`` is the facade over the SDK's parts, each a module of its own:
+``AsyncClient`` is the facade over the SDK's parts, each a module of its own:
 
 - ``epochal.metadata_view``: the client's copy of the cluster metadata, learnt from a seed
   replica's ``FetchLog`` and brought forward whenever an answer shows a newer epoch;
-- ``epochal.routing``: the token-aware choice of coordinators, replicas of the partition in turn;
+- ``epochal.profiles``: execution profiles — a call's consistency, timeout, retry policy and
+  routing — and a call's overrides of them;
+- ``epochal.routing``: token- and datacenter-aware choice of coordinators, suspects last;
 - ``epochal.encoding``: Python values <-> the wire (checked against the table's schema);
-- ``epochal.sessions``: one ``Session`` stream per replica, requests multiplexed by id;
-- ``epochal.retry``: the retry policy the CMS client follows too;
+- ``epochal.sessions``: one ``Session`` stream per replica, requests multiplexed by id, and
+  each replica's health;
+- ``epochal.calls`` and ``epochal.policies``: a call as attempts, as its retry policy decides;
 - ``epochal.cms_client``: DDL goes to the CMS, whose members the metadata names.
 
 Every request carries the highest epoch the client has seen (the coordinator catches up to it
 first: a table created a moment ago is known) and the session's highest HLC (a later write of
 this session always gets a later timestamp than an earlier one).
 
-Retries follow the retry table (``epochal.status.RETRIES``, README "Errors and retries"): a
-failed write or read is tried again on the next replica unless the server decided no (bad
-input, a refusal). A write's retry reuses the mutation id the coordinator assigned (it comes
-back in the error), so it is stored once. A write whose coordinator vanished before answering
-has no id to reuse; its retry is a new mutation with the same content (idempotent cells,
-another id).
+A call's timeout bounds the whole call, retries included. Retries are the profile's retry
+policy's (``epochal.policies``; the default follows the retry table, README "Errors and
+retries"): a write's retry reuses the mutation id the coordinator assigned (it comes back in
+the error), so it is stored once, while the replicas still accept that id; a DDL's reuses its
+entry id. A failed call raises its last attempt's error, which carries every attempt.
 """
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from epochal import encoding, retry
-from epochal.cms_client import CMSClient
+from epochal import calls, encoding
+from epochal.cms_client import CMSClient, Committed
+from epochal.ddl import SchemaChanges
 from epochal.encoding import ColumnTypes, Encoded, Slice
 from epochal.errors import EpochalError, InvalidRequest, Unavailable
 from epochal.metadata_view import MetadataView
+from epochal.policies import RetryPolicy
+from epochal.profiles import ExecutionProfile, Profiles, Settings, default_profile
 from epochal.results import ReadResult, ReadStats, WriteResult
-from epochal.routing import Router
+from epochal.routing import Route, Router
 from epochal.sessions import Sessions
 from epochal.status import Operation
 from epochal.tcm import (
-    AlterTable,
     ClusterMetadata,
-    Column,
-    ColumnType,
-    CreateKeyspace,
-    CreateTable,
-    DropKeyspace,
-    DropTable,
-    ReplicationParams,
-    ReplicationType,
     Table,
     Transformation,
 )
 from epochal.tcm.consistency import Consistency
-from epochal.tcm.schema import gc_grace_seconds
 
 __all__ = [
-    "Client",
+    "AsyncClient",
     "Consistency",
     "ReadResult",
     "ReadStats",
@@ -74,36 +72,47 @@ __all__ = [
 ]
 
 
-def retry_policy(operation: Operation, *, timeout_s: float, retries: int) -> retry.RetryPolicy:
-    """How the SDK retries a write or a read (README "Errors and retries"): on the next replica,
-    up to ``retries`` times, backing off from 0.1 s to 1 s; each attempt waits ``timeout_s``."""
-    return retry.RetryPolicy(
-        operation,
-        attempt_timeout_s=timeout_s,
-        max_attempts=max(retries, 0) + 1,
-        first_backoff_s=0.1,
-        max_backoff_s=1.0,
-    )
+def __getattr__(name: str) -> NoReturn:
+    if name == "Client":
+        raise ImportError(
+            "epochal.client.Client is now epochal.AsyncClient (asyncio; the same class renamed) "
+            "— epochal.Client is the synchronous client with the same methods"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Client:
+class AsyncClient(SchemaChanges):
+    """A client of one cluster, for one event loop. The keyword arguments make the default
+    execution profile (``profiles``, when it names ``"default"``, gives it instead: then leave
+    them unset); ``retries`` is the default retry policy's ``max_retries``."""
+
     def __init__(
         self,
         seeds: Sequence[str],
         *,
-        consistency: Consistency | str = Consistency.QUORUM,
-        timeout_s: float = 10.0,
-        retries: int = 3,
+        consistency: Consistency | str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        retry_policy: RetryPolicy | None = None,
+        local_dc: str | None = None,
+        profiles: Mapping[str, ExecutionProfile] | None = None,
     ) -> None:
-        if not seeds:
-            raise ValueError("Client needs at least one replica address to start from")
-        self.consistency = Consistency.of(consistency)
-        self.timeout_s = timeout_s
-        self.retries = retries
+        if isinstance(seeds, str) or not seeds:
+            raise InvalidRequest(
+                "a client needs a list of replica addresses to start from, e.g. ['127.0.0.1:9001']"
+            )
+        self.profiles = Profiles(
+            default_profile(consistency, timeout_s, retries, retry_policy, local_dc, profiles),
+            profiles,
+        )
         self.session_hlc = 0
+        self._pid = os.getpid()
         self._sessions = Sessions()
         self._view = MetadataView(
-            seeds, lambda address, since: self._sessions.fetch_log(address, since, self.timeout_s)
+            seeds,
+            lambda address, since: self._sessions.fetch_log(
+                address, since, self.profiles.default.timeout_s
+            ),
         )
         self._router = Router()
         self._types = ColumnTypes()
@@ -111,17 +120,26 @@ class Client:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def __aenter__(self) -> Client:
+    async def __aenter__(self) -> AsyncClient:
         await self.connect()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def connect(self) -> Client:
+    async def connect(self) -> AsyncClient:
         """Learn the metadata from the first seed that answers (one that refuses — not a
-        replica, say — is one the next seed may stand in for)."""
+        replica, say — is one the next seed may stand in for); a profile's ``local_dc`` must
+        then be a datacenter of the cluster."""
+        self._in_own_process()
         await self._view.connect()
+        known = {node.datacenter for node in self.metadata.nodes.values()}
+        for name, profile in self.profiles.by_name.items():
+            if profile.local_dc and known and profile.local_dc not in known:
+                raise InvalidRequest(
+                    f"profile {name!r} has local_dc {profile.local_dc!r}, which is not a "
+                    f"datacenter of the cluster: {sorted(known)}"
+                )
         return self
 
     async def close(self) -> None:
@@ -148,12 +166,26 @@ class Client:
     def seen_epoch(self) -> int:
         return self._view.seen_epoch
 
+    @property
+    def consistency(self) -> Consistency:
+        """The default profile's level."""
+        return self.profiles.default.level
+
     async def refresh(self, epoch: int | None = None) -> None:
         """Bring the client's metadata to ``epoch`` (default: what it has seen)."""
         await self._view.refresh(epoch)
 
     def table(self, keyspace: str, table: str) -> Table:
         return self._view.table(keyspace, table)
+
+    def suspected(self) -> list[str]:
+        """The replicas the client tries last, sorted: requests have waited on them without an
+        answer for a while, or they could not be reached lately (``epochal.sessions``)."""
+        return sorted(self._sessions.suspected())
+
+    def _in_own_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise forked(self._pid)
 
     def _observe(self, epoch: int, address: str, hlc: int = 0) -> None:
         """An answer's epoch and HLC: the next requests carry them (and a newer epoch brings
@@ -163,74 +195,43 @@ class Client:
 
     # ------------------------------------------------------------------ DDL
 
-    async def commit(self, transformation: Transformation) -> int:
+    async def commit(
+        self,
+        transformation: Transformation,
+        *,
+        profile: str | None = None,
+        timeout_s: float | None = None,
+    ) -> int:
         """Commit a metadata transformation through the CMS; returns its epoch, which the
-        client's next requests carry (so every coordinator knows the change)."""
+        client's next requests carry (so every coordinator knows the change). Retried with the
+        same entry id, so it is committed once."""
+        self._in_own_process()
+        settings = self.profiles.resolve(profile, None, timeout_s)
         if self._cms is None:
             addresses = [m.address for m in self.metadata.cms_members]
             if not addresses:
                 raise Unavailable("the metadata names no CMS member yet")
             self._cms = CMSClient(addresses)
-        committed = await self._cms.commit(transformation, entry_id=uuid.uuid4().hex)
+        cms = self._cms
+        request = cms.commit_request_of(transformation, uuid.uuid4().hex)
+
+        async def attempt(current: calls.Attempt) -> Committed:
+            current.coordinator = cms.current_address
+            return await cms.commit_once(request, current.timeout_s)
+
+        committed = await calls.run(
+            Operation.COMMIT,
+            settings.profile.retry_policy,
+            settings.timeout_s,
+            attempt,
+            what=f"commit of {type(transformation).__name__}",
+            attempt_timeout_s=settings.profile.attempt_timeout_s,
+            carry_id=request.entry_id,
+            wall_ms=_wall_ms,
+        )
         self._view.saw(committed.epoch)
         await self.refresh(committed.epoch)
         return committed.epoch
-
-    async def create_keyspace(
-        self,
-        name: str,
-        *,
-        replication_factor: int = 3,
-        replication: ReplicationParams | None = None,
-        tracked: bool = False,
-    ) -> int:
-        return await self.commit(
-            CreateKeyspace(
-                name=name,
-                replication=replication or ReplicationParams.simple(replication_factor),
-                replication_type=ReplicationType.TRACKED if tracked else ReplicationType.UNTRACKED,
-            )
-        )
-
-    async def create_table(
-        self,
-        keyspace: str,
-        name: str,
-        columns: Mapping[str, ColumnType | str],
-        *,
-        partition_key: Sequence[str],
-        clustering_key: Sequence[str] = (),
-        options: Mapping[str, str] | None = None,
-    ) -> int:
-        """``options`` as Cassandra's table options, e.g. ``gc_grace_seconds`` (how long
-        tombstones are kept at least; default ten days)."""
-        options = dict(options or {})
-        try:
-            gc_grace_seconds(options)
-        except ValueError as error:
-            raise InvalidRequest(str(error), rule="bad_option") from None
-        return await self.commit(
-            CreateTable(
-                keyspace=keyspace,
-                name=name,
-                columns=tuple(Column(c, ColumnType(t)) for c, t in columns.items()),
-                partition_key=tuple(partition_key),
-                clustering_key=tuple(clustering_key),
-                options=tuple(sorted(options.items())),
-            )
-        )
-
-    async def add_columns(
-        self, keyspace: str, table: str, columns: Mapping[str, ColumnType | str]
-    ) -> int:
-        added = tuple(Column(c, ColumnType(t)) for c, t in columns.items())
-        return await self.commit(AlterTable(keyspace=keyspace, name=table, add_columns=added))
-
-    async def drop_table(self, keyspace: str, table: str) -> int:
-        return await self.commit(DropTable(keyspace=keyspace, name=table))
-
-    async def drop_keyspace(self, keyspace: str) -> int:
-        return await self.commit(DropKeyspace(name=keyspace))
 
     # ------------------------------------------------------------------ writes
 
@@ -242,10 +243,18 @@ class Client:
         *,
         consistency: Consistency | str | None = None,
         coordinator: str | None = None,
+        profile: str | None = None,
+        timeout_s: float | None = None,
     ) -> WriteResult:
         """Upsert one row (its key columns and the values to set; ``None`` deletes a cell)."""
         return await self.write_rows(
-            keyspace, table, [row], consistency=consistency, coordinator=coordinator
+            keyspace,
+            table,
+            [row],
+            consistency=consistency,
+            coordinator=coordinator,
+            profile=profile,
+            timeout_s=timeout_s,
         )
 
     async def write_rows(
@@ -256,12 +265,14 @@ class Client:
         *,
         consistency: Consistency | str | None = None,
         coordinator: str | None = None,
+        profile: str | None = None,
+        timeout_s: float | None = None,
     ) -> WriteResult:
         """Upsert rows of one partition as one mutation: replicas store it whole or not at all."""
+        settings = self.profiles.resolve(profile, consistency, timeout_s)
         schema = self.table(keyspace, table)
-        level = self._level(consistency)
-        encoded = encoding.write_rows(schema, self._types.of(schema), rows, level)
-        return await self._write(encoded, coordinator)
+        encoded = encoding.write_rows(schema, self._types.of(schema), rows, settings.consistency)
+        return await self._write(encoded, settings, coordinator, f"{keyspace}.{table}")
 
     async def delete(
         self,
@@ -272,16 +283,21 @@ class Client:
         columns: Sequence[str] = (),
         consistency: Consistency | str | None = None,
         coordinator: str | None = None,
+        profile: str | None = None,
+        timeout_s: float | None = None,
     ) -> WriteResult:
         """Delete ``columns`` of a row, a whole row (``key`` names its clustering key), or the
         whole partition (``key`` names only the partition key)."""
+        settings = self.profiles.resolve(profile, consistency, timeout_s)
         schema = self.table(keyspace, table)
-        level = self._level(consistency)
+        level = settings.consistency
         encoded = encoding.delete(schema, self._types.of(schema), key, columns, level)
-        return await self._write(encoded, coordinator)
+        return await self._write(encoded, settings, coordinator, f"{keyspace}.{table}")
 
-    async def _write(self, encoded: Encoded, coordinator: str | None) -> WriteResult:
-        reply, address, attempts = await self._send(encoded, coordinator)
+    async def _write(
+        self, encoded: Encoded, settings: Settings, coordinator: str | None, name: str
+    ) -> WriteResult:
+        reply, address, attempts = await self._send(encoded, settings, coordinator, name)
         result = encoding.write_result(reply, address, attempts)
         self._observe(result.epoch, address, result.mutation_id.hlc)
         return result
@@ -301,20 +317,18 @@ class Client:
         columns: Sequence[str] = (),
         consistency: Consistency | str | None = None,
         coordinator: str | None = None,
+        profile: str | None = None,
+        timeout_s: float | None = None,
     ) -> ReadResult:
         """The rows of one partition (or of a clustering slice: ``start``/``end`` name a prefix
         of the clustering key), each a dict of its key columns and live cells."""
+        settings = self.profiles.resolve(profile, consistency, timeout_s)
         schema = self.table(keyspace, table)
         bounds = Slice(start, end, start_exclusive, end_exclusive)
         encoded = encoding.read(
-            schema,
-            self._types.of(schema),
-            partition_key,
-            bounds,
-            columns,
-            self._level(consistency),
+            schema, self._types.of(schema), partition_key, bounds, columns, settings.consistency
         )
-        reply, address, _ = await self._send(encoded, coordinator)
+        reply, address, _ = await self._send(encoded, settings, coordinator, f"{keyspace}.{table}")
         result, hlc = encoding.read_result(schema, partition_key, reply, address)
         self._observe(result.epoch, address, hlc)
         return result
@@ -329,8 +343,8 @@ class Client:
 
     def _level(self, consistency: Consistency | str | None) -> Consistency:
         """A call's level: the one it names (the enum or its name, any case), else the
-        client's."""
-        return self.consistency if consistency is None else Consistency.of(consistency)
+        default profile's."""
+        return self.profiles.resolve(None, consistency).consistency
 
     # ------------------------------------------------------------------ sending
 
@@ -340,22 +354,28 @@ class Client:
         replica's)."""
         return encoding.partition(schema, values)
 
-    async def _send(self, encoded: Encoded, coordinator: str | None) -> tuple[Any, str, int]:
-        """Send ``encoded`` to the partition's replicas in turn, as the retry policy says
+    async def _send(
+        self, encoded: Encoded, settings: Settings, coordinator: str | None, name: str
+    ) -> tuple[Any, str, int]:
+        """Send ``encoded`` to coordinators in turn, as the profile routes and retries it
         (``coordinator``: to that one only). Returns the reply, who answered, and the attempts
         made."""
+        self._in_own_process()
+        profile = settings.profile
+        write = encoded.operation is Operation.WRITE
         candidates = self._router.candidates(
             self.metadata,
             encoded.keyspace,
             encoded.token,
-            write=encoded.operation is Operation.WRITE,
+            write=write,
             fallback=self._view.replicas(),
             pinned=coordinator,
+            route=Route(profile.token_aware, profile.local_dc, profile.allow_remote_dc),
+            suspected=self._sessions.suspected(),
         )
-        policy = retry_policy(encoded.operation, timeout_s=self.timeout_s, retries=self.retries)
 
-        async def attempt(current: retry.Attempt) -> tuple[Any, str, int]:
-            address = candidates[(current.number - 1) % len(candidates)]
+        async def attempt(current: calls.Attempt) -> tuple[Any, str, int]:
+            address = current.coordinator = candidates[(current.number - 1) % len(candidates)]
             request = encoding.session_request(
                 encoded,
                 epoch=self.seen_epoch,
@@ -371,4 +391,28 @@ class Client:
                 raise
             return reply, address, current.number
 
-        return await retry.run(policy, attempt)
+        return await calls.run(
+            encoded.operation,
+            profile.retry_policy,
+            settings.timeout_s,
+            attempt,
+            what=f"{settings.consistency.value} {'write to' if write else 'read of'} {name}",
+            attempt_timeout_s=None if coordinator else profile.attempt_timeout_s,
+            wall_ms=_wall_ms,
+        )
+
+
+def forked(pid: int) -> InvalidRequest:
+    """The refusal of a client used in a process forked from the one that created it: gRPC's
+    asyncio stack cannot be used in such a child."""
+    return InvalidRequest(
+        f"this Epochal client was created in process {pid}, and this process ({os.getpid()}) "
+        "was forked from it: gRPC cannot be used after a fork, so create the client after the "
+        "fork, in the process that uses it (gunicorn: in the worker, not with --preload; "
+        "multiprocessing: the 'spawn' start method; Spark: inside the task)",
+        rule="forked",
+    )
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -36,10 +36,10 @@ Reply = TypeVar("Reply")
 Answer = TypeVar("Answer")
 
 
-def commit_policy(*, attempt_timeout_s: float, total_timeout_s: float) -> retry.RetryPolicy:
+def commit_policy(*, attempt_timeout_s: float, total_timeout_s: float) -> retry.RetrySchedule:
     """How a commit is retried (README "Errors and retries"): until ``total_timeout_s``,
     backing off from 20 ms to 0.5 s."""
-    return retry.RetryPolicy(
+    return retry.RetrySchedule(
         Operation.COMMIT,
         attempt_timeout_s=attempt_timeout_s,
         total_timeout_s=total_timeout_s,
@@ -48,9 +48,9 @@ def commit_policy(*, attempt_timeout_s: float, total_timeout_s: float) -> retry.
     )
 
 
-def read_policy(*, attempt_timeout_s: float, members: int) -> retry.RetryPolicy:
+def read_policy(*, attempt_timeout_s: float, members: int) -> retry.RetrySchedule:
     """How a read (Describe, FetchLog) is retried: once on each of ``members``, at once."""
-    return retry.RetryPolicy(
+    return retry.RetrySchedule(
         Operation.READ, attempt_timeout_s=attempt_timeout_s, max_attempts=members
     )
 
@@ -129,14 +129,35 @@ class CMSClient:
     def _rotate(self) -> None:
         self._next = (self._next + 1) % len(self._stubs)
 
+    @property
+    def current_address(self) -> str:
+        """The member the next commit or read goes to first."""
+        return self.addresses[self._next]
+
     async def commit(
         self, transformation: Transformation, entry_id: str | None = None
     ) -> Committed:
-        request = cms_pb2.CommitRequest(
-            transformation=transformation_to_proto(transformation),
-            entry_id=entry_id or uuid.uuid4().hex,
+        return await self.commit_request(
+            self.commit_request_of(transformation, entry_id or uuid.uuid4().hex)
         )
-        return await self.commit_request(request)
+
+    @staticmethod
+    def commit_request_of(transformation: Transformation, entry_id: str) -> cms_pb2.CommitRequest:
+        return cms_pb2.CommitRequest(
+            transformation=transformation_to_proto(transformation), entry_id=entry_id
+        )
+
+    async def commit_once(self, request: cms_pb2.CommitRequest, timeout_s: float) -> Committed:
+        """One attempt of a commit, on the current member; after a failure the next attempt
+        goes to the next member (to the same one after RESOURCE_EXHAUSTED: it is there, only
+        busy)."""
+        try:
+            response = await self._stubs[self._next].Commit(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as error:
+            if error.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+                self._rotate()
+            raise from_rpc_error(error) from None
+        return Committed(response.epoch, response.duplicate, 1)
 
     async def commit_request(self, request: cms_pb2.CommitRequest) -> Committed:
         """Send a prepared request, retrying on other members with the same entry id."""
@@ -148,15 +169,11 @@ class CMSClient:
         async def attempt(current: retry.Attempt) -> Committed:
             assert current.carry_id == request.entry_id, current  # a commit keeps its entry id
             try:
-                response = await self._stubs[self._next].Commit(request, timeout=current.timeout_s)
-            except grpc.aio.AioRpcError as error:
-                failed.append(error.code())
-                raise from_rpc_error(error) from None
-            return Committed(response.epoch, response.duplicate, current.number, tuple(failed))
-
-        def next_member(error: EpochalError) -> None:
-            if code_of(error) is not grpc.StatusCode.RESOURCE_EXHAUSTED:
-                self._rotate()
+                committed = await self.commit_once(request, current.timeout_s)
+            except EpochalError as error:
+                failed.append(code_of(error) or grpc.StatusCode.UNKNOWN)
+                raise
+            return Committed(committed.epoch, committed.duplicate, current.number, tuple(failed))
 
         def out_of_time(last: retry.Attempt, error: EpochalError) -> EpochalError:
             return Unavailable(
@@ -166,13 +183,7 @@ class CMSClient:
                 status=grpc.StatusCode.UNAVAILABLE.name,
             )
 
-        return await retry.run(
-            policy,
-            attempt,
-            carry_id=request.entry_id,
-            before_retry=next_member,
-            exhausted=out_of_time,
-        )
+        return await retry.run(policy, attempt, carry_id=request.entry_id, exhausted=out_of_time)
 
     async def describe(self, member: int | None = None) -> CMSView:
         """Describe ``member``, or (None) the first member that answers, in rotation."""

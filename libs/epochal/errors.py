@@ -202,6 +202,17 @@ class TimedOut(Unavailable):
     RULE = "timeout"
 
 
+class ConnectionFailed(Unavailable):
+    """The client could not reach ``address`` (no connection, or the stream to it broke before
+    it answered): another node may answer. Raised by the SDK, never by a server."""
+
+    RULE = "connection_failed"
+
+    def __init__(self, message: str, *, address: str, **fields: object) -> None:
+        self.address = address
+        super().__init__(message, **fields)  # type: ignore[arg-type]
+
+
 class Overloaded(EpochalError):
     """Too much is already queued (values pending in the Paxos core, requests in flight): back
     off and retry."""

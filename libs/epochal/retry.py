@@ -1,9 +1,10 @@
-"""The one retry policy of Epochal's clients: the SDK's writes and reads, and the CMS client's
-commits and reads, all try again the same way.
+"""The one retry schedule of Epochal's clients: the CMS client's commits and reads follow it, and
+the SDK's default retry policy (``epochal.policies.DefaultRetryPolicy``) decides by it, so all
+try again the same way.
 
 Theory of operation
 -------------------
-An operation goes out as a series of attempts. After a failed attempt ``RetryPolicy.decide``
+An operation goes out as a series of attempts. After a failed attempt ``RetrySchedule.decide``
 answers, in this order:
 
 1. the retry table (``epochal.status.RETRIES``, README "Errors and retries"), by the failure's
@@ -68,7 +69,7 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetrySchedule:
     """How an operation is retried; at least one of ``max_attempts`` and ``total_timeout_s``
     bounds it."""
 
@@ -81,7 +82,7 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts is None and self.total_timeout_s is None:
-            raise ValueError("a retry policy needs max_attempts or total_timeout_s")
+            raise ValueError("a retry schedule needs max_attempts or total_timeout_s")
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
         if self.attempt_timeout_s <= 0:
@@ -132,7 +133,7 @@ class RetryPolicy:
 
 
 async def run(
-    policy: RetryPolicy,
+    policy: RetrySchedule,
     attempt: Callable[[Attempt], Awaitable[Result]],
     *,
     carry_id: str = "",

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.cms_client import CMSClient
 from epochal.runtime.processes import free_ports
 from epochal.tcm import ClusterMetadata, Register, StartAddToCMS
@@ -91,7 +91,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
 
 
 async def _schema(replicas: list[str]) -> None:
-    async with Client(replicas) as client:
+    async with AsyncClient(replicas) as client:
         await client.create_keyspace("shop", replication_factor=3, tracked=True)
         await client.create_table(
             "shop",
@@ -133,7 +133,7 @@ def json_of(cluster: Dev | None, *args: str, **kw: Any) -> Any:
 
 def sdk(cluster: Dev, call: Any) -> Any:
     async def run() -> Any:
-        async with Client(cluster.of_kind("replica")) as client:
+        async with AsyncClient(cluster.of_kind("replica")) as client:
             return await call(client)
 
     return asyncio.run(run())
@@ -192,7 +192,7 @@ def test_ring_and_placements_are_the_metadatas(cluster: Dev) -> None:
         ]
 
 
-async def _metadata(client: Client) -> Any:
+async def _metadata(client: AsyncClient) -> Any:
     await client.refresh()
     return client.metadata
 
@@ -220,7 +220,7 @@ def test_endpoints_are_where_the_sdk_routes(cluster: Dev) -> None:
     assert [sorted(r["replicas"]) for r in composite["keys"]] == routed
 
 
-async def _endpoints(client: Client, keyspace: str, table: str, keys: list[Any]) -> list[Any]:
+async def _endpoints(client: AsyncClient, keyspace: str, table: str, keys: list[Any]) -> list[Any]:
     return [sorted(client.endpoints(keyspace, table, key)) for key in keys]
 
 
@@ -407,7 +407,7 @@ def register_stray(cluster: Dev) -> str:
             committed = await cms.commit(
                 Register(address="10.9.9.9:2", datacenter="dc1", rack="r1", version="1.0.0")
             )
-        async with Client(cluster.of_kind("replica")) as client:
+        async with AsyncClient(cluster.of_kind("replica")) as client:
             await client.refresh(committed.epoch)
             return next(
                 n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"

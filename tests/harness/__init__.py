@@ -9,8 +9,9 @@ module imports from another.
 - ``ring``: a ring of some of the replicas, the ``events`` tables, ``latest`` metadata, read
   groups, sequence steps from the log, a replica's database, ``QuorumWriters`` and the check that
   every quorum of a final read group reads every acknowledged write.
-- ``lifecycle``: starting and stopping servers: waiting for a log line, a signal and the time
-  to exit, what a clean stop must not log, every method of a service.
+- ``lifecycle``: starting, pausing (``paused``: SIGSTOP for a block) and stopping servers:
+  waiting for a log line, a signal and the time to exit, what a clean stop must not log, every
+  method of a service.
 - ``processes``: processes known by pid and start time (a dev cluster's servers).
 """
 
@@ -32,6 +33,7 @@ from .lifecycle import (
     assert_quiet,
     call_each_method,
     first_answer,
+    paused,
     signal_and_time_exit,
     until_logged,
 )
@@ -76,6 +78,7 @@ __all__ = [
     "latest",
     "local_cms",
     "log_entries",
+    "paused",
     "plant_accepted_slot",
     "read_group",
     "read_log",

@@ -4,16 +4,18 @@ and every method of a service called once."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
 from google.protobuf import empty_pb2, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 
+from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import LocalProcess
 
 from .waiting import until
@@ -123,3 +125,18 @@ async def first_answer(
                 if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                     return error
     raise TimeoutError(f"nothing answered at {address} within {timeout_s} s")
+
+
+@contextlib.contextmanager
+def paused(cluster: LocalCluster, *names: str) -> Iterator[None]:
+    """The named replicas SIGSTOPped for the block (SIGCONT after, whatever happens)."""
+    processes = [cluster.nodes[name].process for name in names]
+    try:
+        for process in processes:
+            assert process is not None
+            process.send_signal(signal.SIGSTOP)
+        yield
+    finally:
+        for process in processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGCONT)

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
@@ -66,7 +66,7 @@ async def start_ring(
     return await cluster.wait_joined(founders)
 
 
-async def create_events(client: Client, keyspace: str) -> int:
+async def create_events(client: AsyncClient, keyspace: str) -> int:
     """The table ``events`` of ``keyspace`` (partition key ``id``, clustering key ``seq``);
     the epoch that created it."""
     return await client.create_table(
@@ -74,7 +74,7 @@ async def create_events(client: Client, keyspace: str) -> int:
     )
 
 
-async def latest(cluster: LocalCluster, client: Client) -> ClusterMetadata:
+async def latest(cluster: LocalCluster, client: AsyncClient) -> ClusterMetadata:
     """The client's metadata, brought to the CMS's current epoch."""
     async with CMSClient(cluster.cms.addresses) as cms:
         epoch = (await cms.describe()).epoch
@@ -83,7 +83,7 @@ async def latest(cluster: LocalCluster, client: Client) -> ClusterMetadata:
 
 
 async def read_seqs(
-    client: Client,
+    client: AsyncClient,
     keyspace: str,
     key: str,
     consistency: Consistency,
@@ -97,7 +97,7 @@ async def read_seqs(
     return [row["seq"] for row in result.rows]
 
 
-async def _reads(client: Client, keyspace: str, key: str, coordinator: str) -> bool:
+async def _reads(client: AsyncClient, keyspace: str, key: str, coordinator: str) -> bool:
     """Whether a QUORUM read of ``key`` through ``coordinator`` succeeds now."""
     try:
         await read_seqs(client, keyspace, key, Consistency.QUORUM, coordinator)
@@ -106,13 +106,13 @@ async def _reads(client: Client, keyspace: str, key: str, coordinator: str) -> b
     return True
 
 
-def key_token(client: Client, keyspace: str, key: str) -> int:
+def key_token(client: AsyncClient, keyspace: str, key: str) -> int:
     """The token of partition ``key`` of ``keyspace``'s ``events``."""
     return partition_token(partition_columns(client.table(keyspace, "events")), (key,))
 
 
 def read_group(
-    metadata: ClusterMetadata, client: Client, keyspace: str, key: str
+    metadata: ClusterMetadata, client: AsyncClient, keyspace: str, key: str
 ) -> frozenset[str]:
     """The node ids that ``metadata`` reads partition ``key`` of ``keyspace``'s ``events`` from."""
     return metadata.replica_group(keyspace, key_token(client, keyspace, key), write=False)
@@ -158,7 +158,7 @@ class QuorumWriters:
     ``w1``, ...: one row at ``seq``), one after another until stopped. An acknowledged write is
     kept, in order; a failed one was not promised, and its writer goes on with the next."""
 
-    client: Client
+    client: AsyncClient
     keyspaces: Sequence[str]
     seq: int = 0
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (keyspace, key)
@@ -208,7 +208,7 @@ class QuorumWriters:
 
 async def assert_every_quorum_reads_every_write(
     cluster: LocalCluster,
-    client: Client,
+    client: AsyncClient,
     metadata: ClusterMetadata,
     final: Sequence[str],
     acked: Mapping[tuple[str, str], int],

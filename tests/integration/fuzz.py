@@ -28,7 +28,7 @@ import grpc
 from google.protobuf import message_factory, text_format
 from google.protobuf.message import DecodeError
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import tail
@@ -111,7 +111,7 @@ class FuzzResult:
 
 async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
     await start_ring(cluster, num_tokens=4)
-    async with Client(cluster.addresses) as client:
+    async with AsyncClient(cluster.addresses) as client:
         await client.create_keyspace("fuzz", replication_factor=3, tracked=True)
         await client.create_table(
             "fuzz", "ft", FT_COLUMNS, partition_key=["p"], clustering_key=["c"]
@@ -403,7 +403,7 @@ async def _check_unchanged(cluster: LocalCluster, result: FuzzResult) -> None:
             since = page.records[-1].epoch
     for entry_id in sorted((result.refused_entry_ids - result.maybe_entry_ids) & logged)[:10]:
         result.violations.append(f"refused commit {entry_id!r} is in the metadata log")
-    async with Client(cluster.addresses, timeout_s=10.0) as client:
+    async with AsyncClient(cluster.addresses, timeout_s=10.0) as client:
         ft = client.metadata.keyspaces.get("fuzz")
         if ft is not None and "ft" in ft.tables:
             await _check_data(client, result)
@@ -424,7 +424,7 @@ async def _check_unchanged(cluster: LocalCluster, result: FuzzResult) -> None:
             result.violations.append(f"a write after the fuzz reads back as {rows}")
 
 
-async def _check_data(client: Client, result: FuzzResult) -> None:
+async def _check_data(client: AsyncClient, result: FuzzResult) -> None:
     """No row of fuzz.ft carries the tag of a write that was refused."""
     for partition in range(PARTITIONS):
         try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochal.admin import Decommission, OperationStatus
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.sim.history import Kind, Op, Outcome, Verdict, check, to_record
@@ -107,7 +107,7 @@ async def run_history(cluster: LocalCluster, workload: Workload, out: Path) -> R
     """Form the ring, run the workload under faults (and topology operations), heal, read
     everything, check."""
     await start_ring(cluster, num_tokens=NUM_TOKENS)
-    async with Client(cluster.addresses) as admin:
+    async with AsyncClient(cluster.addresses) as admin:
         await admin.create_keyspace(KEYSPACE, replication_factor=3, tracked=True)
         await admin.create_table(
             KEYSPACE, TABLE, COLUMNS, partition_key=["p"], clustering_key=["k"]
@@ -188,7 +188,7 @@ async def _writer(
 ) -> None:
     rng = random.Random(seed)
     written: list[tuple[int, str]] = []  # acknowledged rows, not deleted yet
-    async with Client(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
+    async with AsyncClient(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
         for n in range(1_000_000):
             if recorder.now() >= deadline:
                 return
@@ -247,14 +247,14 @@ async def _reader(
     deadline: float,
 ) -> None:
     rng = random.Random(seed)
-    async with Client(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
+    async with AsyncClient(cluster.addresses, timeout_s=workload.client_timeout_s) as client:
         while recorder.now() < deadline:
             partition = rng.randrange(workload.partitions)
             await _read(client, recorder, name, partition, None)
 
 
 async def _read(
-    client: Client, recorder: Recorder, name: str, partition: int, coordinator: str | None
+    client: AsyncClient, recorder: Recorder, name: str, partition: int, coordinator: str | None
 ) -> Op:
     invoke = recorder.now()
     try:
@@ -401,7 +401,7 @@ async def _final_reads(
     await cluster.wait_ready(ring.members, timeout_s=60.0)
     addresses = [cluster.nodes[name].address for name in ring.members]
     finals = []
-    async with Client(addresses, timeout_s=10.0) as client:
+    async with AsyncClient(addresses, timeout_s=10.0) as client:
         for partition in range(workload.partitions):
             for address in addresses:
                 finals.append(await _read(client, recorder, "final", partition, address))

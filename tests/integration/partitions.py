@@ -19,7 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from tests.harness import until
 
@@ -103,7 +103,7 @@ async def _read_through(
     """Every partition read, again and again, through the replica that returned only."""
     address = cluster.nodes[cut.replica].address
     deadline = recorder.now() + cut.reads_after_heal_s
-    async with Client([address], timeout_s=workload.client_timeout_s) as client:
+    async with AsyncClient([address], timeout_s=workload.client_timeout_s) as client:
         while recorder.now() < deadline:
             for partition in range(workload.partitions):
                 await read(client, recorder, f"healed-{cut.replica}", partition, address)  # type: ignore[operator]

@@ -12,18 +12,15 @@ a node killed while its join waits at a barrier resumes the join on restart and 
 
 from __future__ import annotations
 
-import contextlib
 import re
-import signal
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
-from tests.harness import create_events, run, steps_of, until, until_logged
+from tests.harness import create_events, paused, run, steps_of, until, until_logged
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +45,7 @@ def test_replicas_started_one_by_one_form_and_grow_the_ring_by_themselves(tmp_pa
         for name in ("replica1", "replica2", "replica3"):
             assert await steps_of(cluster, cluster.nodes[name].node_id) == JOIN_STEPS
         founders = [cluster.nodes[n].address for n in ("replica1", "replica2", "replica3")]
-        async with Client(founders) as client:
+        async with AsyncClient(founders) as client:
             await client.create_keyspace("ks", replication_factor=3, tracked=True)
             await create_events(client, "ks")
             for n in range(ROWS):
@@ -80,7 +77,7 @@ def test_replicas_started_one_by_one_form_and_grow_the_ring_by_themselves(tmp_pa
             assert "Traceback" not in logs[name]
 
         everyone = [cluster.nodes[f"replica{i}"].address for i in range(1, 6)]
-        async with Client(everyone) as client:
+        async with AsyncClient(everyone) as client:
             for coordinator in everyone:
                 await client.write(
                     "ks",
@@ -132,21 +129,6 @@ def test_replicas_started_one_by_one_form_and_grow_the_ring_by_themselves(tmp_pa
         assert everything["prepare_join"] == 6, everything
 
     run(cluster, scenario, timeout_s=300)
-
-
-@contextlib.contextmanager
-def paused(cluster: LocalCluster, *names: str) -> Iterator[None]:
-    """The named replicas SIGSTOPped for the block (SIGCONT after, whatever happens)."""
-    processes = [cluster.nodes[name].process for name in names]
-    try:
-        for process in processes:
-            assert process is not None
-            process.send_signal(signal.SIGSTOP)
-        yield
-    finally:
-        for process in processes:
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGCONT)
 
 
 async def steps_of_all(cluster: LocalCluster) -> list[str]:

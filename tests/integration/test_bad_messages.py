@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from epochal.cli import main as cli_main
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.mtrack import make_hlc
@@ -48,7 +48,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
 
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=3, tracked=True)
             await client.create_table(
                 "ks",
@@ -157,7 +157,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
                 Register(address="10.9.9.9:2", datacenter="dc1", rack="r1", version="1.0.0")
             )
         await cluster.wait_for_epoch(registered.epoch)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.refresh(registered.epoch)
             stray = next(
                 n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"
@@ -172,7 +172,7 @@ def test_section_5_messages_are_refused_and_nothing_exits(tmp_path: Path) -> Non
         log_after = await log_entries(cluster.cms)
         added = [type(e.transformation) for e in log_after[len(log_before) :]]
         assert added == [Register, Unregister], added
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             rows = (await client.read("ks", "t", {"p": 1}, consistency=Consistency.ALL)).rows
         assert sorted(r["v"] for r in rows) == ["before", "edge", "first", "hello"], rows
         leader = await cluster.cms.leader()
@@ -200,7 +200,7 @@ def test_refusals_echo_the_start_of_a_long_name_and_never_a_bugs_text(tmp_path: 
 
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=3, tracked=True)
             await client.create_table("ks", "t", {"p": "int", "v": "text"}, partition_key=["p"])
             metadata = client.metadata
@@ -334,7 +334,7 @@ async def _replies(method, requests):  # type: ignore[no-untyped-def]
 
 async def _stored_apply(cluster: LocalCluster, epoch: int) -> pb.ApplyRequest:
     """A real stored mutation, as a coordinator sends it (taken from a replica's log)."""
-    async with Client(cluster.addresses) as client:
+    async with AsyncClient(cluster.addresses) as client:
         written = await client.write("ks", "t", {"p": 2, "c": 5, "v": "peer"})
     identity = pb.MutationId(
         node=written.mutation_id.node,

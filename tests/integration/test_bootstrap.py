@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from epochal.admin import BootstrapAbort, BootstrapResume
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.status import code_of
@@ -50,13 +50,13 @@ WRITES_AFTER = 10
 
 
 @contextlib.asynccontextmanager
-async def ring_with_data(cluster: LocalCluster, partitions: int) -> AsyncIterator[Client]:
+async def ring_with_data(cluster: LocalCluster, partitions: int) -> AsyncIterator[AsyncClient]:
     """Start the 3 first replicas as a ring, create both keyspaces, write ``partitions``
     partitions of 3 rows into each; then start the 4th replica (registered, not joined)."""
     joining = cluster.add_replica()
     founders = [name for name in cluster.nodes if name != joining.name]
     await start_ring(cluster, founders, num_tokens=4)
-    async with Client([cluster.nodes[n].address for n in founders]) as client:
+    async with AsyncClient([cluster.nodes[n].address for n in founders]) as client:
         for keyspace in KEYSPACES:
             await client.create_keyspace(keyspace, replication_factor=3, tracked=keyspace == "tks")
             await create_events(client, keyspace)
@@ -235,7 +235,7 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
         await start_ring(cluster, founders, tokens=tokens)
         # The range's fallback sources are ordered by node id: X is streamed from.
         x, y = sorted(("replica1", "replica2"), key=lambda n: cluster.nodes[n].node_id)
-        async with Client([cluster.nodes[n].address for n in founders]) as client:
+        async with AsyncClient([cluster.nodes[n].address for n in founders]) as client:
             for keyspace in KEYSPACES:
                 await client.create_keyspace(
                     keyspace, replication_factor=3, tracked=keyspace == "tks"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.mtrack.cohorts import cohort_id
@@ -124,7 +124,7 @@ def test_the_others_fold_while_a_replica_is_stopped_at_the_default_timeouts(
 ) -> None:
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await create_events(client, "tks")
         others = ("replica1", "replica3")
@@ -134,7 +134,7 @@ def test_the_others_fold_while_a_replica_is_stopped_at_the_default_timeouts(
         cluster.start_reconciler(cluster.add_reconciler().name)
         reconciler = cluster.reconcilers["reconciler1"].address
         async with (
-            Client([cluster.nodes[name].address for name in others]) as client,
+            AsyncClient([cluster.nodes[name].address for name in others]) as client,
             ReconcileClient([reconciler]) as reconcilers,
         ):
             writers = QuorumWriters(client, ["tks"])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.tcm import ReplicationParams
@@ -77,7 +77,7 @@ def test_two_datacenters_cut_apart_converge_when_healed(cluster: LocalCluster) -
             "dc2": ["replica4", "replica5", "replica6"],
         }
         ids = {name: r.node_id for name, r in cluster.nodes.items()}
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace(
                 "tks",
                 replication=ReplicationParams.network_topology({"dc1": 3, "dc2": 3}),

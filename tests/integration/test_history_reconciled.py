@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.tcm import ReplicationType
 from tests.harness import replica_db, until
@@ -111,7 +111,7 @@ async def reconciled(cluster: LocalCluster) -> Reconciled:
 
     with contextlib.suppress(TimeoutError):  # asserted by the test, after the verdict
         await until("the final ring's bounds past the left node's", passed_left, FINAL_ROUNDS_S)
-    async with Client([cluster.nodes[n].address for n in members]) as client:
+    async with AsyncClient([cluster.nodes[n].address for n in members]) as client:
         keyspace = client.metadata.keyspaces[KEYSPACE]
     return Reconciled(
         tracked=keyspace.replication_type is ReplicationType.TRACKED,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.tcm import ClusterMetadata, ReplicationParams
 from tests.harness import (
@@ -52,7 +52,7 @@ WAITING = "progress_barrier_waiting"
 BARRIERS_PER_JOIN = 3  # before START, MID and FINISH
 
 
-async def write_partitions(client: Client, keyspace: str, partitions: int) -> None:
+async def write_partitions(client: AsyncClient, keyspace: str, partitions: int) -> None:
     """Create ``keyspace.events`` and write one row in each of ``partitions`` partitions, at ALL."""
     await create_events(client, keyspace)
     for p in range(partitions):
@@ -81,7 +81,7 @@ def test_two_joins_on_opposite_sides_of_the_ring_run_at_once_and_lose_nothing(
 
     async def scenario() -> None:
         await start_ring(cluster, tokens=RING_OF_8)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("ks", replication_factor=2)
             await write_partitions(client, "ks", PARTITIONS)
             joining = [cluster.add_replica(auto_join=False).name for _ in JOINING_AT]
@@ -129,7 +129,7 @@ def test_two_joins_on_opposite_sides_of_the_ring_run_at_once_and_lose_nothing(
 
 
 async def read_every_partition(
-    cluster: LocalCluster, client: Client, metadata: ClusterMetadata, joined: Sequence[str]
+    cluster: LocalCluster, client: AsyncClient, metadata: ClusterMetadata, joined: Sequence[str]
 ) -> dict[str, int]:
     """Read each partition at QUORUM, and at ONE from each of ``joined`` that replicates it
     (it answers from its own storage: what it streamed); answers how many each served."""
@@ -182,7 +182,7 @@ def test_join_barriers_wait_for_each_datacenter_unless_the_minimum_allows_quorum
 
     async def scenario() -> None:
         await start_ring(cluster, tokens=RING_ON_2_DCS)
-        async with Client([cluster.nodes[n].address for n in DC1]) as client:
+        async with AsyncClient([cluster.nodes[n].address for n in DC1]) as client:
             await client.create_keyspace("ks", replication=REPLICATION)
             await write_partitions(client, "ks", PARTITIONS)
         await a_datacenter_down_holds_the_join_at_each_quorum(cluster)
@@ -245,7 +245,7 @@ async def one_affected_node_down_does_not_hold_the_join(cluster: LocalCluster) -
     assert len(counts) == BARRIERS_PER_JOIN, counts
     assert all(int(acked) < int(asked) for acked, asked in counts), counts
     # replica1 was affected: it shares a replica group with replica8, a range the join changed.
-    async with Client([cluster.nodes[n].address for n in DC1[1:]]) as client:
+    async with AsyncClient([cluster.nodes[n].address for n in DC1[1:]]) as client:
         metadata = await latest(cluster, client)
     placement = metadata.placements[REPLICATION]
     pair = {cluster.nodes[n].node_id for n in ("replica1", joining)}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.mtrack import MutationId
@@ -69,7 +69,7 @@ def low_bounds(cluster: LocalCluster, name: str) -> list[int]:
         ]
 
 
-def stored_seqs(cluster: LocalCluster, name: str, client: Client) -> set[int]:
+def stored_seqs(cluster: LocalCluster, name: str, client: AsyncClient) -> set[int]:
     """The ``seq`` of every row of ``tks.events`` whose column ``a`` the replica stores."""
     columns = clustering_columns(client.table("tks", "events"))
     with replica_db(cluster, name) as db:
@@ -88,7 +88,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 async def write_all(
-    client: Client, writes: int, partitions: int = PARTITIONS, coordinator: str | None = None
+    client: AsyncClient, writes: int, partitions: int = PARTITIONS, coordinator: str | None = None
 ) -> dict[int, MutationId]:
     """``writes`` tracked QUORUM writes, ``WRITERS`` at a time, over ``partitions`` partitions:
     seq -> the acknowledged id."""
@@ -117,7 +117,7 @@ def test_a_replica_stopped_during_writes_is_reconciled_then_the_low_bound_advanc
 ) -> None:
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(
                 "tks",
@@ -188,7 +188,7 @@ def test_a_replica_stopped_during_writes_is_reconciled_then_the_low_bound_advanc
     run(cluster, scenario, timeout_s=300 + WRITES / 100)
 
 
-async def create_events(client: Client) -> None:
+async def create_events(client: AsyncClient) -> None:
     await client.create_keyspace("tks", replication_factor=3, tracked=True)
     await client.create_table(
         "tks",
@@ -214,7 +214,7 @@ RACE_WRITES = 3000
 def test_writes_racing_the_fences_are_retried_and_none_is_lost(cluster: LocalCluster) -> None:
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=1)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await create_events(client)
             await cluster.set_hooks("replica3", id_clock_behind_ms=BEHIND_MS)
             # replica1 misses a share of the writes: only the reconciler brings them to it, so

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.leases import LeaseGrant
@@ -131,7 +131,7 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
 ) -> None:
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=NUM_TOKENS)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await create_events(client, "tks")
             writers = QuorumWriters(client, ["tks"])

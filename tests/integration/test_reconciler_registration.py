@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import LocalProcess
 from tests.harness import GRACE_S, assert_quiet, latest, run, signal_and_time_exit, start_ring
@@ -51,7 +51,7 @@ def test_reconcilers_register_their_address_and_only_a_clean_stop_deregisters(
         await start(cluster, first)
         cluster.reconciler_args = ("--advertise", advertised)
         await start(cluster, second)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             # Registered before SERVING: the metadata names both as soon as they serve.
             metadata = await latest(cluster, client)
             assert dict(metadata.reconcilers) == {

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import Unavailable
@@ -46,10 +46,10 @@ EVENTS = {"id": "text", "seq": "int", "a": "text", "b": "bigint"}
 
 
 @contextlib.asynccontextmanager
-async def events_table(cluster: LocalCluster) -> AsyncIterator[Client]:
+async def events_table(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     """Start the cluster, form its ring, and create the tracked table ``tks.events``."""
     await start_ring(cluster, num_tokens=4)
-    async with Client(cluster.addresses) as client:
+    async with AsyncClient(cluster.addresses) as client:
         await client.create_keyspace("tks", replication_factor=3, tracked=True)
         await client.create_table(
             "tks", "events", EVENTS, partition_key=["id"], clustering_key=["seq"]
@@ -182,7 +182,10 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
     async def scenario() -> None:
         await start_ring(cluster, tokens=tokens)
         coordinator = cluster.nodes["replica1"]
-        async with Client(cluster.addresses) as client, CMSClient(cluster.cms.addresses) as cms:
+        async with (
+            AsyncClient(cluster.addresses) as client,
+            CMSClient(cluster.cms.addresses) as cms,
+        ):
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(
                 "tks", "kv", {"id": "text", "v": "text"}, partition_key=["id"]
@@ -235,7 +238,7 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
             behind_before = await cluster.metric("replica1", "coordinator_behind_placements_total")
             await cluster.set_hooks("replica1", hold_metadata_pushes=True)
             start_epoch = await start_join(joining)
-            async with Client(cluster.addresses[:2], retries=0) as strict:
+            async with AsyncClient(cluster.addresses[:2], retries=0) as strict:
                 with pytest.raises(Unavailable) as refused:
                     await strict.write(
                         "tks", "kv", {"id": key, "v": "real"}, coordinator=coordinator.address
@@ -333,7 +336,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
 
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(
                 "tks", "kv", {"id": "text", "n": "int", "v": "text"}, partition_key=["id"]
@@ -465,7 +468,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
             # Nothing was written, and the replica still serves.
             for name in cluster.nodes:
                 assert await cluster.metric(name, 'mutations_stored_total{origin="write"}') == 0
-            async with Client(cluster.addresses) as client:
+            async with AsyncClient(cluster.addresses) as client:
                 assert (
                     await client.read("tks", "kv", {"id": "k"}, consistency=Consistency.ALL)
                 ).rows == []

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import EpochalError
@@ -88,7 +88,7 @@ async def replica_under_load(cluster: LocalCluster, signum: signal.Signals) -> N
     done = 0
     failures: list[str] = []
     stop = asyncio.Event()
-    async with Client(cluster.addresses, consistency=Consistency.QUORUM) as client:
+    async with AsyncClient(cluster.addresses, consistency=Consistency.QUORUM) as client:
         await client.create_keyspace("ks", replication_factor=3, tracked=True)
         await client.create_table("ks", "kv", {"k": "text", "v": "int"}, partition_key=["k"])
 

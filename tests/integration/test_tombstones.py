@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from tests.harness import replica_rows, start_ring, until
 
@@ -61,7 +61,7 @@ def cohorts(cluster: LocalCluster, name: str) -> int:
     return replica_rows(cluster, name, "SELECT COUNT(*) FROM cohorts")[0][0]
 
 
-async def rows_seen(client: Client, coordinator: str, level: Consistency) -> list[int]:
+async def rows_seen(client: AsyncClient, coordinator: str, level: Consistency) -> list[int]:
     result = await client.read("tks", "t", {"p": "p"}, consistency=level, coordinator=coordinator)
     return sorted(int(row["k"]) for row in result.rows)
 
@@ -72,7 +72,7 @@ def test_a_row_deleted_in_a_cohort_does_not_come_back_after_the_purge(
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
         a, b, c = (cluster.nodes[n].address for n in ("replica1", "replica2", "replica3"))
-        async with Client(cluster.addresses) as client:
+        async with AsyncClient(cluster.addresses) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(
                 "tks",

@@ -35,7 +35,7 @@ from epochal.admin import (
     OperationStatus,
     Replace,
 )
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from epochal.replica.operations import owned_ranges
@@ -98,7 +98,7 @@ async def epochal_cli(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def preload(client: Client, payload_repeats: int) -> None:
+async def preload(client: AsyncClient, payload_repeats: int) -> None:
     """Create the keyspaces and their ``events``; write PRELOADED partitions of one row (seq 0)
     into each, at ALL."""
     for keyspace, (rf, tracked) in KEYSPACES.items():
@@ -137,7 +137,7 @@ def assert_holds_only_its_ranges(
 
 
 def assert_holds_every_preloaded_partition_it_replicates(
-    cluster: LocalCluster, name: str, metadata: ClusterMetadata, client: Client
+    cluster: LocalCluster, name: str, metadata: ClusterMetadata, client: AsyncClient
 ) -> None:
     node_id = cluster.nodes[name].node_id
     held = held_partitions(cluster, name, metadata)
@@ -164,7 +164,7 @@ def test_bootstrap_decommission_replace_and_move_under_quorum_writes_lose_nothin
         ids = {name: replica.node_id for name, replica in cluster.nodes.items()}
 
         seeds = [cluster.nodes[n].address for n in ("replica1", "replica4", "replica5")]
-        async with Client([*seeds, cluster.nodes["replica2"].address]) as client:
+        async with AsyncClient([*seeds, cluster.nodes["replica2"].address]) as client:
             await preload(client, payload_repeats=1)
             writers = QuorumWriters(client, list(KEYSPACES), seq=1)
             order = writers.acknowledged  # acknowledged writes, in order
@@ -296,7 +296,7 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
     async def scenario() -> None:
         formed = await start_ring(cluster, num_tokens=4)
         ids = {name: replica.node_id for name, replica in cluster.nodes.items()}
-        async with Client([r.address for r in cluster.nodes.values()]) as client:
+        async with AsyncClient([r.address for r in cluster.nodes.values()]) as client:
             await preload(client, payload_repeats=20)
             before = (await latest(cluster, client)).placements
 

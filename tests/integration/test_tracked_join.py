@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from epochal.client import Client, Consistency
+from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError
 from tests.harness import replica_rows, run, start_ring
@@ -36,7 +36,7 @@ RECONCILER = (
 )  # fmt: skip
 
 
-async def write(client: Client, key: str, acked: set[str]) -> None:
+async def write(client: AsyncClient, key: str, acked: set[str]) -> None:
     row = {"id": key, "seq": 0, "payload": f"payload of {key} " * 4}
     try:
         await client.write("tks", "events", row, consistency=Consistency.QUORUM)
@@ -56,7 +56,7 @@ def test_a_tracked_join_takes_the_log_as_ids_and_only_the_difference_whole(
         founders = [n for n in cluster.nodes if n != joining.name]
         await start_ring(cluster, founders, num_tokens=4)
         acked: set[str] = set()
-        async with Client([cluster.nodes[n].address for n in founders]) as client:
+        async with AsyncClient([cluster.nodes[n].address for n in founders]) as client:
             await client.create_keyspace("tks", replication_factor=3, tracked=True)
             await client.create_table(
                 "tks",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochal.client import Client
+from epochal.client import AsyncClient
 from epochal.errors import InvalidRequest
 from epochal.mtrack import MutationId
 from epochal.replica.model import Mutation, RowWrite
@@ -150,7 +150,9 @@ def test_an_empty_key_of_one_column_is_refused_but_an_empty_component_of_two_is_
     with pytest.raises(BadRequest, match="column 'name' may not be empty"):
         prepare_read(METADATA, read(table="by_name", partition_key=("",)))
     with pytest.raises(InvalidRequest, match="column 'name' may not be empty"):  # the SDK's
-        Client(["127.0.0.1:1"])._partition(METADATA.keyspaces["ks"].tables["by_name"], {"name": ""})
+        AsyncClient(["127.0.0.1:1"])._partition(
+            METADATA.keyspaces["ks"].tables["by_name"], {"name": ""}
+        )
     prepared = prepare_write(METADATA, write(row(), partition_key=("", 0)), **LIMITS)
     assert prepared.token == partition_token(partition_columns(TABLE), ("", 0))
 
@@ -165,7 +167,7 @@ def test_the_sdk_routes_by_the_token_the_replica_computes():
         ColumnType.TIMESTAMP: datetime.datetime(2024, 5, 1, 12, 0, 0, 123_000, datetime.UTC),
     }
     values = {f"k_{t.value}": given[t] for t in ColumnType}
-    protos, token = Client(["127.0.0.1:1"])._partition(table, values)
+    protos, token = AsyncClient(["127.0.0.1:1"])._partition(table, values)
     decoded = tuple(from_proto(proto) for proto in protos)  # as the replica's codec does
     draft = write(table="typed", partition_key=decoded, delete_partition=True)
     assert prepare_write(METADATA, draft, **LIMITS).token == token

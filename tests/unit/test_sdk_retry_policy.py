@@ -1,7 +1,7 @@
-"""The one retry policy (epochal.retry) that the SDK and the CMS client share: its decisions
-follow the retry table cell by cell, carry the id the table says, and stay inside the attempt
-and time budgets with the backoffs README "Errors and retries" names; its loop does what the
-decisions say."""
+"""The one retry schedule (epochal.retry) that the CMS client follows and the SDK's default
+policy decides by: its decisions follow the retry table cell by cell, carry the id the table
+says, and stay inside the attempt and time budgets with the backoffs README "Errors and
+retries" names; its loop does what the decisions say."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import asyncio
 import grpc
 import pytest
 
-from epochal import client as sdk
 from epochal import cms_client
 from epochal.errors import EpochalError
-from epochal.retry import Attempt, RetryPolicy, Verdict, run
+from epochal.retry import Attempt, RetrySchedule, Verdict, run
 from epochal.status import RETRIES, Operation, Retry, error_for
 
 COLUMNS = (Operation.COMMIT, Operation.WRITE, Operation.READ)
@@ -21,8 +20,8 @@ NAMED = "0a0b"  # the id a failure names (packed hex, as a write's coordinator s
 CARRIED = "0c0d"  # the id the failed attempt carried
 
 
-def policy(operation: Operation, **bounds: float) -> RetryPolicy:
-    return RetryPolicy(operation, attempt_timeout_s=5.0, **({"max_attempts": 4} | bounds))
+def policy(operation: Operation, **bounds: float) -> RetrySchedule:
+    return RetrySchedule(operation, attempt_timeout_s=5.0, **({"max_attempts": 4} | bounds))
 
 
 @pytest.mark.parametrize("code", sorted(RETRIES, key=lambda c: c.name))
@@ -84,11 +83,7 @@ def test_an_attempts_timeout_is_cut_to_what_is_left_of_the_total() -> None:
     assert policy(Operation.READ).timeout_s(1e6) == 5.0  # no total: the attempt's own
 
 
-def test_the_clients_bounds_and_backoffs_are_the_readmes() -> None:
-    writes = sdk.retry_policy(Operation.WRITE, timeout_s=10.0, retries=3)
-    assert (writes.max_attempts, writes.attempt_timeout_s, writes.total_timeout_s) == (4, 10, None)
-    assert [writes.backoff_s(n) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
-    assert sdk.retry_policy(Operation.READ, timeout_s=1.0, retries=0).max_attempts == 1
+def test_the_cms_clients_bounds_and_backoffs_are_the_readmes() -> None:
     commits = cms_client.commit_policy(attempt_timeout_s=5.0, total_timeout_s=30.0)
     assert (commits.max_attempts, commits.total_timeout_s) == (None, 30.0)
     assert [commits.backoff_s(n) for n in range(1, 7)] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.5]
@@ -107,7 +102,7 @@ def test_the_clients_bounds_and_backoffs_are_the_readmes() -> None:
 )
 def test_an_unbounded_or_inconsistent_policy_is_refused(bounds: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        RetryPolicy(Operation.READ, **({"attempt_timeout_s": 1.0, "max_attempts": 3} | bounds))
+        RetrySchedule(Operation.READ, **({"attempt_timeout_s": 1.0, "max_attempts": 3} | bounds))
 
 
 # ---------------------------------------------------------------------- the loop
@@ -132,8 +127,8 @@ class Script:
         return "answered"
 
 
-def no_wait(operation: Operation, max_attempts: int = 4) -> RetryPolicy:
-    return RetryPolicy(operation, attempt_timeout_s=1.0, max_attempts=max_attempts)
+def no_wait(operation: Operation, max_attempts: int = 4) -> RetrySchedule:
+    return RetrySchedule(operation, attempt_timeout_s=1.0, max_attempts=max_attempts)
 
 
 def test_a_writes_attempts_carry_the_ids_the_table_says() -> None:

@@ -4,7 +4,10 @@ placement, to any known replica; a pinned request to its coordinator only."""
 
 from __future__ import annotations
 
-from epochal.routing import Router
+import pytest
+
+from epochal.errors import Unavailable
+from epochal.routing import Route, Router
 from epochal.tcm import ClusterMetadata, Step
 
 from .seed_ring import SEED_TOKENS, Cluster
@@ -97,3 +100,82 @@ def test_a_pinned_request_goes_to_its_coordinator_only() -> None:
         assert router.candidates(
             metadata, "ks", 120, write=True, fallback=FALLBACK, pinned="Z"
         ) == ["Z"]
+
+
+# ---------------------------------------------------------------------- datacenters, suspects
+
+
+def two_datacenters() -> ClusterMetadata:
+    """A and C in dc1, B and D in dc2; ks at RF 2 (SimpleStrategy): (100, 200] is on B, C."""
+    cluster = Cluster(
+        address="{name}", datacenters={"A": "dc1", "C": "dc1", "B": "dc2", "D": "dc2"}
+    )
+    return seed_ring(SEED_TOKENS, cluster).md
+
+
+def test_a_local_datacenter_keeps_coordinators_in_it() -> None:
+    metadata = two_datacenters()
+    router = Router()
+    local = Route(local_dc="dc1")
+    for _ in range(4):
+        assert router.candidates(
+            metadata, "ks", 150, write=True, fallback=FALLBACK, route=local
+        ) == ["C"]
+    # (0, 100] is on A (dc1) and B (dc2): no other; (300, 0] on D and A.
+    assert router.candidates(metadata, "ks", 50, write=False, fallback=FALLBACK, route=local) == [
+        "A"
+    ]
+
+
+def test_a_token_with_no_local_replica_is_coordinated_by_any_local_node() -> None:
+    # A, B in dc1 and C, D in dc2: (0, 100] is on A and B only.
+    cluster = Cluster(
+        address="{name}", datacenters={"A": "dc1", "B": "dc1", "C": "dc2", "D": "dc2"}
+    )
+    metadata = seed_ring(SEED_TOKENS, cluster).md
+    router = Router()
+    assert router.replicas(metadata, "ks", 50, write=True, datacenter="dc2") == []
+    dc2 = Route(local_dc="dc2")
+    seen = {
+        tuple(router.candidates(metadata, "ks", 50, write=True, fallback=FALLBACK, route=dc2))
+        for _ in range(2)
+    }
+    assert seen == {("C", "D"), ("D", "C")}
+    with pytest.raises(Unavailable, match="no replica in datacenter dc3"):
+        router.candidates(
+            metadata, "ks", 50, write=True, fallback=FALLBACK, route=Route(local_dc="dc3")
+        )
+
+
+def test_another_datacenter_is_used_only_when_allowed_and_after_the_local_one() -> None:
+    metadata = two_datacenters()
+    router = Router()
+    remote_too = Route(local_dc="dc1", allow_remote_dc=True)
+    assert router.candidates(
+        metadata, "ks", 150, write=True, fallback=FALLBACK, route=remote_too
+    ) == ["C", "B"]
+    nowhere = Route(local_dc="dc3", allow_remote_dc=True)  # no node there: the others
+    assert sorted(
+        router.candidates(metadata, "ks", 150, write=True, fallback=FALLBACK, route=nowhere)
+    ) == ["B", "C"]
+
+
+def test_without_token_awareness_any_joined_replica_coordinates() -> None:
+    metadata = two_datacenters()
+    router = Router()
+    blind = Route(token_aware=False, local_dc="dc2")
+    seen = {
+        tuple(router.candidates(metadata, "ks", 150, write=True, fallback=FALLBACK, route=blind))
+        for _ in range(2)
+    }
+    assert seen == {("B", "D"), ("D", "B")}
+
+
+def test_suspects_go_last() -> None:
+    metadata = ring()
+    router = Router()
+    for _ in range(3):
+        order = router.candidates(
+            metadata, "ks", 250, write=False, fallback=FALLBACK, suspected={"C"}
+        )
+        assert order == ["D", "C"]

@@ -1,0 +1,133 @@
+"""One SDK call as a series of attempts, within the call's timeout, as its retry policy decides.
+
+Theory of operation
+-------------------
+``run`` starts the call's clock, then, until an attempt returns: gives the attempt what is left
+of the call's timeout and the id to carry; after a failure records it (``AttemptRecord``: the
+coordinator, the carried id, when and how long, the error), shows the policy a
+``FailedAttempt`` and follows its ``RetryDecision`` — stop, or back off and go again with the
+same id or a fresh one. A backoff that would end past the call's timeout stops the call, and so
+does a policy that says stop or a failure with no time left.
+
+When the call stops, the last attempt's error is raised, told with the whole story: its message
+first (for a consistency failure, the last replica group: who acknowledged, refused, did not
+answer), then how many attempts over how long, then each earlier attempt in one line; its
+``attempts`` field holds every record. A retry thus never hides what an earlier attempt saw
+(say, that a replica did not answer before the replicas began refusing the id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from epochal.errors import AttemptRecord, EpochalError
+from epochal.mtrack import MutationId, physical_ms_of
+from epochal.policies import FailedAttempt, RetryPolicy
+from epochal.status import Operation
+
+Result = TypeVar("Result")
+
+EARLIER_MESSAGE_CHARS = 300  # of each earlier attempt's message in the final one
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt, as the call's loop hands it out: the attempt sets ``coordinator`` once it
+    has chosen one."""
+
+    number: int  # 1 for the first
+    carry_id: str  # the id it carries ("": none yet, or a fresh one)
+    timeout_s: float  # what is left of the call's timeout
+    coordinator: str = ""
+
+
+async def run(
+    operation: Operation,
+    policy: RetryPolicy,
+    timeout_s: float,
+    attempt: Callable[[Attempt], Awaitable[Result]],
+    *,
+    what: str,
+    attempt_timeout_s: float | None = None,
+    carry_id: str = "",
+    wall_ms: Callable[[], int],
+) -> Result:
+    """Run ``attempt`` until it returns or the policy (or the time) says stop; ``what`` names
+    the call in messages ("QUORUM write to shop.carts"); each attempt gets what is left of
+    ``timeout_s``, at most ``attempt_timeout_s`` (None: no bound of its own); ``carry_id`` is
+    the id the first attempt carries (a commit's entry id); ``wall_ms`` tells how old a
+    mutation id is."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    records: list[AttemptRecord] = []
+    number = 1
+    while True:
+        begun = loop.time()
+        left_s = started + timeout_s - begun
+        current = Attempt(number, carry_id, min(left_s, attempt_timeout_s or left_s))
+        try:
+            return await attempt(current)
+        except EpochalError as error:
+            ended = loop.time()
+            record = AttemptRecord(
+                number, current.coordinator, carry_id, begun - started, ended - begun, error
+            )
+            records.append(record)
+            remaining_s = started + timeout_s - ended
+            named_id = error.mutation_id if operation is Operation.WRITE else carry_id
+            decision = policy.on_failure(
+                FailedAttempt(
+                    operation=operation,
+                    attempt=record,
+                    earlier=tuple(records[:-1]),
+                    elapsed_s=ended - started,
+                    remaining_s=remaining_s,
+                    named_id=named_id,
+                    named_id_age_s=_age_s(error.mutation_id, wall_ms())
+                    if operation is Operation.WRITE
+                    else None,
+                )
+            )
+            if not decision.retry or decision.backoff_s >= remaining_s:
+                raise _told(what, records, ended - started, timeout_s, decision.retry) from None
+            if decision.backoff_s > 0:
+                await asyncio.sleep(decision.backoff_s)
+        if operation is not Operation.COMMIT:  # a commit keeps its entry id, always
+            carry_id = "" if decision.fresh_id else (named_id or carry_id)
+        number += 1
+
+
+def _age_s(packed_id: str, now_ms: int) -> float | None:
+    """How old a write's mutation id is, by its HLC's physical part (None: no id)."""
+    if not packed_id:
+        return None
+    try:
+        hlc = MutationId.unpack(bytes.fromhex(packed_id)).hlc
+    except ValueError:
+        return None
+    return max(now_ms - physical_ms_of(hlc), 0) / 1000
+
+
+def _told(
+    what: str,
+    records: list[AttemptRecord],
+    elapsed_s: float,
+    timeout_s: float,
+    out_of_time: bool,
+) -> EpochalError:
+    """The last attempt's error, told with every attempt (the module docstring)."""
+    last = records[-1].error
+    how = f"{what} failed after {len(records)} attempt(s) in {elapsed_s:.2f} s"
+    if out_of_time:
+        how += f" (the call's timeout is {timeout_s:g} s)"
+    lines = [f"{last.message} [{how}; attempt {len(records)} via {records[-1].coordinator}]"]
+    for record in records[:-1]:
+        line = record.describe()
+        if len(line) > EARLIER_MESSAGE_CHARS:
+            line = line[:EARLIER_MESSAGE_CHARS] + "\u2026"
+        lines.append(line)
+    told = lines[0] if len(lines) == 1 else f"{lines[0]}; earlier: {'; '.join(lines[1:])}"
+    return last.with_attempts(tuple(records), told)
