@@ -29,9 +29,19 @@ run: install
 test: install lint
 	$(PY) -m pytest tests
 
+# mypy runs in the package tree the editable install's import hook hides from it.
+MYPY_TREE := build/mypy
+SDK_PUBLIC := epochal epochal.client epochal.sync_client epochal.profiles epochal.policies \
+	epochal.calls epochal.routing epochal.errors epochal.results epochal.ddl
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) .ci/mypy_tree.py $(MYPY_TREE)
+	cd $(MYPY_TREE) && $(abspath $(PY)) -m mypy --config-file $(CURDIR)/pyproject.toml \
+		epochal/*.py epochal/cli/*.py
+	cd $(MYPY_TREE) && $(abspath $(PY)) -m mypy --config-file $(CURDIR)/pyproject.toml \
+		--strict $(addprefix -m ,$(SDK_PUBLIC))
 
 format: install
 	$(VENV)/bin/ruff check --fix .

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from epochal.admin import (
     Bootstrap,
@@ -35,8 +35,11 @@ from epochal.admin import (
 )
 from epochal.wire.v1 import replica_pb2 as pb
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Reply = TypeVar("Reply")
-Value = TypeVar("Value")
+Value = TypeVar("Value", bound="DataclassInstance")
 
 # Each ReplicaAdmin request: its method, and the message it travels as.
 ADMIN_METHODS: dict[type, tuple[str, type]] = {
@@ -113,7 +116,7 @@ def _path(service: str, method: str) -> str:
     return f"/{descriptor.containing_service.full_name}/{descriptor.name}"
 
 
-def _to_proto(message_class: type, value: object) -> Any:
+def _to_proto(message_class: type, value: DataclassInstance) -> Any:
     return message_class(**{f.name: getattr(value, f.name) for f in fields(value)})
 
 

@@ -131,8 +131,8 @@ class Rejected(EpochalError):
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and (self.rule, self.message) == (
-            other.rule,  # type: ignore[attr-defined]
-            other.message,  # type: ignore[attr-defined]
+            other.rule,
+            other.message,
         )
 
     def __hash__(self) -> int:

@@ -86,11 +86,11 @@ def _blocking(
     """The ``AsyncClient`` coroutine method ``method`` as a blocking method of ``Client`` (its
     name, signature and docstring too)."""
 
-    @functools.wraps(method)
-    def blocking(self: Client, *args: P.args, **kwargs: P.kwargs) -> R:
+    def blocking(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> R:
         client, runner = self._current()
         return runner.run(method(client, *args, **kwargs))
 
+    functools.update_wrapper(blocking, method)
     return blocking
 
 

@@ -27,6 +27,7 @@ from epochal.admin import (
     AdminRequest,
     Cancel,
     Cleanup,
+    OperationRequest,
     OperationStatus,
     Remove,
     Resume,
@@ -179,7 +180,7 @@ def progress_line(status: OperationStatus) -> str:
 async def run_operation(
     options: Options,
     node_ref: str,
-    asked: AdminRequest | Callable[[Cluster, NodeInfo], AdminRequest],
+    asked: OperationRequest | Cleanup | Callable[[Cluster, NodeInfo], OperationRequest | Cleanup],
     *,
     via: str = "",
 ) -> int:

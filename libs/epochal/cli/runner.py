@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import click
 import grpc
@@ -30,7 +31,7 @@ from epochal.status import code_of
 NOT_ANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-def run(command: Callable[[Options], Awaitable[int]]) -> int:
+def run(command: Callable[[Options], Coroutine[Any, Any, int]]) -> int:
     """Resolve this invocation's options and run ``command`` on them; its exit code."""
     options = resolve(click.get_current_context())
     try:

@@ -121,7 +121,7 @@ def cancel(node: str) -> int:
 
 
 async def _own_or_other(options: Options, node: str, *, cancel: bool) -> int:
-    def asked(cluster: Cluster, found: NodeInfo) -> AdminRequest:
+    def asked(cluster: Cluster, found: NodeInfo) -> Cancel | Resume:
         if found.node_id not in cluster.metadata.sequences:
             raise Refused(f"{found.node_id} has no operation in progress (epochal operations)")
         return Cancel(node_id=found.node_id) if cancel else Resume(node_id=found.node_id)
