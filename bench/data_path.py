@@ -8,7 +8,10 @@ Workload (fixed):
   (an id of ~10 bytes and a 280-byte payload), each write a new partition. Clients are asyncio
   tasks in this one process using the SDK (``epochal.client.AsyncClient``: token-aware routing, no
   retries needed): sequential QUORUM writes then reads of written keys for the latency
-  percentiles, then 16 concurrent tasks for the throughput of each.
+  percentiles, then 16 concurrent tasks for the throughput of each. Then, in the same run and
+  process, the sync client (``epochal.Client``, over its own background event loop) writes from
+  16 threads for as long: ``writes_per_s_c16_sync``, and ``sync_over_async_c16`` its ratio to
+  the 16 tasks' ``writes_per_s_c16`` (the sync client's overhead).
 - Baseline, in the same run: a bare grpc.aio unary echo in another process on loopback, 300
   bytes; sequential p50 latency and calls/s with 16 concurrent callers.
 - Epoch propagation: 3 CMS members and 10 replicas; one commit (an AlterTable of an option)
@@ -26,7 +29,8 @@ Workload (fixed):
 - Data reads: replicas' ``row_data_reads`` counters over the read phase, per QUORUM read.
 
 Result keys: echo_p50_ms, echo_calls_per_s_c16, write_quorum_p50_ms, write_quorum_p99_ms,
-read_quorum_p50_ms, read_quorum_p99_ms, writes_per_s_c16, reads_per_s_c16,
+read_quorum_p50_ms, read_quorum_p99_ms, writes_per_s_c16, writes_per_s_c16_sync,
+sync_over_async_c16, reads_per_s_c16,
 epoch_propagation_p50_ms, epoch_propagation_p99_ms, catchup_10k_epochs_s,
 catchup_10k_epochs_replay_s, summary_bytes_n100k_d10, data_replicas_read_per_quorum_read.
 """
@@ -37,6 +41,7 @@ import asyncio
 import random
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -45,6 +50,7 @@ import _report
 import grpc
 from _echo import echo_server, measure_echo
 
+import epochal
 from epochal.client import AsyncClient
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
@@ -89,6 +95,34 @@ async def throughput(seconds: float, one: object) -> float:
     return done / (time.perf_counter() - started)
 
 
+def sync_throughput(addresses: list[str], seconds: float, keys: list[str]) -> float:
+    """Writes per second of the sync client (``epochal.Client``) from CONCURRENCY threads, as
+    ``throughput`` measures the async one's from as many tasks."""
+    with epochal.Client(addresses) as client:
+        client.refresh()  # the table, created by the async client
+        lock = threading.Lock()
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                with lock:
+                    key = f"k{len(keys):08d}"
+                    keys.append(key)
+                client.write("bench", "kv", {"id": key, "payload": PAYLOAD})
+                with lock:
+                    done += 1
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=worker) for _ in range(CONCURRENCY)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return done / (time.perf_counter() - started)
+
+
 async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[str, float]:
     cluster = LocalCluster(data_dir)
     try:
@@ -117,6 +151,9 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
             await throughput(3.0 if calls < 1000 else 10.0, write)
             writes = await timed(calls, write)
             writes_per_s = await throughput(seconds, write)
+            sync_writes_per_s = await asyncio.to_thread(
+                sync_throughput, cluster.addresses, seconds, keys
+            )
             await timed(200, read)
             before = await data_reads(cluster)
             reads = await timed(calls, read)
@@ -128,6 +165,8 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
             "read_quorum_p50_ms": statistics.median(reads),
             "read_quorum_p99_ms": percentile(reads, 0.99),
             "writes_per_s_c16": writes_per_s,
+            "writes_per_s_c16_sync": sync_writes_per_s,
+            "sync_over_async_c16": sync_writes_per_s / writes_per_s,
             "reads_per_s_c16": reads_per_s,
             "data_replicas_read_per_quorum_read": data_replicas,
         }
@@ -303,6 +342,8 @@ KEYS = (
     "read_quorum_p50_ms",
     "read_quorum_p99_ms",
     "writes_per_s_c16",
+    "writes_per_s_c16_sync",
+    "sync_over_async_c16",
     "reads_per_s_c16",
     "epoch_propagation_p50_ms",
     "epoch_propagation_p99_ms",
