@@ -9,10 +9,12 @@ coordinator, the carried id, when and how long, the error), shows the policy a
 same id or a fresh one. A backoff that would end past the call's timeout stops the call, and so
 does a policy that says stop or a failure with no time left.
 
-When the call stops, the last attempt's error is raised, told with the whole story: its message
-first (for a consistency failure, the last replica group: who acknowledged, refused, did not
-answer), then how many attempts over how long, then each earlier attempt in one line; its
-``attempts`` field holds every record. A retry thus never hides what an earlier attempt saw
+When the call stops, the last attempt's error is raised — the last one a coordinator answered,
+when later attempts reached none (a coordinator that cannot be reached says less than one that
+counted the replicas) — told with the whole story: its message first (for a consistency
+failure, the last replica group: who acknowledged, refused, did not answer), then how many
+attempts over how long, then each other attempt in one line; its ``attempts`` field holds every
+record. A retry thus never hides what an earlier attempt saw
 (say, that a replica did not answer before the replicas began refusing the id).
 """
 
@@ -26,6 +28,7 @@ from typing import TypeVar
 from epochal.errors import AttemptRecord, EpochalError
 from epochal.mtrack import MutationId, physical_ms_of
 from epochal.policies import FailedAttempt, RetryPolicy
+from epochal.sessions import no_answer
 from epochal.status import Operation
 
 Result = TypeVar("Result")
@@ -77,7 +80,8 @@ async def run(
             )
             records.append(record)
             remaining_s = started + timeout_s - ended
-            named_id = error.mutation_id if operation is Operation.WRITE else carry_id
+            # The id a retry would carry: the one the failure named, else the one carried.
+            named_id = (error.mutation_id if operation is Operation.WRITE else "") or carry_id
             decision = policy.on_failure(
                 FailedAttempt(
                     operation=operation,
@@ -86,7 +90,7 @@ async def run(
                     elapsed_s=ended - started,
                     remaining_s=remaining_s,
                     named_id=named_id,
-                    named_id_age_s=_age_s(error.mutation_id, wall_ms())
+                    named_id_age_s=_age_s(named_id, wall_ms())
                     if operation is Operation.WRITE
                     else None,
                 )
@@ -96,7 +100,7 @@ async def run(
             if decision.backoff_s > 0:
                 await asyncio.sleep(decision.backoff_s)
         if operation is not Operation.COMMIT:  # a commit keeps its entry id, always
-            carry_id = "" if decision.fresh_id else (named_id or carry_id)
+            carry_id = "" if decision.fresh_id else named_id
         number += 1
 
 
@@ -118,16 +122,21 @@ def _told(
     timeout_s: float,
     out_of_time: bool,
 ) -> EpochalError:
-    """The last attempt's error, told with every attempt (the module docstring)."""
-    last = records[-1].error
+    """The last attempt's error — the last one a coordinator answered, when a later attempt
+    reached none — told with every attempt (the module docstring)."""
+    answered = [record for record in records if not no_answer(record.error)]
+    chosen = answered[-1] if answered else records[-1]
+    last = chosen.error
     how = f"{what} failed after {len(records)} attempt(s) in {elapsed_s:.2f} s"
     if out_of_time:
         how += f" (the call's timeout is {timeout_s:g} s)"
-    lines = [f"{last.message} [{how}; attempt {len(records)} via {records[-1].coordinator}]"]
-    for record in records[:-1]:
+    lines = [f"{last.message} [{how}; attempt {chosen.number} via {chosen.coordinator}]"]
+    for record in records:
+        if record is chosen:
+            continue
         line = record.describe()
         if len(line) > EARLIER_MESSAGE_CHARS:
             line = line[:EARLIER_MESSAGE_CHARS] + "\u2026"
         lines.append(line)
-    told = lines[0] if len(lines) == 1 else f"{lines[0]}; earlier: {'; '.join(lines[1:])}"
+    told = lines[0] if len(lines) == 1 else f"{lines[0]}; other attempts: {'; '.join(lines[1:])}"
     return last.with_attempts(tuple(records), told)

@@ -1,6 +1,8 @@
 """The Epochal client SDK for asyncio: connect to any replicas, learn the metadata, read and write.
 ``epochal.Client`` is the same API for threads (``epochal.sync_client``).
 
+    from epochal import AsyncClient
+
     async with AsyncClient(["127.0.0.1:9001"]) as client:
         await client.create_keyspace("depot", replication_factor=3, tracked=True)
         await client.create_table(
@@ -33,11 +35,13 @@ A call's timeout bounds the whole call, retries included. Retries are the profil
 policy's (``epochal.policies``; the default follows the retry table, README "Errors and
 retries"): a write's retry reuses the mutation id the coordinator assigned (it comes back in
 the error), so it is stored once, while the replicas still accept that id; a DDL's reuses its
-entry id. A failed call raises its last attempt's error, which carries every attempt.
+entry id. A failed call raises its last attempt's error (``epochal.calls``), which carries
+every attempt.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -53,8 +57,8 @@ from epochal.metadata_view import MetadataView
 from epochal.policies import RetryPolicy
 from epochal.profiles import ExecutionProfile, Profiles, Settings, default_profile
 from epochal.results import ReadResult, ReadStats, WriteResult
-from epochal.routing import Route, Router
-from epochal.sessions import Sessions
+from epochal.routing import Router
+from epochal.sessions import Sessions, no_answer
 from epochal.status import Operation
 from epochal.tcm import (
     ClusterMetadata,
@@ -107,11 +111,13 @@ class AsyncClient(SchemaChanges):
         )
         self.session_hlc = 0
         self._pid = os.getpid()
+        self._connected = False
+        self._closed = False
         self._sessions = Sessions()
         self._view = MetadataView(
             seeds,
             lambda address, since: self._sessions.fetch_log(
-                address, since, self.profiles.default.timeout_s
+                address, since, self.profiles.default.attempt_timeout_s
             ),
         )
         self._router = Router()
@@ -131,8 +137,9 @@ class AsyncClient(SchemaChanges):
         """Learn the metadata from the first seed that answers (one that refuses — not a
         replica, say — is one the next seed may stand in for); a profile's ``local_dc`` must
         then be a datacenter of the cluster."""
-        self._in_own_process()
+        self._usable()
         await self._view.connect()
+        self._connected = True
         known = {node.datacenter for node in self.metadata.nodes.values()}
         for name, profile in self.profiles.by_name.items():
             if profile.local_dc and known and profile.local_dc not in known:
@@ -143,6 +150,9 @@ class AsyncClient(SchemaChanges):
         return self
 
     async def close(self) -> None:
+        """Close the connections; calls after it are refused (InvalidRequest, rule
+        ``closed``)."""
+        self._closed = True
         self._view.close()
         if self._cms is not None:
             await self._cms.close()
@@ -173,9 +183,16 @@ class AsyncClient(SchemaChanges):
 
     async def refresh(self, epoch: int | None = None) -> None:
         """Bring the client's metadata to ``epoch`` (default: what it has seen)."""
+        self._usable()
         await self._view.refresh(epoch)
 
     def table(self, keyspace: str, table: str) -> Table:
+        if not self._connected:
+            raise InvalidRequest(
+                "the client is not connected: call connect() first, or use it as a context "
+                "manager (with / async with)",
+                rule="not_connected",
+            )
         return self._view.table(keyspace, table)
 
     def suspected(self) -> list[str]:
@@ -183,9 +200,13 @@ class AsyncClient(SchemaChanges):
         answer for a while, or they could not be reached lately (``epochal.sessions``)."""
         return sorted(self._sessions.suspected())
 
-    def _in_own_process(self) -> None:
+    def _usable(self) -> None:
+        """Refuse a call the client cannot make: in a forked child, after close, before
+        connect."""
         if os.getpid() != self._pid:
             raise forked(self._pid)
+        if self._closed:
+            raise InvalidRequest("this client is closed", rule="closed")
 
     def _observe(self, epoch: int, address: str, hlc: int = 0) -> None:
         """An answer's epoch and HLC: the next requests carry them (and a newer epoch brings
@@ -205,7 +226,8 @@ class AsyncClient(SchemaChanges):
         """Commit a metadata transformation through the CMS; returns its epoch, which the
         client's next requests carry (so every coordinator knows the change). Retried with the
         same entry id, so it is committed once."""
-        self._in_own_process()
+        self._usable()
+        started = time.monotonic()
         settings = self.profiles.resolve(profile, None, timeout_s)
         if self._cms is None:
             addresses = [m.address for m in self.metadata.cms_members]
@@ -216,6 +238,7 @@ class AsyncClient(SchemaChanges):
         request = cms.commit_request_of(transformation, uuid.uuid4().hex)
 
         async def attempt(current: calls.Attempt) -> Committed:
+            self._usable()  # not closed since the call began
             current.coordinator = cms.current_address
             return await cms.commit_once(request, current.timeout_s)
 
@@ -230,7 +253,18 @@ class AsyncClient(SchemaChanges):
             wall_ms=_wall_ms,
         )
         self._view.saw(committed.epoch)
-        await self.refresh(committed.epoch)
+        left_s = started + settings.timeout_s - time.monotonic()
+        try:
+            await asyncio.wait_for(self.refresh(committed.epoch), max(left_s, 0.001))
+        except (TimeoutError, EpochalError) as error:
+            why = str(error) or "no answer in time"
+            raise Unavailable(
+                f"{type(transformation).__name__} was committed at epoch {committed.epoch}, but "
+                f"the client could not learn that epoch within the call's timeout ({why}); call "
+                f"refresh({committed.epoch}) before using it",
+                epoch=committed.epoch,
+                rule="committed_not_learnt",
+            ) from None
         return committed.epoch
 
     # ------------------------------------------------------------------ writes
@@ -360,7 +394,7 @@ class AsyncClient(SchemaChanges):
         """Send ``encoded`` to coordinators in turn, as the profile routes and retries it
         (``coordinator``: to that one only). Returns the reply, who answered, and the attempts
         made."""
-        self._in_own_process()
+        self._usable()
         profile = settings.profile
         write = encoded.operation is Operation.WRITE
         candidates = self._router.candidates(
@@ -370,12 +404,15 @@ class AsyncClient(SchemaChanges):
             write=write,
             fallback=self._view.replicas(),
             pinned=coordinator,
-            route=Route(profile.token_aware, profile.local_dc, profile.allow_remote_dc),
+            route=settings.route,
             suspected=self._sessions.suspected(),
         )
 
+        silent: set[str] = set()  # coordinators that gave this call no answer
+
         async def attempt(current: calls.Attempt) -> tuple[Any, str, int]:
-            address = current.coordinator = candidates[(current.number - 1) % len(candidates)]
+            self._usable()  # not closed since the call began
+            address = current.coordinator = _next(candidates, current.number, silent)
             request = encoding.session_request(
                 encoded,
                 epoch=self.seen_epoch,
@@ -387,6 +424,8 @@ class AsyncClient(SchemaChanges):
                     address, coordinator is not None, request, current.timeout_s
                 )
             except EpochalError as error:
+                if no_answer(error):
+                    silent.add(address)
                 self._observe(error.epoch, address)
                 raise
             return reply, address, current.number
@@ -400,6 +439,14 @@ class AsyncClient(SchemaChanges):
             attempt_timeout_s=None if coordinator else profile.attempt_timeout_s,
             wall_ms=_wall_ms,
         )
+
+
+def _next(candidates: list[str], number: int, silent: set[str]) -> str:
+    """The coordinator of attempt ``number``: the candidates in turn, skipping those that gave
+    the call no answer while another is left."""
+    start = (number - 1) % len(candidates)
+    turn = candidates[start:] + candidates[:start]
+    return next((address for address in turn if address not in silent), turn[0])
 
 
 def forked(pid: int) -> InvalidRequest:

@@ -25,6 +25,8 @@ same values). A DDL commit always keeps its entry id.
 ``NeverRetryPolicy`` stops after the first failure. Write your own by subclassing
 ``RetryPolicy``::
 
+    from epochal import FailedAttempt, InvalidRequest, RetryDecision, RetryPolicy
+
     class TwoMoreTimes(RetryPolicy):
         def on_failure(self, failed: FailedAttempt) -> RetryDecision:
             if failed.number > 2 or isinstance(failed.error, InvalidRequest):
@@ -113,8 +115,9 @@ class RetryDecision:
 
 class RetryPolicy(abc.ABC):
     """Decides, after each failed attempt of a call, whether to try again (see the module
-    docstring). One instance may serve many calls at once, from many threads: keep no
-    per-call state in it."""
+    docstring). One instance may serve many calls at once: keep no per-call state in it.
+    ``on_failure`` runs on the client's event loop (the sync client's background thread):
+    it must return at once, never block or sleep — ask for a backoff instead."""
 
     @abc.abstractmethod
     def on_failure(self, failed: FailedAttempt) -> RetryDecision:

@@ -13,7 +13,8 @@ happened to reach.
 Routing: ``token_aware`` sends a call to a replica of its partition (else to any replica);
 ``local_dc`` keeps coordinators in that datacenter; ``allow_remote_dc`` lets a call use a
 coordinator in another datacenter when none of the local ones can be tried (default: refused
-with ``Unavailable``).
+with ``Unavailable``) — except at LOCAL_QUORUM, which a remote coordinator would count in its
+own datacenter (cassandra-driver's ``allow_remote_dcs_for_local_cl=False``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from epochal.errors import InvalidRequest
 from epochal.policies import DefaultRetryPolicy, RetryPolicy
+from epochal.routing import Route
 from epochal.tcm.consistency import Consistency
 
 __all__ = ["DEFAULT_PROFILE", "ExecutionProfile", "Profiles", "Settings", "default_profile"]
@@ -71,6 +73,14 @@ class Settings:
     profile: ExecutionProfile
     consistency: Consistency
     timeout_s: float
+
+    @property
+    def route(self) -> Route:
+        """How the call is routed. Never to another datacenter at LOCAL_QUORUM: a remote
+        coordinator would count it in its own."""
+        profile = self.profile
+        remote = profile.allow_remote_dc and self.consistency is not Consistency.LOCAL_QUORUM
+        return Route(profile.token_aware, profile.local_dc, remote)
 
 
 class Profiles:

@@ -16,18 +16,23 @@ its status, for the retry policy to judge: a stream that could not be opened or 
 ``ConnectionFailed`` naming the replica, a request that timed out ``TimedOut`` saying how long it
 waited.
 
-Each replica's health is kept as its answers come (``Health``): a replica on which requests
-have been waiting for ``SUSPECT_AFTER_S`` with no answer at all (stopped, partitioned, wedged),
-or that could not be reached in the last ``UNREACHABLE_FOR_S``, is *suspected*, and routing
-tries it last (``epochal.routing``). One answer clears the suspicion.
+Each replica's health is kept as its answers come (``Health``). A replica is *suspected*, and
+routing tries it last (``epochal.routing``), while requests have waited on it for
+``SUSPECT_AFTER_S`` with no answer at all (stopped, partitioned, wedged), and from the moment a
+request to it got no answer or could not reach it until it answers again: a suspect gets few
+requests, so a probe (a gRPC health check, every ``PROBE_INTERVAL_S``) asks it in the
+background until it answers. Any answer — a reply, a refusal, the probe's — clears the
+suspicion.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from epochal.encoding import reply_or_raise
 from epochal.errors import ConnectionFailed, EpochalError, TimedOut
@@ -35,12 +40,14 @@ from epochal.status import error_for, from_rpc_error
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import LogPage, fetch_request, fetch_response
 from epochal.wire.multiplex import Multiplexer
+from epochal.wire.status import NO_ANSWER
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 
 MAX_IN_FLIGHT_PER_REPLICA = 4096
-SUSPECT_AFTER_S = 0.5  # requests waiting this long on a replica with no answer: suspected
-UNREACHABLE_FOR_S = 1.0  # a replica that could not be reached is suspected this long
+SUSPECT_AFTER_S = 1.0  # requests waiting this long on a replica with no answer: suspected
+PROBE_INTERVAL_S = 1.0  # between health checks of a silent replica
+PROBE_TIMEOUT_S = 1.0
 
 
 @dataclass(slots=True)
@@ -49,11 +56,14 @@ class Health:
 
     waiting: int = 0  # requests sent to it and not settled
     quiet_since: float = 0.0  # since when requests have waited without any answer
-    unreachable_until: float = 0.0
+    silent: bool = False  # a request got no answer, and nothing has answered since
 
     def suspected(self, now: float) -> bool:
-        stalled = self.waiting > 0 and now - self.quiet_since >= SUSPECT_AFTER_S
-        return stalled or now < self.unreachable_until
+        return self.silent or (self.waiting > 0 and now - self.quiet_since >= SUSPECT_AFTER_S)
+
+    def answered(self, now: float) -> None:
+        self.quiet_since = now
+        self.silent = False
 
 
 class Sessions:
@@ -62,6 +72,7 @@ class Sessions:
         self._stubs: dict[str, replica_pb2_grpc.ReplicaStub] = {}
         self._sessions: dict[tuple[str, bool], Multiplexer] = {}
         self._health: dict[str, Health] = {}
+        self._probes: dict[str, asyncio.Task[None]] = {}
 
     def suspected(self) -> set[str]:
         """The replicas routing should try last (the module docstring)."""
@@ -69,6 +80,9 @@ class Sessions:
         return {address for address, health in list(self._health.items()) if health.suspected(now)}
 
     async def close(self) -> None:
+        for probe in self._probes.values():
+            probe.cancel()
+        self._probes.clear()
         for session in self._sessions.values():
             session.close()
         self._sessions.clear()
@@ -93,18 +107,37 @@ class Sessions:
                 request, timeout_s, reply_or_raise
             )
         except EpochalError as error:
-            if isinstance(error, ConnectionFailed):
-                health.unreachable_until = clock() + UNREACHABLE_FOR_S
-            elif not isinstance(error, TimedOut) or error.rule != NO_ANSWER_RULE:
-                health.quiet_since = clock()  # it answered, if only to refuse
-                health.unreachable_until = 0.0
+            if no_answer(error):
+                health.silent = True
+                self._probe(address)
+            else:
+                health.answered(clock())  # it answered, if only to refuse
             raise
         else:
-            health.quiet_since = clock()
-            health.unreachable_until = 0.0
+            health.answered(clock())
             return reply
         finally:
             health.waiting -= 1
+
+    def _probe(self, address: str) -> None:
+        """Health-check the silent replica at ``address`` until it answers (one probe each)."""
+        probe = self._probes.get(address)
+        if probe is None or probe.done():
+            self._probes[address] = asyncio.get_running_loop().create_task(self._until(address))
+
+    async def _until(self, address: str) -> None:
+        stub = health_pb2_grpc.HealthStub(self._channels[address])
+        health = self._health[address]
+        while health.silent:
+            try:
+                await stub.Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in NO_ANSWER:
+                    health.answered(time.monotonic())  # it answered, if only to refuse
+                    return
+                await asyncio.sleep(PROBE_INTERVAL_S)
+            else:
+                health.answered(time.monotonic())
 
     async def fetch_log(self, address: str, since_epoch: int, timeout_s: float) -> LogPage:
         """A page of the metadata log after ``since_epoch`` from the replica at ``address``."""
@@ -138,6 +171,13 @@ class Sessions:
 
 
 NO_ANSWER_RULE = "no_answer"
+
+
+def no_answer(error: EpochalError) -> bool:
+    """Whether ``error`` says the replica gave no answer at all (as opposed to a refusal)."""
+    return isinstance(error, ConnectionFailed) or (
+        isinstance(error, TimedOut) and error.rule == NO_ANSWER_RULE
+    )
 
 
 def _stream_failure(address: str, reason: str, code: grpc.StatusCode) -> EpochalError:

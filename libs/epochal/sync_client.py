@@ -1,6 +1,8 @@
 """``epochal.Client``: the SDK for threads — the asyncio client's methods, arguments, results and
 errors, called without ``await``.
 
+    from epochal import Client
+
     with Client(["127.0.0.1:9001"]) as client:
         client.write("shop", "carts", {"user": "ann", "item": "tea", "qty": 2})
         rows = client.read("shop", "carts", {"user": "ann"}).rows
@@ -27,6 +29,7 @@ on as before (``forked``, ``epochal.client``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import os
 import threading
@@ -34,12 +37,20 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from epochal.client import AsyncClient, forked
+from epochal.errors import InvalidRequest
 from epochal.policies import RetryPolicy
 from epochal.profiles import ExecutionProfile, Profiles
 from epochal.tcm import ClusterMetadata, Table
 from epochal.tcm.consistency import Consistency
 
 __all__ = ["Client"]
+
+
+def _closed(during_the_call: bool = False) -> InvalidRequest:
+    if during_the_call:
+        return InvalidRequest("the client was closed during the call", rule="closed")
+    return InvalidRequest("this client is closed", rule="closed")
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,6 +62,8 @@ class _LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._submitting = threading.Lock()
+        self._stopping = False
         self._thread = threading.Thread(
             target=self._run, name=f"epochal-client-{os.getpid()}", daemon=True
         )
@@ -67,17 +80,35 @@ class _LoopThread:
                 "an epochal.Client method was called from its own event loop (a callback of "
                 "the client?): use epochal.AsyncClient in asyncio code"
             )
-        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        with self._submitting:
+            if self._stopping:
+                work.close()
+                raise _closed()
+            future = asyncio.run_coroutine_threadsafe(work, self.loop)
         try:
             return future.result()
+        except concurrent.futures.CancelledError:
+            raise _closed(during_the_call=True) from None
         except BaseException:
             future.cancel()  # interrupted (or failed): nothing is left running for it
             raise
 
     def stop(self) -> None:
+        """Cancel what still runs (its callers are told the client closed during the call),
+        then end the thread."""
+        with self._submitting:
+            self._stopping = True
+        asyncio.run_coroutine_threadsafe(self._cancel_all(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+    async def _cancel_all(self) -> None:
+        current = asyncio.current_task()
+        tasks = [task for task in asyncio.all_tasks() if task is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _blocking(
@@ -139,7 +170,7 @@ class Client:
         if os.getpid() != self._pid:
             raise forked(self._pid)
         if self._closed:
-            raise RuntimeError("this epochal.Client is closed")
+            raise _closed()
         return self._client, self._runner
 
     # ------------------------------------------------------------------ lifecycle
@@ -165,7 +196,7 @@ class Client:
             try:
                 self._runner.run(self._client.close())
             finally:
-                self._runner.stop()
+                self._runner.stop()  # calls still running end with "closed during the call"
 
     # ------------------------------------------------------------------ the API
 

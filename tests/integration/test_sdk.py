@@ -89,6 +89,7 @@ def test_the_sync_client_serves_32_threads_and_a_stopped_coordinator_holds_up_on
             assert all(len(r) == count for r in results), "a writer thread failed"
             return [latency for r in results for latency in r]
 
+        in_threads(28, 10)  # warm-up: connections, SQLite's WAL, the client's metadata
         baseline = in_threads(28, 40)
         with paused(cluster, "replica3"):
             # Four threads call the stopped coordinator, pinned to it, and wait.
@@ -137,6 +138,38 @@ def test_the_sync_client_serves_32_threads_and_a_stopped_coordinator_holds_up_on
                 consistency="QUORUM",
             ).rows
             assert [row["payload"] for row in rows] == [value], (partition, seq)
+
+
+def test_a_replica_that_stops_answering_stays_suspected_until_a_probe_hears_it_again(
+    tmp_path: Path,
+) -> None:
+    with events_cluster(tmp_path) as (cluster, client):
+        stopped = cluster.nodes["replica3"]
+        retried: list[int] = []
+        with paused(cluster, "replica3"):
+            deadline = time.monotonic() + 8.0  # longer than the 5 s attempt timeout
+
+            def writer(k: int) -> None:
+                n = 0
+                while time.monotonic() < deadline:
+                    n += 1
+                    written = client.write("tks", "events", {"id": f"w{k}", "seq": n})
+                    retried.append(written.attempts - 1)
+
+            threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert stopped.address in client.suspected()
+        # Each thread met the silent coordinator at most once: after that it was tried last.
+        print(f"{len(retried)} writes, {sum(retried)} retried after the stopped coordinator")
+        assert len(retried) > 8 and sum(retried) <= 8, retried
+        block_until(
+            "a probe hears the continued replica",
+            lambda: stopped.address not in client.suspected(),
+            timeout_s=30,
+        )
 
 
 # ---------------------------------------------------------------------- fork

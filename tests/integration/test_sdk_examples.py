@@ -1,6 +1,7 @@
 """The SDK's examples run: every ``python`` block of the README's "The SDK" section and every
 example in the SDK modules' docstrings, sync and async, against a real cluster (with the
-examples' ``127.0.0.1:9001`` replaced by one of its replicas), in the order they are written."""
+examples' ``127.0.0.1:9001`` replaced by one of its replicas), in the order they are written,
+each as a script of its own (nothing imported for it)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,18 @@ def readme_examples() -> list[tuple[str, str]]:
 
 
 def docstring_examples() -> list[tuple[str, str]]:
+    """Each module's example: its indented paragraphs, in order, as one block."""
     examples = []
     for name in DOCUMENTED:
         doc = importlib.import_module(name).__doc__ or ""
-        for paragraph in re.split(r"\n\s*\n", doc):
-            lines = paragraph.splitlines()
-            if lines and all(line.startswith("    ") for line in lines if line.strip()):
-                examples.append((f"{name} docstring", textwrap.dedent(paragraph)))
+        code = [
+            textwrap.dedent(paragraph)
+            for paragraph in re.split(r"\n\s*\n", doc)
+            if paragraph.strip()
+            and all(line.startswith("    ") for line in paragraph.splitlines() if line.strip())
+        ]
+        if code:
+            examples.append((f"{name} docstring", "\n\n".join(code)))
     assert {where for where, _ in examples} == {f"{name} docstring" for name in DOCUMENTED}
     return examples
 
@@ -46,9 +52,8 @@ def docstring_examples() -> list[tuple[str, str]]:
 def runnable(code: str) -> str:
     """A docstring's async snippet inside a coroutine run to its end; anything else as is."""
     if "await " in code and "asyncio.run(" not in code:
-        return (
-            "async def example():\n" + textwrap.indent(code, "    ") + "\nasyncio.run(example())\n"
-        )
+        body = textwrap.indent(code, "    ")
+        return f"import asyncio\n\n\nasync def example():\n{body}\n\n\nasyncio.run(example())\n"
     return code
 
 
@@ -57,8 +62,7 @@ def test_the_readme_and_docstring_examples_run(tmp_path: Path) -> None:
     try:
         asyncio.run(asyncio.wait_for(start_ring(cluster, num_tokens=4), 120))
         for where, code in readme_examples() + docstring_examples():
-            namespace: dict[str, object] = {"__name__": "__example__"}
-            exec("import asyncio\nimport epochal\nfrom epochal import *", namespace)
+            namespace: dict[str, object] = {"__name__": "__example__"}  # as a fresh script
             source = runnable(code).replace(SEED, cluster.addresses[0])
             try:
                 exec(compile(source, where, "exec"), namespace)

@@ -5,6 +5,7 @@ execution profiles refuse what cannot work with a message that says what would."
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import subprocess
@@ -16,6 +17,7 @@ import epochal
 from epochal import AsyncClient, Client, Consistency, ExecutionProfile, InvalidRequest
 from epochal.policies import NeverRetryPolicy
 from epochal.profiles import Profiles
+from epochal.routing import Route
 
 
 def public(cls: type) -> dict[str, object]:
@@ -135,3 +137,25 @@ def test_a_client_takes_its_default_profile_from_its_arguments_or_the_profiles_n
         AsyncClient("127.0.0.1:1")
     with pytest.raises(InvalidRequest, match=r"retry_policy must be an epochal\.RetryPolicy"):
         ExecutionProfile(retry_policy=3)  # type: ignore[arg-type]
+
+
+def test_local_quorum_never_goes_to_another_datacenter() -> None:
+    anywhere = ExecutionProfile(local_dc="dc1", allow_remote_dc=True, token_aware=False)
+    profiles = Profiles(anywhere)
+    assert profiles.resolve(None, "QUORUM").route == Route(False, "dc1", True)
+    assert profiles.resolve(None, "LOCAL_QUORUM").route == Route(False, "dc1", False)
+
+
+def test_a_client_refuses_calls_before_connect_and_after_close() -> None:
+    client = AsyncClient(["127.0.0.1:1"])
+    with pytest.raises(InvalidRequest, match="not connected: call connect"):
+        client.table("ks", "t")
+    asyncio.run(client.close())
+    with pytest.raises(InvalidRequest, match="closed") as closed:
+        asyncio.run(client.refresh())
+    assert closed.value.rule == "closed"
+    blocking = Client(["127.0.0.1:1"])
+    blocking.close()
+    blocking.close()  # again: nothing
+    with pytest.raises(InvalidRequest, match="this client is closed"):
+        blocking.read("ks", "t", {"k": 1})

@@ -14,6 +14,7 @@ import pytest
 from epochal.calls import Attempt, run
 from epochal.errors import (
     AttemptRecord,
+    ConnectionFailed,
     EpochalError,
     InvalidRequest,
     ReplicaOutcome,
@@ -195,7 +196,7 @@ def test_the_final_error_is_the_last_attempts_told_with_every_attempt() -> None:
     error = raised.value
     assert error.replicas == outcome  # the last group, as the fields say
     assert error.message.startswith("ALL write timed out [QUORUM write to ks.t failed after 2")
-    assert "earlier: attempt 1 via node1:9000" in error.message
+    assert "other attempts: attempt 1 via node1:9000" in error.message
     assert [type(r.error) for r in error.attempts] == [Unavailable, TimedOut]
     assert error is not last and last.attempts == ()  # the attempt's own error is untouched
 
@@ -213,3 +214,31 @@ def test_never_retry_makes_one_attempt() -> None:
         call(NeverRetryPolicy(), [unavailable()])
     assert len(raised.value.attempts) == 1
     assert grpc.StatusCode.UNAVAILABLE.name == raised.value.status
+
+
+def test_a_failure_that_names_no_id_leaves_the_carried_one_and_its_age_to_the_policy() -> None:
+    first = unavailable(packed(1_500))  # the coordinator named its id: 1.5 s old
+    unreachable = ConnectionFailed("no route", address="node2:9000", status="UNAVAILABLE")
+    recording = Recording(times=2)
+    with pytest.raises(EpochalError):
+        call(recording, [first, unreachable, unavailable()])
+    second = recording.seen[1]
+    assert second.named_id == packed(1_500)  # carried on, though this failure named none
+    assert second.named_id_age_s == pytest.approx(1.5)
+    assert recording.seen[2].attempt.carried_id == packed(1_500)
+    # ... and the default policy, told its age, sends the write afresh past the write timeout.
+    assert DefaultRetryPolicy(write_timeout_s=1.0).on_failure(second).fresh_id
+
+
+def test_the_final_error_is_the_last_a_coordinator_answered_not_a_later_silence() -> None:
+    outcome = ReplicaOutcome("ALL", 3, ("a", "b", "c"), acknowledged=("a", "b"))
+    counted = Unavailable("too few replicas", status="UNAVAILABLE", replicas=outcome)
+    silence = ConnectionFailed("no SETTINGS frame", address="node3:9000", status="UNAVAILABLE")
+    with pytest.raises(Unavailable) as raised:
+        call(Recording(times=1), [counted, silence])
+    error = raised.value
+    assert error.replicas == outcome and not isinstance(error, ConnectionFailed)
+    assert "[QUORUM write to ks.t failed after 2 attempt(s)" in error.message
+    assert "attempt 1 via node1:9000]" in error.message
+    assert "other attempts: attempt 2 via node2:9000" in error.message
+    assert [type(r.error) for r in error.attempts] == [Unavailable, ConnectionFailed]
