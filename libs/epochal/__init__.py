@@ -13,7 +13,15 @@ asyncio::
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# gRPC's fork handlers crash or hang a child forked while a thread is inside gRPC (a client's
+# event loop always is), and cannot make gRPC's asyncio stack usable in the child anyway: off,
+# unless the process says otherwise. A client refuses to work in a forked child instead
+# (epochal.sync_client). Read when gRPC starts, so it must be set before: here, where every
+# epochal import begins.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 if TYPE_CHECKING:
     from epochal.client import AsyncClient

@@ -303,7 +303,9 @@ class AsyncClient(SchemaChanges):
         timeout_s: float | None = None,
     ) -> WriteResult:
         """Upsert rows of one partition as one mutation: replicas store it whole or not at all."""
-        settings = self.profiles.resolve(profile, consistency, timeout_s)
+        settings = self.profiles.resolve(
+            profile, consistency, timeout_s, pinned=coordinator is not None
+        )
         schema = self.table(keyspace, table)
         encoded = encoding.write_rows(schema, self._types.of(schema), rows, settings.consistency)
         return await self._write(encoded, settings, coordinator, f"{keyspace}.{table}")
@@ -322,7 +324,9 @@ class AsyncClient(SchemaChanges):
     ) -> WriteResult:
         """Delete ``columns`` of a row, a whole row (``key`` names its clustering key), or the
         whole partition (``key`` names only the partition key)."""
-        settings = self.profiles.resolve(profile, consistency, timeout_s)
+        settings = self.profiles.resolve(
+            profile, consistency, timeout_s, pinned=coordinator is not None
+        )
         schema = self.table(keyspace, table)
         level = settings.consistency
         encoded = encoding.delete(schema, self._types.of(schema), key, columns, level)
@@ -356,7 +360,9 @@ class AsyncClient(SchemaChanges):
     ) -> ReadResult:
         """The rows of one partition (or of a clustering slice: ``start``/``end`` name a prefix
         of the clustering key), each a dict of its key columns and live cells."""
-        settings = self.profiles.resolve(profile, consistency, timeout_s)
+        settings = self.profiles.resolve(
+            profile, consistency, timeout_s, pinned=coordinator is not None
+        )
         schema = self.table(keyspace, table)
         bounds = Slice(start, end, start_exclusive, end_exclusive)
         encoded = encoding.read(

@@ -8,7 +8,7 @@ and refuses, with ``InvalidRequest``, what cannot work: an unknown profile (the 
 the known ones), a level that is not one (the message lists the levels), a timeout that is not
 positive, and ``LOCAL_QUORUM`` without a local datacenter — a coordinator's "local" is its own
 datacenter, so without ``local_dc`` the level would count in whichever datacenter the call
-happened to reach.
+happened to reach (a call pinned to a coordinator names that datacenter: it may).
 
 Routing: ``token_aware`` sends a call to a replica of its partition (else to any replica);
 ``local_dc`` keeps coordinators in that datacenter; ``allow_remote_dc`` lets a call use a
@@ -103,9 +103,12 @@ class Profiles:
         profile: str | None = None,
         consistency: Consistency | str | None = None,
         timeout_s: float | None = None,
+        *,
+        pinned: bool = False,
     ) -> Settings:
         """The settings of a call naming ``profile`` (None: the default) and overriding its
-        ``consistency`` and ``timeout_s`` (None: the profile's)."""
+        ``consistency`` and ``timeout_s`` (None: the profile's). A call ``pinned`` to a
+        coordinator may be LOCAL_QUORUM without a local datacenter: the coordinator's is."""
         chosen = self.by_name.get(DEFAULT_PROFILE if profile is None else profile)
         if chosen is None:
             raise InvalidRequest(
@@ -116,7 +119,8 @@ class Profiles:
             timeout_s = chosen.timeout_s
         else:
             _check_timeout(timeout_s)
-        _check_local(level, chosen.local_dc)
+        if not pinned:
+            _check_local(level, chosen.local_dc)
         return Settings(chosen, level, timeout_s)
 
 

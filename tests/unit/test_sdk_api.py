@@ -117,6 +117,8 @@ def test_local_quorum_needs_a_local_datacenter() -> None:
         ExecutionProfile(consistency="local_quorum")
     with pytest.raises(InvalidRequest, match="LOCAL_QUORUM needs a local datacenter"):
         Profiles(ExecutionProfile()).resolve(None, Consistency.LOCAL_QUORUM)
+    pinned = Profiles(ExecutionProfile()).resolve(None, "LOCAL_QUORUM", pinned=True)
+    assert pinned.consistency is Consistency.LOCAL_QUORUM  # the pinned coordinator's datacenter
     local = Profiles(ExecutionProfile(local_dc="dc1"))
     assert local.resolve(None, "LOCAL_QUORUM").consistency is Consistency.LOCAL_QUORUM
     with pytest.raises(InvalidRequest, match="LOCAL_QUORUM needs a local datacenter"):
