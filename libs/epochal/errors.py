@@ -41,7 +41,11 @@ class ReplicaOutcome:
     def describe(self) -> str:
         """One line: "ALL needs 3 of node-1, node-2, node-3: acknowledged node-1, node-2;
         not answering node-3 (no answer within 2000 ms)"."""
-        parts = [f"acknowledged {', '.join(self.acknowledged) or 'by none'}"]
+        parts = [
+            f"acknowledged {', '.join(self.acknowledged)}"
+            if self.acknowledged
+            else "none acknowledged"
+        ]
         if self.refused:
             parts.append("refused " + ", ".join(f"{n} ({why})" for n, why in self.refused))
         if self.not_answering:

@@ -10,10 +10,14 @@ future of a ``PeerReply``, or of ``PeerFailed``) and one coroutine waits on all 
   every future again each time. A call nobody waits for any more (the request is done) is
   left to settle; its exception is retrieved, so nothing is logged as never retrieved.
 - ``Progress`` is what the replies showed: who answered OK (they count for the level), who
-  failed and why, who refused the request as malformed (a retry cannot help), and the newest
-  epoch any reply carried; and the *view*: the newest metadata the coordinator has checked the
-  plan against, first the plan's own (the re-check is ``epochal.replica.coordinator_plan``;
-  catching up for it, ``Coordinator.recheck``).
+  answered no and why (refused; among them who refused the request as malformed: a retry
+  cannot help), who gave no answer and why (not answering: could not be asked, or the call
+  broke or timed out), and the newest epoch any reply carried; and the *view*: the newest
+  metadata the coordinator has checked the plan against, first the plan's own (the re-check
+  is ``epochal.replica.coordinator_plan``; catching up for it, ``Coordinator.recheck``). A
+  request that fails tells its client ``Progress.outcome``: every member of the group as
+  acknowledged, refused or not answering — a replica whose call is still out at the deadline
+  is not answering too, though its call never settled.
 - ``collect`` is the write path's wait: send to every node, and after each reply that counts
   or reveals a newer epoch, ask ``done``; stop when it says so, when every call has settled,
   or at the deadline.
@@ -26,6 +30,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from epochal.errors import ReplicaOutcome
+from epochal.replica.coordinator_plan import Plan
 from epochal.replica.handles import PeerFailed
 from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.tcm import ClusterMetadata
@@ -35,14 +41,23 @@ Label = TypeVar("Label")
 
 @dataclass(slots=True)
 class Progress:
-    """Answers collected so far for one request, and the newest epoch they revealed."""
+    """Answers collected so far for one request, and the newest epoch they revealed. Each
+    replica asked is in at most one of ``answered`` (OK: counts for the level), ``refused``
+    (answered no) and ``not_answering`` (could not be asked, or its call ended without an
+    answer); one asked and in none is still silent."""
 
     view: ClusterMetadata  # the newest metadata the plan was checked against (first its own)
+    asked: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
-    failures: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # node -> "<outcome>: <message>"
+    not_answering: dict[str, str] = field(default_factory=dict)  # node -> why
     malformed: dict[str, str] = field(default_factory=dict)  # replicas that refused it as such
     fence: int = 0  # the highest reconciliation fence a replica refused the write's id below
     newest_epoch: int = 0
+
+    def note_asked(self, node: str) -> None:
+        """``node`` was sent the request (its answer, or its failure, is to come)."""
+        self.asked.add(node)
 
     def note_reply(self, node: str, reply: PeerReply) -> bool:
         """Record a replica's answer; True when it counts."""
@@ -50,7 +65,7 @@ class Progress:
         if reply.outcome is Outcome.OK:
             self.answered.add(node)
             return True
-        self.failures[node] = f"{reply.outcome.value}: {reply.message}"
+        self.refused[node] = f"{reply.outcome.value}: {reply.message}"
         if reply.outcome is Outcome.MALFORMED:
             self.malformed[node] = reply.message
         if reply.outcome is Outcome.FENCED:
@@ -58,14 +73,37 @@ class Progress:
         return False
 
     def note_failure(self, node: str, reason: str) -> None:
-        """Record that ``node`` could not be asked, or gave no answer."""
-        self.failures[node] = reason
+        """Record that ``node`` could not be asked, or its call ended without an answer
+        (``PeerFailed``: the stream broke, or no answer within the call's timeout)."""
+        self.asked.add(node)
+        self.not_answering[node] = reason
 
-    def describe_failures(self) -> str:
-        """ "; failed: <node>: <why>; …", or nothing when none failed."""
-        if not self.failures:
-            return ""
-        return "; failed: " + "; ".join(f"{n}: {why}" for n, why in sorted(self.failures.items()))
+    def outcome(
+        self, plan: Plan, *, needed: int, timeout_ms: int, timed_out: bool
+    ) -> ReplicaOutcome:
+        """What the replicas did, told against the plan's group at the view, of which
+        ``needed`` had to answer. A member asked that neither answered nor failed is not
+        answering "no answer within ``timeout_ms`` ms" when the request ``timed_out``, else
+        "no answer yet"; a member never asked is "not asked" (a read asks only as many as it
+        needs; a write's group may have grown since the plan)."""
+        group = plan.group_at(self.view)
+        silent = f"no answer within {timeout_ms} ms" if timed_out else "no answer yet"
+        not_answering = dict(self.not_answering)
+        for node in sorted(group - self.answered - self.refused.keys() - not_answering.keys()):
+            if node in self.asked:
+                not_answering[node] = silent
+            elif node in plan.group:
+                not_answering[node] = "not asked"
+            else:
+                not_answering[node] = f"not asked: not in the group at epoch {plan.epoch}"
+        return ReplicaOutcome(
+            consistency=plan.level.value,
+            required=needed,
+            replicas=tuple(sorted(group)),
+            acknowledged=tuple(sorted(self.answered)),
+            refused=tuple(sorted(self.refused.items())),
+            not_answering=tuple(sorted(not_answering.items())),
+        )
 
 
 class Arrivals(Generic[Label]):
@@ -131,6 +169,8 @@ async def collect(
             arrivals.watch(node, send(node))
         except PeerFailed as failed:
             progress.note_failure(node, failed.reason)
+        else:
+            progress.note_asked(node)
     while arrivals.outstanding:
         remaining = deadline - loop.time()
         if remaining <= 0 or not await arrivals.next(remaining):

@@ -141,6 +141,13 @@ class Planner:
         datacenters = self.datacenters(view)
         return satisfied(plan.level, group, answered, datacenters, self.datacenter, plan.factor)
 
+    def needed(self, view: ClusterMetadata, plan: Plan) -> int:
+        """How many answers the plan's level needs in its group at ``view`` (``plan.needed``
+        at the plan's own metadata)."""
+        group = plan.group_at(view)
+        counting = counted(plan.level, group, self.datacenters(view), self.datacenter)
+        return required(plan.level, counting, plan.factor)
+
     def recheck(
         self, plan: Plan, view: ClusterMetadata, newest_epoch: int, answered: Collection[str]
     ) -> Recheck:

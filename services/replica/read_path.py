@@ -13,7 +13,9 @@ In this order (DESIGN.md "Read path (tracked)"):
 3. Gather (``_gather``): data from the first, a summary (tracked keyspaces) or a digest
    (untracked) from the next ``needed - 1``. A replica that fails is replaced by the next in
    order; when the data replica fails and no spare is left, one that sent a summary is asked
-   for the data instead.
+   for the data instead. Too few answers fail the read (``TimedOut`` at the deadline, else
+   ``Unavailable``) with the replicas' outcome: who answered, refused or did not (a spare
+   never needed is "not asked").
 4. Re-check the plan against any newer epoch a reply revealed (``Coordinator.recheck``); if the
    replicas that answered no longer satisfy the level, fail (``StalePlan``).
 5. Reconcile (``epochal.replica.read_repair``): tracked, mutation by mutation, so a write is
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
-from epochal.errors import InvalidRequest, StalePlan, TimedOut, Unavailable
+from epochal.errors import InvalidRequest, ReplicaOutcome, StalePlan, TimedOut, Unavailable
 from epochal.mtrack import MutationId
 from epochal.replica.arrivals import Arrivals, Progress
 from epochal.replica.coordinator_plan import Plan
@@ -130,11 +132,12 @@ class ReadPath:
         if not coordinator.hooks.skip_plan_recheck and not await coordinator.recheck(
             plan, progress, deadline
         ):
+            replicas = self._outcome(plan, progress, deadline)
             raise StalePlan(
-                f"the read group of token {plan.token} changed after the plan (epoch "
-                f"{plan.epoch}, group {sorted(plan.group)}): {sorted(progress.answered)} do not "
-                f"satisfy {plan.level.value} of {sorted(plan.group_at(progress.view))} at epoch "
-                f"{progress.view.epoch}; retry"
+                f"{plan.level.value} read of token {plan.token}: the read group changed after "
+                f"the plan (epoch {plan.epoch}, group {', '.join(sorted(plan.group))}); at "
+                f"epoch {progress.view.epoch} {replicas.describe()}; retry",
+                replicas=replicas,
             )
         epoch = progress.view.epoch
         if prepared.tracked:
@@ -186,6 +189,7 @@ class ReadPath:
                 except PeerFailed as failed:
                     progress.note_failure(node, failed.reason)
                     continue
+                progress.note_asked(node)
                 stats.replicas.append(node)
                 arrivals.watch((node, data), future)
                 return
@@ -196,7 +200,7 @@ class ReadPath:
         while not (data_node and len(replies) >= plan.needed):
             remaining = deadline - loop.time()
             if not arrivals.outstanding or remaining <= 0 or not await arrivals.next(remaining):
-                raise _failure(progress, plan.needed, deadline)
+                raise self._failure(plan, progress, deadline)
             for (node, data), future in arrivals.take():
                 try:
                     reply = future.result()
@@ -223,6 +227,29 @@ class ReadPath:
         others = [node for node in replies if node != data_node]
         return {node: replies[node] for node in [data_node, *others]}
 
+    def _outcome(self, plan: Plan, progress: Progress, deadline: float) -> ReplicaOutcome:
+        return progress.outcome(
+            plan,
+            needed=self.coordinator.planner.needed(progress.view, plan),
+            timeout_ms=self.coordinator.settings.read_timeout_ms,
+            timed_out=asyncio.get_running_loop().time() >= deadline,
+        )
+
+    def _failure(self, plan: Plan, progress: Progress, deadline: float) -> Exception:
+        """Too few replicas answered: by the deadline (TimedOut), or all that could be asked
+        did (Unavailable); either names what each replica did."""
+        replicas = self._outcome(plan, progress, deadline)
+        read = f"{plan.level.value} read of token {plan.token}"
+        if asyncio.get_running_loop().time() >= deadline:
+            return TimedOut(
+                f"{read} timed out after {self.coordinator.settings.read_timeout_ms} ms: "
+                f"{replicas.describe()}; retry",
+                replicas=replicas,
+            )
+        return Unavailable(
+            f"{read} got too few replicas: {replicas.describe()}; retry", replicas=replicas
+        )
+
 
 def _trace(traced: trace.Span, result: ReadResult) -> None:
     stats = result.stats
@@ -241,11 +268,3 @@ def _trace(traced: trace.Span, result: ReadResult) -> None:
                 for log_node, log in logs
             ],
         )
-
-
-def _failure(progress: Progress, needed: int, deadline: float) -> Exception:
-    detail = f"{needed} replica(s) needed, {len(progress.answered)} answered"
-    detail += progress.describe_failures()
-    if asyncio.get_running_loop().time() >= deadline:
-        return TimedOut(f"read timed out: {detail}")
-    return Unavailable(f"too few replicas for the read: {detail}")

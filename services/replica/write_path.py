@@ -14,9 +14,11 @@ In this order (DESIGN.md "Write path"):
 4. Send it to the whole write group — the others first, this node's own fsync last — and wait
    (``arrivals.collect``) until the level's count of durable acknowledgements is in and the plan
    re-check passes (``Coordinator.recheck``), or the deadline.
-5. Answer the id and who acknowledged; or fail, naming who acknowledged and who did not. Every
-   failure after step 3 carries the mutation id: replicas may hold the mutation already, and a
-   retry must reuse it so that it is stored once.
+5. Answer the id and who acknowledged; or fail with the replicas' outcome (``replicas`` of the
+   error, and its message): who acknowledged, who refused and why, who did not answer and why
+   (a replica still silent at the deadline included). Every failure after step 3 carries the
+   mutation id: replicas may hold the mutation already, and a retry must reuse it so that it
+   is stored once (a replica that holds it answers a retry OK, even past its fence).
 
 A write refused for want of acknowledgements because replicas fenced its id (``FENCED``: it is
 below a reconciliation fence, as a client's retry of an old write can be) is sent again under a
@@ -247,17 +249,32 @@ class WritePath:
             )
         packed = mutation_id.pack().hex()
         view = progress.view
-        detail = (
-            f"{plan.level.value} write of token {plan.token} ({mutation_id}): acknowledged by "
-            f"{sorted(progress.answered) or 'none'} of the write group "
-            f"{sorted(plan.group_at(view))} at epoch {view.epoch}" + progress.describe_failures()
+        timed_out = asyncio.get_running_loop().time() >= deadline
+        timeout_ms = self.coordinator.settings.write_timeout_ms
+        replicas = progress.outcome(
+            plan,
+            needed=self.coordinator.planner.needed(view, plan),
+            timeout_ms=timeout_ms,
+            timed_out=timed_out,
         )
+        write = f"{plan.level.value} write of token {plan.token} (mutation {mutation_id})"
+        retry = "retry with the same mutation id"
         if view.epoch > plan.epoch:
             return StalePlan(
-                f"the replica group changed after the plan (epoch {plan.epoch}, group "
-                f"{sorted(plan.group)}): {detail}; retry with the same mutation id",
+                f"{write}: the replica group changed after the plan (epoch {plan.epoch}, group "
+                f"{', '.join(sorted(plan.group))}); at epoch {view.epoch} {replicas.describe()}; "
+                f"{retry}",
                 mutation_id=packed,
+                replicas=replicas,
             )
-        if asyncio.get_running_loop().time() >= deadline:
-            return TimedOut(f"timed out: {detail}", mutation_id=packed)
-        return Unavailable(f"too few replicas: {detail}", mutation_id=packed)
+        if timed_out:
+            return TimedOut(
+                f"{write} timed out after {timeout_ms} ms: {replicas.describe()}; {retry}",
+                mutation_id=packed,
+                replicas=replicas,
+            )
+        return Unavailable(
+            f"{write} got too few replicas: {replicas.describe()}; {retry}",
+            mutation_id=packed,
+            replicas=replicas,
+        )
