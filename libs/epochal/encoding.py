@@ -29,6 +29,7 @@ from epochal.status import Operation, error_for
 from epochal.tcm import ColumnType, Table
 from epochal.tcm.consistency import Consistency
 from epochal.tcm.keys import partition_columns, partition_token
+from epochal.wire.status import replicas_from_proto
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.values import BadValue, from_proto, to_proto
 
@@ -251,6 +252,7 @@ def reply_or_raise(reply: pb.SessionReply) -> pb.SessionReply:
         rule=failure.rule,
         epoch=failure.epoch,
         mutation_id=mutation_id,
+        replicas=replicas_from_proto(failure.replicas) if failure.HasField("replicas") else None,
     )
 
 

@@ -1,8 +1,8 @@
 """The SDK's one place between gRPC statuses and ``epochal.errors``: an answer's status, message
-and trailers become the error of the family the server raised (``from_rpc_error``, over
-``epochal.wire.status.error_for``); and the one retry table (``RETRIES``: status x operation ->
-retry with the same id, with a fresh id, or not at all) that the CMS client and the SDK
-follow."""
+and trailers become the error of the family the server raised, a consistency failure with the
+replicas' outcome (``from_rpc_error``, over ``epochal.wire.status.error_for``); and the one
+retry table (``RETRIES``: status x operation -> retry with the same id, with a fresh id, or not
+at all) that the CMS client and the SDK follow."""
 
 from __future__ import annotations
 
@@ -15,13 +15,17 @@ from epochal.wire.status import (
     EPOCH_TRAILER,
     LEADER_TRAILER,
     MUTATION_ID_TRAILER,
+    REPLICAS_TRAILER,
     RULE_TRAILER,
     error_for,
+    replicas_from_trailer,
 )
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> EpochalError:
-    trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
+    metadata = tuple(error.trailing_metadata() or ())
+    trailers = {key: str(value) for key, value in metadata if not key.endswith("-bin")}
+    replicas = next((value for key, value in metadata if key == REPLICAS_TRAILER), None)
     epoch = trailers.get(EPOCH_TRAILER, "0")
     return error_for(
         error.code(),
@@ -30,6 +34,7 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> EpochalError:
         epoch=int(epoch) if epoch.isdigit() else 0,
         mutation_id=trailers.get(MUTATION_ID_TRAILER, ""),
         leader_id=trailers.get(LEADER_TRAILER, ""),
+        replicas=replicas_from_trailer(replicas) if replicas is not None else None,
     )
 
 

@@ -1,9 +1,10 @@
 """Expected errors (``epochal.errors``) <-> gRPC statuses, for every service's gRPC layer and the
 SDK. A service declares the statuses it answers in one table of its own (its ``status``
 module) and aborts with ``abort``: the status, the message, and the error's fields as trailers
-(``epochal-rule``, ``epochal-epoch``, ``epochal-mutation-id``, ``epochal-leader-id``).
-``error_for`` turns a status and those fields back into the family's error, for the SDK and
-for a CMS member answered by its leader.
+(``epochal-rule``, ``epochal-epoch``, ``epochal-mutation-id``, ``epochal-leader-id``, and
+``epochal-replicas-bin``: a consistency failure's ``ReplicaOutcome`` as a serialized
+``epochal.v1.ReplicaOutcome``). ``error_for`` turns a status and those fields back into the
+family's error, for the SDK and for a CMS member answered by its leader.
 
 Every status a server sets goes through ``abort_status`` (``abort``'s, and the bare statuses of
 the handlers and streams), and every refusal a reply carries in-band (a Session failure, a peer
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from epochal.errors import (
     CommitTimeout,
@@ -28,16 +30,19 @@ from epochal.errors import (
     NotLeader,
     Overloaded,
     Rejected,
+    ReplicaOutcome,
     ShuttingDown,
     StalePlan,
     TimedOut,
     Unavailable,
 )
+from epochal.wire.v1 import replica_pb2
 
 EPOCH_TRAILER = "epochal-epoch"
 RULE_TRAILER = "epochal-rule"
 MUTATION_ID_TRAILER = "epochal-mutation-id"
 LEADER_TRAILER = "epochal-leader-id"
+REPLICAS_TRAILER = "epochal-replicas-bin"  # binary (the "-bin" suffix): a serialized message
 
 StatusTable = Mapping[type[EpochalError], grpc.StatusCode]
 
@@ -59,6 +64,13 @@ ECHO_CHARS = 200
 MAX_MESSAGE_BYTES = 2048
 ELLIPSIS = "\u2026"
 _LONG_RUN = re.compile(rf"\S{{{ECHO_CHARS + 1},}}")
+# The replicas' outcome as a trailer is at most this many bytes serialized (a third more in
+# base64 on the wire), which with the message's 6 KiB and the other trailers stays under the 8
+# KiB: its reasons are cut shorter and shorter to fit (REASON_CHARS_TRIED), and an outcome too
+# large even without them (a group of some hundred replicas) is not sent — the message still
+# says what it can.
+MAX_REPLICAS_TRAILER_BYTES = 1024
+REASON_CHARS_TRIED = (ECHO_CHARS, 60, 0)
 
 # The narrower errors an UNAVAILABLE answer names by its rule.
 _UNAVAILABLE_BY_RULE: dict[str, type[Unavailable]] = {
@@ -76,15 +88,78 @@ def status_of(error: EpochalError, table: StatusTable) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def trailers_of(error: EpochalError, epoch: int) -> tuple[tuple[str, str], ...]:
-    trailers = [(EPOCH_TRAILER, str(error.epoch or epoch))]
+Trailers = Sequence[tuple[str, str | bytes]]
+
+
+def trailers_of(error: EpochalError, epoch: int) -> tuple[tuple[str, str | bytes], ...]:
+    trailers: list[tuple[str, str | bytes]] = [(EPOCH_TRAILER, str(error.epoch or epoch))]
     if error.rule:
         trailers.append((RULE_TRAILER, error.rule))
     if error.mutation_id:
         trailers.append((MUTATION_ID_TRAILER, error.mutation_id))
     if isinstance(error, NotLeader) and error.leader_id:
         trailers.append((LEADER_TRAILER, error.leader_id))
+    if error.replicas is not None:
+        encoded = replicas_trailer(error.replicas)
+        if encoded:
+            trailers.append((REPLICAS_TRAILER, encoded))
     return tuple(trailers)
+
+
+def replicas_to_proto(
+    outcome: ReplicaOutcome, reason_chars: int | None = None
+) -> replica_pb2.ReplicaOutcome:
+    """``outcome`` as its message; each reason as a refusal may say it (``bounded_message``),
+    or cut to its first ``reason_chars`` characters."""
+
+    def said(reason: str) -> str:
+        if reason_chars is None or len(reason) <= reason_chars:
+            return bounded_message(reason)
+        return reason[:reason_chars] + ELLIPSIS if reason_chars else ""
+
+    return replica_pb2.ReplicaOutcome(
+        consistency=outcome.consistency,
+        required=outcome.required,
+        replicas=outcome.replicas,
+        acknowledged=outcome.acknowledged,
+        refused=[replica_pb2.NodeReason(node=n, reason=said(r)) for n, r in outcome.refused],
+        not_answering=[
+            replica_pb2.NodeReason(node=n, reason=said(r)) for n, r in outcome.not_answering
+        ],
+    )
+
+
+def replicas_from_proto(message: replica_pb2.ReplicaOutcome) -> ReplicaOutcome:
+    return ReplicaOutcome(
+        consistency=message.consistency,
+        required=message.required,
+        replicas=tuple(message.replicas),
+        acknowledged=tuple(message.acknowledged),
+        refused=tuple((r.node, r.reason) for r in message.refused),
+        not_answering=tuple((r.node, r.reason) for r in message.not_answering),
+    )
+
+
+def replicas_trailer(outcome: ReplicaOutcome) -> bytes:
+    """``outcome`` serialized within MAX_REPLICAS_TRAILER_BYTES (b"": it does not fit)."""
+    for reason_chars in REASON_CHARS_TRIED:
+        encoded = replicas_to_proto(outcome, reason_chars).SerializeToString()
+        if len(encoded) <= MAX_REPLICAS_TRAILER_BYTES:
+            return encoded
+    return b""
+
+
+def replicas_from_trailer(value: str | bytes) -> ReplicaOutcome | None:
+    """The outcome a REPLICAS_TRAILER carries (None when it is not one: a server's answer
+    is read as it can be, never turned into a crash of the error path)."""
+    if not isinstance(value, bytes):
+        return None
+    message = replica_pb2.ReplicaOutcome()
+    try:
+        message.ParseFromString(value)
+    except DecodeError:
+        return None
+    return replicas_from_proto(message)
 
 
 def bounded_message(message: str) -> str:
@@ -103,7 +178,7 @@ async def abort_status(
     context: grpc.aio.ServicerContext,
     code: grpc.StatusCode,
     message: str,
-    trailers: Sequence[tuple[str, str]] = (),
+    trailers: Trailers = (),
 ) -> NoReturn:
     """End the call with ``code`` and ``message`` (bounded): the one place a server sets a
     status's details."""
@@ -127,10 +202,16 @@ def error_for(
     epoch: int = 0,
     mutation_id: str = "",
     leader_id: str = "",
+    replicas: ReplicaOutcome | None = None,
 ) -> EpochalError:
     """The error a failed answer stands for (an RPC's status, one a session answered in-band,
     or a leader's answer to a forwarded commit)."""
-    fields = {"epoch": epoch, "mutation_id": mutation_id, "status": code.name}
+    fields = {
+        "epoch": epoch,
+        "mutation_id": mutation_id,
+        "status": code.name,
+        "replicas": replicas,
+    }
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidRequest(message, rule=rule, **fields)
     if code is grpc.StatusCode.FAILED_PRECONDITION:

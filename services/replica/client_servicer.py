@@ -3,8 +3,10 @@ metadata log as applied here, and what this node is. Translates protobuf <-> dom
 answers every error through the one status table (``status``).
 
 Every answer carries this node's epoch: in the response, or, for an error, in the trailing
-metadata ``epochal-epoch`` (with ``epochal-rule`` naming the rule and, for a write,
-``epochal-mutation-id`` the id a retry must reuse).
+metadata ``epochal-epoch`` (with ``epochal-rule`` naming the rule, for a write
+``epochal-mutation-id`` the id a retry must reuse, and for too few answers
+``epochal-replicas-bin`` what each replica did); a Session carries the same in its
+``SessionFailure``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from epochal.wire.fields import MalformedInput, within
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
 from epochal.wire.multiplex import answer_with, serve
-from epochal.wire.status import bounded_message
+from epochal.wire.status import bounded_message, replicas_to_proto
 from epochal.wire.v1 import cms_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 
@@ -114,6 +116,8 @@ class ReplicaServicer:
             message.mutation_id.CopyFrom(
                 id_to_proto(MutationId.unpack(bytes.fromhex(failure.mutation_id)))
             )
+        if failure.replicas is not None:
+            message.replicas.CopyFrom(replicas_to_proto(failure.replicas))
         return message
 
     async def _write(self, request: pb.WriteRequest) -> pb.WriteResponse:

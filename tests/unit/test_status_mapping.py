@@ -1,15 +1,19 @@
 """Expected errors -> gRPC statuses (one table per service) -> the SDK's errors, and back: every
-error a service answers keeps its class, rule and fields across the wire."""
+error a service answers keeps its class, rule and fields across the wire — a consistency
+failure's replicas' outcome too, as a binary trailer of a unary call (kept small) and in a
+Session's failure."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import grpc
 import pytest
 
 from epochal.cms import status as cms_status
 from epochal.cms.codec import outcome_to_proto, settle_from_outcome
+from epochal.encoding import reply_or_raise
 from epochal.errors import (
     Aborted,
     ClockSkew,
@@ -21,14 +25,28 @@ from epochal.errors import (
     OperationRefused,
     Overloaded,
     Rejected,
+    ReplicaOutcome,
     ShuttingDown,
     StalePlan,
     StreamRefused,
     TimedOut,
     Unavailable,
 )
+from epochal.mtrack import MutationId, make_hlc
 from epochal.replica import status as replica_status
-from epochal.wire.status import error_for, status_of, trailers_of
+from epochal.replica.client_servicer import ReplicaServicer
+from epochal.status import from_rpc_error
+from epochal.wire.status import (
+    MAX_REPLICAS_TRAILER_BYTES,
+    error_for,
+    replicas_from_trailer,
+    replicas_trailer,
+    status_of,
+    trailers_of,
+)
+from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
+
+from .local_server import serving
 
 CMS_ANSWERS = [
     (InvalidRequest("entry_id is required"), grpc.StatusCode.INVALID_ARGUMENT),
@@ -123,3 +141,79 @@ async def _forwarded_not_leader() -> None:
     settle_from_outcome(legacy, older)
     assert current.exception() is not legacy.exception()
     assert legacy.exception().leader_id == "cms2"  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- the replicas' outcome
+
+MUTATION_ID = MutationId(node=1, log=1, sequence=5, hlc=make_hlc(1_000)).pack().hex()
+TIMED_OUT = TimedOut(
+    "ALL write of token 7 timed out after 2000 ms: ...",
+    mutation_id=MUTATION_ID,
+    replicas=ReplicaOutcome(
+        consistency="ALL",
+        required=3,
+        replicas=("node-1", "node-2", "node-3"),
+        acknowledged=("node-1",),
+        refused=(("node-2", "fenced: below the fence 9"),),
+        not_answering=(("node-3", "no answer within 2000 ms"),),
+    ),
+)
+
+
+class Refusing(replica_pb2_grpc.ReplicaServicer):
+    """A replica whose Write fails as a coordinator's does when too few replicas answer."""
+
+    async def Write(
+        self, request: replica_pb2.WriteRequest, context: grpc.aio.ServicerContext
+    ) -> replica_pb2.WriteResponse:
+        await replica_status.abort_with(context, TIMED_OUT, 7)
+        raise AssertionError("unreachable")
+
+
+def test_a_unary_failure_carries_the_replicas_outcome_in_a_binary_trailer() -> None:
+    async def scenario() -> EpochalError:
+        async with (
+            serving(Refusing(), replica_pb2_grpc.add_ReplicaServicer_to_server) as address,
+            grpc.aio.insecure_channel(address) as channel,
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await replica_pb2_grpc.ReplicaStub(channel).Write(replica_pb2.WriteRequest())
+            return from_rpc_error(failed.value)
+
+    rebuilt = asyncio.run(scenario())
+    assert type(rebuilt) is TimedOut and rebuilt.message == TIMED_OUT.message
+    assert (rebuilt.mutation_id, rebuilt.epoch) == (MUTATION_ID, 7)
+    assert rebuilt.replicas == TIMED_OUT.replicas
+
+
+def test_a_session_failure_carries_the_replicas_outcome() -> None:
+    servicer = SimpleNamespace(follower=SimpleNamespace(epoch=7))
+    failure = ReplicaServicer._failure(servicer, TIMED_OUT)  # type: ignore[arg-type]
+    with pytest.raises(TimedOut) as rebuilt:
+        reply_or_raise(replica_pb2.SessionReply(id=1, failure=failure))
+    assert rebuilt.value.replicas == TIMED_OUT.replicas
+    assert rebuilt.value.message == TIMED_OUT.message
+    assert rebuilt.value.mutation_id == MUTATION_ID
+    without = ReplicaServicer._failure(servicer, Unavailable("no quorum"))  # type: ignore[arg-type]
+    assert not without.HasField("replicas")
+    with pytest.raises(Unavailable) as plain:
+        reply_or_raise(replica_pb2.SessionReply(id=2, failure=without))
+    assert plain.value.replicas is None
+
+
+def test_the_trailer_stays_small_whatever_the_reasons_say() -> None:
+    """Three refusals of 2 KiB each: their reasons are cut to fit MAX_REPLICAS_TRAILER_BYTES,
+    every node still named; an outcome too large even without reasons is not sent."""
+    long = "x " * 1000
+    nodes = ("node-1", "node-2", "node-3")
+    wordy = ReplicaOutcome("ALL", 3, nodes, refused=tuple((n, long) for n in nodes))
+    encoded = replicas_trailer(wordy)
+    assert 0 < len(encoded) <= MAX_REPLICAS_TRAILER_BYTES
+    cut = replicas_from_trailer(encoded)
+    assert cut is not None and [n for n, _ in cut.refused] == list(nodes)
+    assert all(len(why) < len(long) for _, why in cut.refused)
+    many = tuple(f"node-{n}" for n in range(500))
+    huge = ReplicaOutcome("ALL", 500, many, not_answering=tuple((n, "silent") for n in many))
+    assert replicas_trailer(huge) == b""
+    assert "epochal-replicas-bin" not in dict(trailers_of(Unavailable("x", replicas=huge), 1))
+    assert replicas_from_trailer(b"\xff\xff not a message") is None

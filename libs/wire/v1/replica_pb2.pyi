@@ -250,18 +250,44 @@ class SessionRequests(_message.Message):
     def __init__(self, requests: _Optional[_Iterable[_Union[SessionRequest, _Mapping]]] = ...) -> None: ...
 
 class SessionFailure(_message.Message):
-    __slots__ = ("code", "message", "rule", "epoch", "mutation_id")
+    __slots__ = ("code", "message", "rule", "epoch", "mutation_id", "replicas")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     code: str
     message: str
     rule: str
     epoch: int
     mutation_id: MutationId
-    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ..., epoch: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ...) -> None: ...
+    replicas: ReplicaOutcome
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., rule: _Optional[str] = ..., epoch: _Optional[int] = ..., mutation_id: _Optional[_Union[MutationId, _Mapping]] = ..., replicas: _Optional[_Union[ReplicaOutcome, _Mapping]] = ...) -> None: ...
+
+class ReplicaOutcome(_message.Message):
+    __slots__ = ("consistency", "required", "replicas", "acknowledged", "refused", "not_answering")
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    NOT_ANSWERING_FIELD_NUMBER: _ClassVar[int]
+    consistency: str
+    required: int
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    acknowledged: _containers.RepeatedScalarFieldContainer[str]
+    refused: _containers.RepeatedCompositeFieldContainer[NodeReason]
+    not_answering: _containers.RepeatedCompositeFieldContainer[NodeReason]
+    def __init__(self, consistency: _Optional[str] = ..., required: _Optional[int] = ..., replicas: _Optional[_Iterable[str]] = ..., acknowledged: _Optional[_Iterable[str]] = ..., refused: _Optional[_Iterable[_Union[NodeReason, _Mapping]]] = ..., not_answering: _Optional[_Iterable[_Union[NodeReason, _Mapping]]] = ...) -> None: ...
+
+class NodeReason(_message.Message):
+    __slots__ = ("node", "reason")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    reason: str
+    def __init__(self, node: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SessionReply(_message.Message):
     __slots__ = ("id", "write", "read", "failure")
