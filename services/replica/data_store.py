@@ -217,6 +217,13 @@ class DataStore:
                 )
         return len(found), shadowed
 
+    def holds(self, mutation: Mutation, body: bytes) -> bool:
+        """Whether this replica holds ``mutation`` whole (its log entry has this body): what
+        storing it again would answer ``Stored.HELD``. One lookup by primary key."""
+        mid = mutation.id
+        held = self._db.query_one(_HELD_MUTATION, (mid.node, mid.log, mid.sequence))
+        return held is not None and bool(body) and (held[0], bytes(held[1])) == (mid.hlc, body)
+
     def held_ids(self, ids: Sequence[MutationId]) -> set[tuple[int, int, int]]:
         """The keys of those of ``ids`` with an entry here (whole or by id)."""
         return {

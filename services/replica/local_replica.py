@@ -30,7 +30,7 @@ from epochal.replica.ids import wall_ms
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.model import Cell, Mutation, digest
 from epochal.replica.mutations import BadRequest, check_repaired_cells, check_stored
-from epochal.replica.reconcile_ops import DROP, Admission, MarkOp, Refusal, malformed
+from epochal.replica.reconcile_ops import DROP, HELD, Admission, MarkOp, Refusal, malformed
 from epochal.replica.reconcile_store import MarkKind
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -63,6 +63,7 @@ PEER_LIMITS = {"max_value_bytes": MAX_REQUEST_BYTES, "max_mutation_bytes": MAX_R
 # Answers stay well under the channels' message limit (epochal.wire.channels).
 MAX_REPLY_BYTES = 32 << 20
 FETCH_REPLY_BYTES = 8 << 20
+UNSTORED = {DROP: "mutations_below_low_bound", HELD: "mutations_duplicate"}  # acknowledged: counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +111,7 @@ class LocalReplica:
         self._flush_scheduled = False
 
     def write_floor(self) -> int:
-        """The oldest id a new tracked write may carry here: the write timeout ago
-        (``reconcile_ops``: the write timeout's fence)."""
+        """The oldest id a new write may carry here: the write timeout ago (``reconcile_ops``)."""
         return make_hlc(max(wall_ms() - self.settings.write_timeout_ms, 0))
 
     # ------------------------------------------------------------------ the epoch gate
@@ -338,7 +338,7 @@ class LocalReplica:
             return
         verdicts = self.admission.judge(
             self.follower.metadata,
-            [(m, repair) for m, _, repair, _ in queued],
+            [(m, body, repair) for m, body, repair, _ in queued],
             [(position, op) for position, op, _ in ops],
             floor=self.write_floor(),
         )
@@ -347,14 +347,13 @@ class LocalReplica:
             if verdict is None:
                 mutations.append(entry)
                 continue
-            if verdict == DROP:  # a delivery below the low bound: held as reconciled
-                self.metrics.mutations_below_low_bound.inc()
-                reply = self._ok()
-            else:
-                assert isinstance(verdict, Refusal)
+            if isinstance(verdict, Refusal):
                 reply = replace(
                     self._refuse(Outcome(verdict.outcome), verdict.message), fence=verdict.fence
                 )
+            else:  # DROP: a delivery below the low bound; HELD: a retry of one held here
+                getattr(self.metrics, UNSTORED[verdict]).inc()
+                reply = self._ok()
             if not entry[3].done():
                 entry[3].set_result(reply)
         if mutations or repairs:

@@ -13,7 +13,10 @@ is one durable transaction. The reconciler's operations go through the same queu
   reconciler learns the fence holds, and none is admitted after. The check is made here, where
   a write enters the log, not when it arrives: a write that passed an earlier check is never
   queued behind the fence. A mutation delivered by reconciliation or read repair is not a new
-  write: it passes the fence (its id exists elsewhere, and the round is collecting it).
+  write: it passes the fence (its id exists elsewhere, and the round is collecting it). A new
+  write whose id this replica holds already, the same, is acknowledged and not stored
+  (``HELD``): a client's retry of a write stored here before the fence (``Admission._verdict``
+  says why that is safe).
 * **A low bound** (``AdvanceLowBound``) to *t* carries the old bounds per token (the highest
   any replica holds) and the digests of the ids in ``[old bound, t)`` every replica reported
   (``epochal.mtrack.reconciliation.span_digests``); a replica whose own digests of that span
@@ -137,7 +140,8 @@ class Refusal:
 
 
 DROP = "drop"  # a delivery below the low bound: acknowledged as reconciled, not stored
-Verdict = Refusal | Literal["drop"] | None
+HELD = "held"  # a new write refused but for this: its id is held here, the same: acknowledged
+Verdict = Refusal | Literal["drop", "held"] | None
 
 
 class Admission:
@@ -155,19 +159,19 @@ class Admission:
     def judge(
         self,
         metadata: ClusterMetadata,
-        writes: list[tuple[Mutation, bool]],
+        writes: list[tuple[Mutation, bytes, bool]],
         ops: list[tuple[int, MarkOp]],
         *,
         floor: int = 0,
     ) -> list[Verdict]:
-        """Per queued write (``(mutation, delivered)``, in order; ``ops`` each with the number
-        of writes queued before it): a Refusal, DROP (acknowledged, not stored), or None to
-        store it. ``floor``: a new tracked write whose id is below it is refused like a fenced
-        one (the write timeout's fence, module docstring)."""
+        """Per queued write (``(mutation, body, delivered)``, in order; ``ops`` each with the
+        number of writes queued before it): a Refusal, DROP or HELD (acknowledged, not stored),
+        or None to store it. ``floor``: a new tracked write whose id is below it is refused like
+        a fenced one (the write timeout's fence, module docstring)."""
         staged: dict[str, RangeMarks] = {}  # keyspace -> fences as the ops queued so far raise
         pending = sorted(ops, key=lambda op: op[0])
         verdicts: list[Verdict] = []
-        for index, (mutation, delivered) in enumerate(writes):
+        for index, (mutation, body, delivered) in enumerate(writes):
             while pending and pending[0][0] <= index:
                 _, op = pending.pop(0)
                 if isinstance(op, HoldCohort):
@@ -176,23 +180,48 @@ class Admission:
                 fence = _fence_of(op)
                 fences = staged.get(op.keyspace) or self.store.marks(op.keyspace, MarkKind.FENCE)
                 staged[op.keyspace] = fences.raised(op.range, fence)
-            verdicts.append(self._verdict(metadata, mutation, delivered, staged, floor))
+            verdicts.append(self._verdict(metadata, mutation, body, delivered, staged, floor))
         return verdicts
 
     def _verdict(
         self,
         metadata: ClusterMetadata,
         mutation: Mutation,
+        body: bytes,
         delivered: bool,
         staged: dict[str, RangeMarks],
         floor: int,
     ) -> Verdict:
         if not mutation.tracked:
             return None
-        hlc = mutation.id.hlc
         if delivered:
             bound = self.store.marks(mutation.keyspace, MarkKind.LOW_BOUND).at(mutation.token)
-            return DROP if hlc < bound else None
+            return DROP if mutation.id.hlc < bound else None
+        refusal = self._refusal(metadata, mutation, staged, floor)
+        # A retry of a write this replica stored before its fence (or its floor) passed the id:
+        # it is durable here already, so the answer is OK and nothing is stored. Safe, because
+        # a fence (and the floor) exists to freeze the set of ids below it at this replica —
+        # no id joins it after — and answering OK for one already in that set adds none: the
+        # round's digests, deliveries and advance see the same set either way. And true: OK
+        # means durable here, which it is. An id the low bound (or a cohort fold) collected
+        # has no log entry any more and stays refused: the coordinator's retry goes past the
+        # fence under a fresh id, as before. Only an entry whole and the same counts (one
+        # held by its id only, streamed without its body, is not known to be the same). Looked
+        # up on the refusal path only: a write that passes costs nothing more.
+        if refusal is not None and self.data.holds(mutation, body):
+            return HELD
+        return refusal
+
+    def _refusal(
+        self,
+        metadata: ClusterMetadata,
+        mutation: Mutation,
+        staged: dict[str, RangeMarks],
+        floor: int,
+    ) -> Refusal | None:
+        """Why a new tracked write may not enter the log here: its id is below the floor, or
+        below its range's fence (committed, or raised by an operation queued before it)."""
+        hlc = mutation.id.hlc
         if hlc < floor:
             return Refusal(
                 "fenced",

@@ -199,8 +199,9 @@ def draft(value: int) -> WriteDraft:
 
 def test_a_fenced_write_is_retried_under_a_fresh_id_keeping_its_first_time(storage) -> None:
     """The coordinator moves past the fence and retries with a fresh id; the client sees
-    success. A client's retry of an old write keeps that write's time, so it does not overwrite
-    a write acknowledged in between."""
+    success. A client's retry of an old write (one this replica no longer holds: the low bound
+    collected it) keeps that write's time, so it does not overwrite a write acknowledged in
+    between."""
     made = cluster()
 
     async def scenario() -> None:
@@ -220,10 +221,11 @@ def test_a_fenced_write_is_retried_under_a_fresh_id_keeping_its_first_time(stora
         first = await write(1)
         between = await write(3)  # acknowledged after the first, before its retry
         fence = between.mutation_id.hlc + (50 << LOGICAL_BITS)  # 50 ms past both
-        fenced = await local.perform(
-            epoch, RaiseFence(keyspace="tr", range=RING, hlc=fence, token=1)
+        entries = storage.data.range_ids_by_token("tr", 0, 0)
+        collected = await local.perform(  # a low bound fences too
+            epoch, advance(span_digests(entries, RangeMarks(), fence), fence)
         )
-        assert fenced.outcome is Outcome.OK
+        assert collected.outcome is Outcome.OK and collected.examined == 2
         retried = await write(1, retry_of=first.mutation_id)  # the client's retry of the first
         assert retried.mutation_id != first.mutation_id and retried.mutation_id.hlc >= fence
         assert local.metrics.writes_fenced._value.get() == 1
@@ -238,6 +240,49 @@ def test_a_fenced_write_is_retried_under_a_fresh_id_keeping_its_first_time(stora
         fresh = await write(4)  # a new write: its id is issued past the fence already
         assert fresh.mutation_id.hlc > fence
         assert local.metrics.writes_fenced._value.get() == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_of_a_write_held_here_is_acknowledged_below_the_fence_and_the_floor(
+    storage,
+) -> None:
+    """A new write whose id this replica holds already, the same, is durable here: answered OK
+    under its own id, below a fence or older than the write timeout, and nothing is stored. One
+    it does not hold, or holds with other content, is still refused."""
+    made = cluster()
+    now = make_hlc(wall_ms())
+    old = mutation(made, 1, hlc=now - (10_000 << LOGICAL_BITS))  # ten seconds old
+    fenced = mutation(made, 2, hlc=now - (1_000 << LOGICAL_BITS))  # one second old
+
+    async def scenario() -> None:
+        local = replica(storage, made)
+        assert (
+            outcomes(await asyncio.gather(submit(local, old), submit(local, fenced)))
+            == [Outcome.OK] * 2
+        )
+        assert local.metrics.mutations_duplicate._value.get() == 0
+        del local.write_floor  # the real one: the write timeout (2 s) ago; old is below it
+        fence = RaiseFence(keyspace="tr", range=RING, hlc=now, token=1)
+        assert (await local.perform(local.follower.epoch, fence)).outcome is Outcome.OK
+        # The retries: both held here, so both acknowledged, nothing stored.
+        retries = await asyncio.gather(submit(local, old), submit(local, fenced))
+        assert outcomes(retries) == [Outcome.OK, Outcome.OK]
+        assert local.metrics.mutations_duplicate._value.get() == 2
+        assert {i.sequence for i in storage.data.range_ids("tr", 0, 0)} == {1, 2}
+        # Not held here: refused as before, by the floor and by the fence.
+        not_held = await asyncio.gather(
+            submit(local, mutation(made, 3, hlc=old.id.hlc)),
+            submit(local, mutation(made, 4, hlc=fenced.id.hlc)),
+        )
+        assert outcomes(not_held) == [Outcome.FENCED, Outcome.FENCED]
+        assert "older than the write timeout" in not_held[0].message
+        assert "below the reconciliation fence" in not_held[1].message
+        # Held with other content: refused too, and still nothing stored.
+        other = replace(fenced, partition_key=b"elsewhere")
+        assert (await submit(local, other)).outcome is Outcome.FENCED
+        assert {i.sequence for i in storage.data.range_ids("tr", 0, 0)} == {1, 2}
+        assert local.metrics.mutations_duplicate._value.get() == 2
 
     asyncio.run(scenario())
 
