@@ -4,11 +4,12 @@
 Proves: an ALL write fails with an error whose ``replicas`` (a ``ReplicaOutcome``) names the
 stopped replica as not answering — its call never settled — and the two others as having
 acknowledged, and whose message says so; over the SDK's Session (``SessionFailure.replicas``)
-and over a unary Write (the ``epochal-replicas-bin`` trailer) alike. A QUORUM write succeeds
-meanwhile. A retry of the failed write, under its mutation id and once that id is older than
-the replicas' write timeout, is acknowledged by the two that hold it — under that same id, not
-a fresh one — while the third is still stopped (were they to refuse it as too old, the
-coordinator would wait on the stopped one to the deadline, and the retry would time out).
+and over a unary Write (the ``epochal-replicas-bin`` trailer) alike; an ALL read too. A
+QUORUM write succeeds meanwhile. A retry of the failed write, under its mutation id and once
+that id is older than the replicas' write timeout, is acknowledged by the two that hold it —
+under that same id, not a fresh one — while the third is still stopped (were they to refuse
+it as too old, the coordinator would wait on the stopped one to the deadline, and the retry
+would time out).
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def test_a_write_short_of_its_level_names_who_acknowledged_and_who_did_not_answe
                 _names_the_stopped_one(failed.value, answering, stopped.node_id)
                 unary = await _unary_all_write(client, first.address)
                 _names_the_stopped_one(unary, answering, stopped.node_id)
+                with pytest.raises(TimedOut) as unread:
+                    await client.read(
+                        "ks", "t", {"id": "k"}, consistency="ALL", coordinator=first.address
+                    )
+                read = unread.value.replicas
+                assert read is not None and read.acknowledged == answering, read
+                assert [node for node, _ in read.not_answering] == [stopped.node_id], read
+                assert unread.value.message.startswith("ALL read of token "), unread.value
 
                 quorum = await client.write(
                     "ks",
