@@ -1,6 +1,7 @@
 """The SDK against real clusters: the sync client from 32 threads with a coordinator SIGSTOPped,
-fork safety, a local datacenter's coordinators counted at the replicas, and a custom retry
-policy's attempts."""
+a stopped replica suspected until it answers again, fork safety, an ALL write's error naming
+the replica that did not answer, a local datacenter's coordinators counted at the replicas, and
+a custom retry policy's attempts."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import epochal
-from epochal import ExecutionProfile, TimedOut, Unavailable
+from epochal import Consistency, ExecutionProfile, TimedOut, Unavailable
 from epochal.devcluster.cluster import LocalCluster
 from epochal.policies import FailedAttempt, RetryDecision, RetryPolicy
 from epochal.tcm import ReplicationParams
@@ -198,6 +199,39 @@ def test_a_client_used_before_a_fork_refuses_clearly_in_the_child_and_goes_on_in
         assert (kind, rule) == ("InvalidRequest", "forked"), message
         assert "create the client after the fork" in message
         assert client.read("tks", "events", {"id": "f"}).rows[0]["payload"] == "before"
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def test_an_all_write_names_the_replica_that_did_not_answer_and_a_quorum_write_succeeds(
+    tmp_path: Path,
+) -> None:
+    with events_cluster(tmp_path, timeout_s=15) as (cluster, client):
+        stopped = cluster.nodes["replica3"]
+        others = {cluster.nodes[n].node_id for n in ("replica1", "replica2")}
+        with paused(cluster, "replica3"):
+            assert client.write("tks", "events", {"id": "q", "seq": 1}, consistency="quorum")
+            with pytest.raises((TimedOut, Unavailable)) as failed:
+                client.write(
+                    "tks",
+                    "events",
+                    {"id": "all", "seq": 1},
+                    consistency=Consistency.ALL,
+                    coordinator=cluster.nodes["replica1"].address,
+                )
+        error = failed.value
+        outcome = error.replicas
+        assert outcome is not None, error
+        assert outcome.consistency == "ALL" and outcome.required == 3
+        assert [node for node, _ in outcome.not_answering] == [stopped.node_id], outcome
+        assert set(outcome.acknowledged) == others, outcome
+        assert outcome.refused == (), outcome
+        assert stopped.node_id in error.message.split("[")[0]  # the last group comes first
+        assert len(error.attempts) >= 2
+        for attempt in error.attempts:  # every attempt saw the same: no refusal hid it
+            assert attempt.error.replicas is not None, attempt
+            assert [n for n, _ in attempt.error.replicas.not_answering] == [stopped.node_id]
 
 
 # ---------------------------------------------------------------------- datacenters
