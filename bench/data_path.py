@@ -11,7 +11,8 @@ Workload (fixed):
   percentiles, then 16 concurrent tasks for the throughput of each. Then, in the same run and
   process, the sync client (``epochal.Client``, over its own background event loop) writes from
   16 threads for as long: ``writes_per_s_c16_sync``, and ``sync_over_async_c16`` its ratio to
-  the 16 tasks' ``writes_per_s_c16`` (the sync client's overhead).
+  the 16 tasks' ``writes_per_s_c16`` (the sync client's overhead), which is the mean of a
+  throughput run before the threads' and one after, so that drift favours neither.
 - Baseline, in the same run: a bare grpc.aio unary echo in another process on loopback, 300
   bytes; sequential p50 latency and calls/s with 16 concurrent callers.
 - Epoch propagation: 3 CMS members and 10 replicas; one commit (an AlterTable of an option)
@@ -150,10 +151,13 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
             # size (a log still growing costs more per fsync: the file's size changes too).
             await throughput(3.0 if calls < 1000 else 10.0, write)
             writes = await timed(calls, write)
-            writes_per_s = await throughput(seconds, write)
+            # The async tasks before and after the sync threads: drift over the run (the
+            # databases growing) favours neither.
+            before_sync = await throughput(seconds, write)
             sync_writes_per_s = await asyncio.to_thread(
                 sync_throughput, cluster.addresses, seconds, keys
             )
+            writes_per_s = (before_sync + await throughput(seconds, write)) / 2
             await timed(200, read)
             before = await data_reads(cluster)
             reads = await timed(calls, read)

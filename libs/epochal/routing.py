@@ -97,6 +97,8 @@ class Router:
             return []
         cached = self._addresses_of.get((group, datacenter))
         if cached is None or cached[0] is not metadata.nodes:
+            if cached is not None:
+                self._addresses_of.clear()  # a new directory: forget the old one's groups
             nodes = metadata.nodes
             addresses = sorted(
                 nodes[n].address
