@@ -14,9 +14,9 @@ would time out).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 import grpc
@@ -26,11 +26,12 @@ from epochal import encoding
 from epochal.client import AsyncClient, Consistency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.errors import EpochalError, TimedOut
+from epochal.mtrack import MutationId, physical_ms_of
 from epochal.results import WriteResult
 from epochal.status import from_rpc_error
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
-from tests.harness import run, start_ring
+from tests.harness import run, start_ring, until
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,14 @@ def test_a_write_short_of_its_level_names_who_acknowledged_and_who_did_not_answe
 
                 # The failed write's retry, its id now older than the write timeout: the two
                 # that hold it acknowledge it as it is (no fresh id past their floor).
-                await asyncio.sleep(0.5)
+                issued_ms = physical_ms_of(
+                    MutationId.unpack(bytes.fromhex(failed.value.mutation_id)).hlc
+                )
+                await until(
+                    "the failed write's id is older than the write timeout",
+                    lambda: time.time() * 1000 - issued_ms > WRITE_TIMEOUT_MS + 100,
+                    timeout_s=10,
+                )
                 retried = await _retry(client, first.address, failed.value.mutation_id)
                 assert retried.mutation_id.pack().hex() == failed.value.mutation_id
                 assert set(retried.acknowledged) == set(answering)
