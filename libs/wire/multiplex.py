@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -82,13 +83,59 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+# grpc's asyncio client, when a write fails because the peer has just ended the call, puts its own
+# status, INTERNAL with these details, in place of the one the peer ended the call with (its
+# UNAVAILABLE "shutting down"), which had arrived while the write was under way. ``watch`` keeps
+# the first status a call ends with, so that the peer's reason survives.
+CORE_LOST_STATUS = "Internal error from Core"
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+_first_status: weakref.WeakKeyDictionary[Any, tuple[grpc.StatusCode, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _lost_status(code: grpc.StatusCode | None, details: str | None) -> bool:
+    return code is grpc.StatusCode.INTERNAL and details == CORE_LOST_STATUS
+
+
+def watch(call: Any) -> Any:
+    """``call``, its first status kept for ``ended_with``. The status is read off grpc's call
+    object as it is set (no public way to); where a grpc release lacks it, nothing is kept and
+    ``ended_with`` says only that the stream ended under a write."""
+
+    def keep(done: Any) -> None:
+        status = getattr(getattr(done, "_cython_call", None), "_status", None)
+        if status is not None:
+            _first_status.setdefault(done, (_CODES.get(status.code()), status.details()))
+
+    call.add_done_callback(keep)
+    return call
+
+
+async def ended_with(call: Any) -> tuple[str, grpc.StatusCode]:
+    """The status the peer ended ``call`` with, as (reason, code). Where grpc replaced it with
+    its INTERNAL "Internal error from Core" (a write raced the peer's end of the call), the
+    status ``watch`` kept; without one, the stream ended while a batch was being written to it
+    and what was written did not reach the peer: UNAVAILABLE, as any stream that went away."""
+    code, details = await call.code(), await call.details()
+    if _lost_status(code, details):
+        code, details = _first_status.get(call, (None, None))
+        if code is None or _lost_status(code, details):
+            reason = "the stream ended while a batch was being written to it"
+            return reason, grpc.StatusCode.UNAVAILABLE
+    return f"{code.name}: {details or 'no details'}", code
+
+
 async def why_broken(call: Any, error: BaseException) -> tuple[str, grpc.StatusCode]:
     """Why a stream call failed, and the status to fail its requests with. A write to a call
-    the peer has already ended raises ``asyncio.InvalidStateError``, which says only that: the
-    reason is the status the peer ended it with (its ``UNAVAILABLE: cms2 is shutting down``)."""
-    if isinstance(error, asyncio.InvalidStateError) and call is not None and call.done():
-        code = await call.code()
-        return f"{code.name}: {await call.details() or 'no details'}", code
+    the peer has already ended raises ``asyncio.InvalidStateError``, which says only that, or
+    grpc's INTERNAL "Internal error from Core" (``ended_with``): the reason is the status the
+    peer ended it with (its ``UNAVAILABLE: cms2 is shutting down``)."""
+    ended_under_a_write = isinstance(error, asyncio.InvalidStateError) or (
+        isinstance(error, grpc.aio.AioRpcError) and _lost_status(error.code(), error.details())
+    )
+    if ended_under_a_write and call is not None and call.done():
+        return await ended_with(call)
     return describe(error), _code_of(error)
 
 
@@ -174,7 +221,7 @@ class Multiplexer:
         reader = None
         self._broken: tuple[str, grpc.StatusCode] | None = None
         try:
-            call = self._open_call()
+            call = watch(self._open_call())
             reader = asyncio.get_running_loop().create_task(self._read(call))
             while not call.done():
                 await self._wake.wait()
@@ -185,9 +232,9 @@ class Multiplexer:
                         await call.write(self._batch(batch))
             # The peer ended the call; its status says why (the reader, which would say so
             # too, may not have run since: it is cancelled below).
-            code = await call.code()
+            reason, code = await ended_with(call)
             if self._broken is None and code is not grpc.StatusCode.OK:
-                self._broken = (f"{code.name}: {await call.details() or 'no details'}", code)
+                self._broken = (reason, code)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -212,7 +259,7 @@ class Multiplexer:
         except Exception as error:
             # Kept: a peer that refused the stream itself (INVALID_ARGUMENT) is not worth
             # retrying, one that went away is.
-            self._broken = (describe(error), _code_of(error))
+            self._broken = await why_broken(call, error)
             log.debug("stream to %s broke: %s", self.name, self._broken[0])
         self._wake.set()  # the writer sees the call is done, fails what waits, and ends
 

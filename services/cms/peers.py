@@ -26,7 +26,7 @@ from epochal.paxos import Message
 from epochal.tcm import ClusterMetadata
 from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import decode_metadata
-from epochal.wire.multiplex import describe, why_broken
+from epochal.wire.multiplex import describe, watch, why_broken
 from epochal.wire.paxos import messages_to_proto
 from epochal.wire.proposal import item_to_proto, signed64
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
@@ -181,7 +181,7 @@ class _PeerStream:
     async def _run(self) -> None:
         backoff_s = RECONNECT_MIN_S
         while True:
-            call = self._stub.Step()
+            call = watch(self._stub.Step())
             try:
                 while not call.done():
                     await self._wake.wait()
@@ -234,7 +234,7 @@ class _Forwarder:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        call = self._stub.Forward()
+        call = watch(self._stub.Forward())
         reader = asyncio.get_running_loop().create_task(self._read(call))
         try:
             while not call.done():

@@ -17,10 +17,12 @@ import pytest
 from epochal.runtime.processes import free_ports
 from epochal.wire.handlers import add_servicer
 from epochal.wire.multiplex import (
+    CORE_LOST_STATUS,
     MAX_REQUEST_BYTES,
     Multiplexer,
     StreamFailed,
     answer_with,
+    ended_with,
     serve,
 )
 from epochal.wire.v1 import replica_pb2 as pb
@@ -284,5 +286,69 @@ def test_a_stopping_server_answers_what_it_took_then_ends_the_stream_unavailable
                 mux.close()
         finally:
             await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_requests_written_as_a_stopping_server_ends_the_stream_fail_unavailable_and_why() -> None:
+    """A write that races the server's end of the stream makes grpc's client replace the
+    server's status with its own INTERNAL "Internal error from Core"; the requests still fail
+    UNAVAILABLE (retried elsewhere) with the server's reason. One request per turn of the loop
+    after ``closing``: most rounds have a write under way as the status arrives."""
+
+    async def scenario() -> None:
+        for _ in range(20):
+            servicer = Echo(lambda epoch: 0.0)
+            server, address = await start(servicer)
+            try:
+                async with grpc.aio.insecure_channel(address) as channel:
+                    mux = multiplexer(channel)
+                    await mux.call(request(1), 5.0)
+                    servicer.closing.set()
+                    futures = []
+                    for epoch in range(2, 202):
+                        futures.append(mux.call(request(epoch), 5.0))
+                        await asyncio.sleep(0)
+                    outcomes = await asyncio.gather(*futures, return_exceptions=True)
+                    mux.close()
+                    failed = [o for o in outcomes if isinstance(o, StreamFailed)]
+                    assert failed, "the stopping server answered requests it was sent after closing"
+                    assert {f.code for f in failed} == {grpc.StatusCode.UNAVAILABLE}
+                    assert all("echo is shutting down" in f.reason for f in failed), {
+                        f.reason for f in failed
+                    }
+            finally:
+                await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+class EndedCall:
+    """What a grpc call answers once grpc put its own INTERNAL in place of the peer's status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    async def code(self) -> grpc.StatusCode:
+        return self._code
+
+    async def details(self) -> str:
+        return self._details
+
+
+def test_a_status_grpc_lost_without_the_peers_status_kept_reads_as_a_stream_that_went_away() -> (
+    None
+):
+    async def scenario() -> None:
+        lost = EndedCall(grpc.StatusCode.INTERNAL, CORE_LOST_STATUS)
+        assert await ended_with(lost) == (
+            "the stream ended while a batch was being written to it",
+            grpc.StatusCode.UNAVAILABLE,
+        )
+        internal = EndedCall(grpc.StatusCode.INTERNAL, "a bug at the peer")
+        assert await ended_with(internal) == (
+            "INTERNAL: a bug at the peer",
+            grpc.StatusCode.INTERNAL,
+        )
 
     asyncio.run(scenario())
