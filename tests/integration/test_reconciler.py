@@ -222,6 +222,13 @@ def test_writes_racing_the_fences_are_retried_and_none_is_lost(cluster: LocalClu
             await cluster.set_hooks("replica1", drop_write_share=MISSED_SHARE)
             cluster.reconciler_args = RACING
             cluster.start_reconciler(cluster.add_reconciler().name)
+            # The writes race rounds only once rounds run: a reconciler slow to start (a loaded
+            # machine) would otherwise find them all written.
+            await until(
+                "the reconciler's rounds reach every replica",
+                lambda: all(low_bounds(cluster, name) for name in cluster.nodes),
+                60,
+            )
             acknowledged = await write_all(
                 client, RACE_WRITES, partitions=4, coordinator=cluster.nodes["replica3"].address
             )
