@@ -1,0 +1,95 @@
+"""The names of every span, span attribute, event and resource attribute the project writes.
+
+This module imports nothing, so the analytics job (``epochal.analytics``) can ship it to Spark
+executors alone and read the spans by the very names the services wrote them with. A span's
+name is ``<service>.<work>``; attribute names are ``epochal.<what>``, beside the OpenTelemetry
+semantic conventions' own where one fits (``rpc.grpc.status_code``, ``service.*``).
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------- resource
+SERVICE_NAME = "service.name"  # "cms", "replica", "reconciler", or the application's name
+SERVICE_INSTANCE = "service.instance.id"  # member id, node id (or address), reconciler id
+SERVICE_VERSION = "service.version"  # the epochal package's version
+NODE_ID = "epochal.node.id"  # the process's id in the cluster ("" until a replica registers)
+DATACENTER = "epochal.datacenter"
+RACK = "epochal.rack"
+
+# --------------------------------------------------------------------------- spans
+# The SDK (kind CLIENT): one span per call, one child per attempt.
+CLIENT_CALL_PREFIX = "client."  # + the method: client.write, client.read, client.create_table
+CLIENT_ATTEMPT = "client.attempt"
+# A replica coordinating (kind SERVER): the client's call as this coordinator served it.
+REPLICA_WRITE = "replica.write"
+REPLICA_READ = "replica.read"
+# A replica serving one request of a coordinator (kind SERVER), itself included.
+REPLICA_APPLY = "replica.apply"  # store a mutation (a write, a repair or a delivery)
+REPLICA_LOCAL_READ = "replica.local_read"  # read one partition for a coordinator
+REPLICA_FETCH = "replica.fetch"  # whole mutations by id
+REPLICA_PROGRESS_BARRIER = "replica.progress_barrier"
+REPLICA_PULL_RANGES = "replica.pull_ranges"
+REPLICA_STREAM_RANGE = "replica.stream_range"
+REPLICA_RECONCILE_RANGE = "replica.reconcile_range"
+# Any process following the CMS log.
+EPOCH_APPLY = "epoch.apply"  # one epoch applied on this node
+FETCH_LOG = "follower.fetch_log"  # one catch-up call to the CMS
+# The CMS.
+CMS_COMMIT = "cms.commit"  # a commit as one member served it (the follower's and the leader's)
+CMS_FETCH_LOG = "cms.fetch_log"
+CMS_STEP = "cms.step"  # a batch of Paxos messages a member received
+CMS_STATE_TRANSFER = "cms.state_transfer"
+PAXOS_ROUND = "paxos.round"  # a slot this leader proposed; linked to the commits it carries
+# The reconciler.
+RECONCILE_ROUND = "reconciler.round"  # parent of its calls to replicas
+# A unary gRPC call whose method has no span of its own: "rpc.<Service>/<Method>".
+RPC_PREFIX = "rpc."
+
+# The CMS commit's phases, events of the cms.commit span on the member that leads.
+PHASE_QUEUED = "queued"
+PHASE_VALIDATED = "validated"
+PHASE_ACCEPTED = "accepted"  # by a quorum
+PHASE_APPLIED = "applied"
+PHASE_ANSWERED = "answered"
+COMMIT_PHASES = (PHASE_QUEUED, PHASE_VALIDATED, PHASE_ACCEPTED, PHASE_APPLIED, PHASE_ANSWERED)
+
+# --------------------------------------------------------------------------- span attributes
+EPOCH = "epochal.epoch"
+KEYSPACE = "epochal.keyspace"
+TABLE = "epochal.table"
+TOKEN = "epochal.token"
+RANGE = "epochal.range"  # a token range, "(left, right]"
+CONSISTENCY = "epochal.consistency"
+REPLICAS_CONTACTED = "epochal.replicas.contacted"  # node ids
+REPLICAS_ANSWERED = "epochal.replicas.answered"  # node ids that acknowledged or answered
+REQUEST_BYTES = "epochal.bytes"
+ROWS = "epochal.rows"
+OUTCOME = "epochal.outcome"  # "ok", or the error's rule ("fenced", "timeout", ...)
+STATUS_CODE = "rpc.grpc.status_code"  # the gRPC status code's number (semantic conventions)
+ERROR_CLASS = "epochal.error"  # the SDK error's class name
+ATTEMPT = "epochal.attempt"  # 1 for the first attempt
+ATTEMPTS = "epochal.attempts"
+COORDINATOR = "epochal.coordinator"  # the address an attempt went to
+PEER = "epochal.peer"  # the other member or replica of a call
+MUTATION_ID = "epochal.mutation_id"
+REPAIR = "epochal.repair"  # a stored mutation was a read repair or a reconciliation delivery
+MUTATIONS = "epochal.mutations"
+# The CMS.
+MEMBER = "epochal.member"
+LEADER = "epochal.leader"
+TRANSFORMATION = "epochal.transformation"  # the transformation's kind
+ENTRY_ID = "epochal.entry_id"
+FORWARDED = "epochal.forwarded"  # this member sent the commit on to the leader
+DUPLICATE = "epochal.duplicate"
+SLOT = "epochal.slot"
+BALLOT = "epochal.ballot"
+BATCH_SIZE = "epochal.batch_size"
+ENTRIES = "epochal.entries"
+SINCE_EPOCH = "epochal.since_epoch"
+SNAPSHOT = "epochal.snapshot"
+MESSAGES = "epochal.messages"  # Paxos message kinds in a batch
+# The reconciler.
+LOW_BOUND = "epochal.low_bound"
+UNRECONCILED = "epochal.unreconciled"
+
+OK = "ok"
