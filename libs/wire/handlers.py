@@ -16,6 +16,11 @@
   UNKNOWN, the status a transport failure also gets, and log it without saying which call;
   a bug's Python text says nothing a caller can act on). gRPC's own exceptions (an abort,
   a call that ended under the method) are gRPC's to handle, and pass through.
+- **Traces**: in a process that traces, a call whose request is not a stream runs in the trace
+  context its metadata carries (``epochal.telemetry.context``), in a SERVER span named
+  ``rpc.<service>/<method>`` unless the servicer lists the method in ``TRACED_METHODS`` (it
+  starts a span of its own, a child of that context). A stream of requests carries a context
+  per message, which the method reads itself.
 - **Stopping**: ``finished_before`` ends a long-lived stream's reading when the server stops,
   so that the stream ends with a status instead of holding the stop to its deadline, where
   gRPC would cancel it.
@@ -27,7 +32,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +40,10 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
+from opentelemetry import trace
 
+from epochal.telemetry import attributes as attr
+from epochal.telemetry.context import attached, from_metadata, tracing
 from epochal.wire.status import abort_status
 
 log = logging.getLogger(__name__)
@@ -70,12 +78,17 @@ def add_servicer(
     refusal: Refusal = always_open,
 ) -> None:
     handlers = {}
+    traced_methods: frozenset[str] = getattr(servicer, "TRACED_METHODS", frozenset())
     for method in service.methods:
         request_class = message_factory.GetMessageClass(method.input_type)
         response_class = message_factory.GetMessageClass(method.output_type)
         function = getattr(servicer, method.name)
         full_name = f"/{service.full_name}/{method.name}"
         streaming_in = method.client_streaming
+        if tracing() and not streaming_in and not service.full_name.startswith("grpc."):
+            function = _in_callers_trace(
+                function, full_name, method.name in traced_methods, method.server_streaming
+            )
         if method.server_streaming:
             guarded = _guard_stream(function, method.name, full_name, refusal, streaming_in)
         else:
@@ -96,6 +109,59 @@ def add_servicer(
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(service.full_name, handlers),)
     )
+
+
+def _in_callers_trace(
+    function: Callable[..., Any], full_name: str, own_span: bool, streaming_out: bool
+) -> Callable[..., Any]:
+    """``function`` run in the trace context of the call's metadata: in a SERVER span of the
+    method, or (``own_span``) as the parent of the span the method starts itself."""
+    tracer = trace.get_tracer("epochal.rpc")
+    name = f"{attr.RPC_PREFIX}{full_name.lstrip('/')}"
+
+    @contextlib.contextmanager
+    def context_of(context: grpc.aio.ServicerContext) -> Iterator[None]:
+        parent = from_metadata(context.invocation_metadata())
+        if own_span:
+            with attached(parent):
+                yield
+            return
+        with tracer.start_as_current_span(
+            name,
+            context=parent,
+            kind=trace.SpanKind.SERVER,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield
+            finally:
+                code = context.code()
+                if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
+                    span.set_attribute(attr.STATUS_CODE, code.value[0])
+                    span.set_attribute(attr.OUTCOME, code.name)
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, context.details() or ""))
+                else:
+                    span.set_attribute(attr.OUTCOME, attr.OK)
+
+    if streaming_out:
+
+        async def streamed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with context_of(context):
+                responses = function(request, context)
+                if inspect.isawaitable(responses):
+                    await responses
+                    return
+                async for response in responses:
+                    yield response
+
+        return streamed
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        with context_of(context):
+            return await function(request, context)
+
+    return unary
 
 
 def _guard_unary(

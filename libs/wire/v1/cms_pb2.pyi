@@ -139,24 +139,38 @@ class DescribeResponse(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot_epochs: _Optional[_Iterable[int]] = ..., ballot: _Optional[_Union[_paxos_pb2.Ballot, _Mapping]] = ..., applied_slot: _Optional[int] = ..., ready: _Optional[bool] = ..., snapshots_installed: _Optional[int] = ..., log_complete: _Optional[bool] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "traceparent", "tracestate")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[_paxos_pb2.PaxosMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[_paxos_pb2.PaxosMessage, _Mapping]]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
+
+class TraceContext(_message.Message):
+    __slots__ = ("traceparent", "tracestate")
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
+    traceparent: str
+    tracestate: str
+    def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class StepResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("batch_id", "member_id", "items")
+    __slots__ = ("batch_id", "member_id", "items", "traces")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TRACES_FIELD_NUMBER: _ClassVar[int]
     batch_id: int
     member_id: str
     items: _containers.RepeatedCompositeFieldContainer[ProposalItem]
-    def __init__(self, batch_id: _Optional[int] = ..., member_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ProposalItem, _Mapping]]] = ...) -> None: ...
+    traces: _containers.RepeatedCompositeFieldContainer[TraceContext]
+    def __init__(self, batch_id: _Optional[int] = ..., member_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ProposalItem, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[TraceContext, _Mapping]]] = ...) -> None: ...
 
 class CommitOutcome(_message.Message):
     __slots__ = ("committed", "error", "batch_size", "index")

@@ -234,14 +234,18 @@ class ReadResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., stats: _Optional[_Union[ReadStats, _Mapping]] = ..., hlc: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("id", "write", "read")
+    __slots__ = ("id", "write", "read", "traceparent", "tracestate")
     ID_FIELD_NUMBER: _ClassVar[int]
     WRITE_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     id: int
     write: WriteRequest
     read: ReadRequest
-    def __init__(self, id: _Optional[int] = ..., write: _Optional[_Union[WriteRequest, _Mapping]] = ..., read: _Optional[_Union[ReadRequest, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, id: _Optional[int] = ..., write: _Optional[_Union[WriteRequest, _Mapping]] = ..., read: _Optional[_Union[ReadRequest, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class SessionRequests(_message.Message):
     __slots__ = ("requests",)
@@ -555,18 +559,22 @@ class FetchMutationsResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., outcome: _Optional[_Union[PeerOutcome, str]] = ..., message: _Optional[str] = ..., mutations: _Optional[_Iterable[_Union[StoredMutation, _Mapping]]] = ..., examined: _Optional[int] = ..., held: _Optional[_Iterable[_Union[MutationId, _Mapping]]] = ...) -> None: ...
 
 class PeerRequest(_message.Message):
-    __slots__ = ("id", "apply", "read", "fetch", "deliver")
+    __slots__ = ("id", "apply", "read", "fetch", "deliver", "traceparent", "tracestate")
     ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     DELIVER_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     id: int
     apply: ApplyRequest
     read: LocalReadRequest
     fetch: FetchMutationsRequest
     deliver: DeliverMutationsRequest
-    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ..., deliver: _Optional[_Union[DeliverMutationsRequest, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, id: _Optional[int] = ..., apply: _Optional[_Union[ApplyRequest, _Mapping]] = ..., read: _Optional[_Union[LocalReadRequest, _Mapping]] = ..., fetch: _Optional[_Union[FetchMutationsRequest, _Mapping]] = ..., deliver: _Optional[_Union[DeliverMutationsRequest, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class PeerRequests(_message.Message):
     __slots__ = ("requests",)

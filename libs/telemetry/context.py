@@ -1,0 +1,206 @@
+"""W3C trace context across processes: one trace per SDK call and per commit.
+
+Theory of operation
+-------------------
+A unary call carries the caller's context in gRPC metadata (``traceparent``/``tracestate``):
+the channels of a process that traces get ``ContextInterceptor`` (``epochal.wire.channels``),
+and every servicer method starts from the context its metadata names
+(``epochal.wire.handlers``). The long-lived multiplexed streams (the SDK's ``Session``, the
+replicas' ``Exchange``, the CMS's ``Forward`` and ``Step``) carry many requests of many traces
+on one call, so each request message has ``traceparent``/``tracestate`` fields of its own:
+``inject`` fills them from the current span, ``parent_of`` reads them back (an additive wire
+change: a peer that does not know the fields leaves them empty, and its requests start traces
+of their own).
+
+Only the OpenTelemetry API is used here, so the SDK, which traces through whatever provider the
+application installed (none: the API's no-op), imports nothing more. ``tracing()`` says whether
+spans are recorded anywhere in this process; callers skip building spans otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from epochal.telemetry import attributes as attr
+
+T = TypeVar("T")
+_W3C = TraceContextTextMapPropagator()
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+
+
+def tracing() -> bool:
+    """Whether a tracer provider other than the API's default (no-op) one is installed: by
+    ``epochal.telemetry.setup_tracing`` in a service, by the application around the SDK."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def current_headers() -> dict[str, str]:
+    """The current span's context as W3C headers ({} when there is no valid span)."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier
+
+
+def headers_of(span: trace.Span) -> dict[str, str]:
+    """``span``'s context as W3C headers ({} for a span with no valid context)."""
+    if not span.get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
+def set_headers(message: Any, headers: Mapping[str, str]) -> None:
+    """Put W3C ``headers`` in a message's ``traceparent``/``tracestate`` fields."""
+    if headers:
+        message.traceparent = headers[TRACEPARENT]
+        state = headers.get(TRACESTATE)
+        if state:
+            message.tracestate = state
+
+
+def inject(message: Any) -> None:
+    """Set ``message.traceparent`` (and ``tracestate``) from the current span, if there is
+    one. A span that is not sampled is carried too: its children follow its decision."""
+    set_headers(message, current_headers())
+
+
+def parent_of(message: Any) -> otel_context.Context | None:
+    """The context a request message names as its parent (None: none, or not a valid one)."""
+    traceparent = message.traceparent
+    if not traceparent:
+        return None
+    return from_headers({TRACEPARENT: traceparent, TRACESTATE: message.tracestate})
+
+
+def from_headers(headers: Mapping[str, str]) -> otel_context.Context | None:
+    """The context W3C headers name (None: no valid ``traceparent`` among them)."""
+    carrier = {key: value for key, value in headers.items() if value}
+    if TRACEPARENT not in carrier:
+        return None
+    extracted = _W3C.extract(carrier)
+    if not trace.get_current_span(extracted).get_span_context().is_valid:
+        return None
+    return extracted
+
+
+def from_metadata(
+    metadata: Sequence[tuple[str, str | bytes]] | None,
+) -> otel_context.Context | None:
+    """The context a unary call's gRPC metadata names, if any."""
+    if not metadata:
+        return None
+    headers = {
+        key: value
+        for key, value in metadata
+        if key in (TRACEPARENT, TRACESTATE) and isinstance(value, str)
+    }
+    return from_headers(headers)
+
+
+def spawn_in(parent: otel_context.Context | None, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task running ``work`` in ``parent``'s trace context (a task copies the context it is
+    created in), or in the current one when ``parent`` is None."""
+    if parent is None:
+        return asyncio.ensure_future(work)
+    token = otel_context.attach(parent)
+    try:
+        return asyncio.ensure_future(work)
+    finally:
+        otel_context.detach(token)
+
+
+@contextlib.contextmanager
+def attached(parent: otel_context.Context | None) -> Iterator[None]:
+    """Make ``parent`` the current context for the block (nothing when it is None)."""
+    if parent is None:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def start_child(
+    tracer: trace.Tracer,
+    name: str,
+    parent: otel_context.Context | None,
+    *,
+    kind: trace.SpanKind = trace.SpanKind.SERVER,
+    attributes: Mapping[str, Any] | None = None,
+) -> trace.Span:
+    """A span of ``name`` whose parent is ``parent`` (None: the current span, if any)."""
+    return tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+
+
+def end_when_done(
+    span: trace.Span, future: Any, describe: Callable[[trace.Span, Any], None] | None = None
+) -> None:
+    """End ``span`` when ``future`` settles: its outcome ``ok`` (``describe`` adds what the
+    result says), or the error's rule and class, with an error status."""
+
+    def done(settled: Any) -> None:
+        if settled.cancelled():
+            span.set_attribute(attr.OUTCOME, "cancelled")
+        elif settled.exception() is not None:
+            failed(span, settled.exception())
+        else:
+            span.set_attribute(attr.OUTCOME, attr.OK)
+            if describe is not None:
+                describe(span, settled.result())
+        span.end()
+
+    future.add_done_callback(done)
+
+
+def failed(span: trace.Span, error: BaseException) -> None:
+    """Record ``error`` as the span's outcome (its rule, else its class) and status."""
+    rule = getattr(error, "rule", "") or type(error).__name__
+    span.set_attribute(attr.OUTCOME, rule)
+    span.set_attribute(attr.ERROR_CLASS, type(error).__name__)
+    code = getattr(error, "code", None)
+    if isinstance(code, grpc.StatusCode):
+        span.set_attribute(attr.STATUS_CODE, code.value[0])
+    span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:200]))
+
+
+class ContextInterceptor(
+    grpc.aio.UnaryUnaryClientInterceptor,
+    grpc.aio.UnaryStreamClientInterceptor,
+):
+    """Adds the current span's context to a unary call's metadata (installed on a process's
+    channels only while it traces: an interceptor costs a little on every call)."""
+
+    def _with_context(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        headers = current_headers()
+        if not headers:
+            return details
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        for key, value in headers.items():
+            metadata[key] = value
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(self._with_context(client_call_details), request)
+
+    async def intercept_unary_stream(
+        self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(self._with_context(client_call_details), request)
