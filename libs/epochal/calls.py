@@ -21,19 +21,26 @@ record. A retry thus never hides what an earlier attempt saw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from opentelemetry import trace
 
 from epochal.errors import AttemptRecord, EpochalError
 from epochal.mtrack import MutationId, physical_ms_of
 from epochal.policies import FailedAttempt, RetryPolicy
 from epochal.sessions import no_answer
 from epochal.status import Operation
+from epochal.telemetry import attributes as attr
+from epochal.telemetry.context import failed, tracing
 
 Result = TypeVar("Result")
 
 EARLIER_MESSAGE_CHARS = 300  # of each earlier attempt's message in the final one
+
+# The application's tracer provider, whenever it installs one (the SDK installs none).
+_tracer = trace.get_tracer("epochal.client")
 
 
 @dataclass(slots=True)
@@ -57,12 +64,81 @@ async def run(
     attempt_timeout_s: float | None = None,
     carry_id: str = "",
     wall_ms: Callable[[], int],
+    span: str = "",
+    span_attributes: Mapping[str, Any] | None = None,
 ) -> Result:
     """Run ``attempt`` until it returns or the policy (or the time) says stop; ``what`` names
     the call in messages ("QUORUM write to shop.carts"); each attempt gets what is left of
     ``timeout_s``, at most ``attempt_timeout_s`` (None: no bound of its own); ``carry_id`` is
     the id the first attempt carries (a commit's entry id); ``wall_ms`` tells how old a
-    mutation id is."""
+    mutation id is. When the application traces, the call is a CLIENT span named ``span``
+    and each attempt a ``client.attempt`` child (whose context the attempt's request carries)."""
+    if not (span and tracing()):
+        return await _run(
+            operation, policy, timeout_s, attempt, what, attempt_timeout_s, carry_id, wall_ms
+        )
+    with _tracer.start_as_current_span(
+        span,
+        kind=trace.SpanKind.CLIENT,
+        attributes=span_attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as call_span:
+        try:
+            result = await _run(
+                operation,
+                policy,
+                timeout_s,
+                _traced(attempt, call_span),
+                what,
+                attempt_timeout_s,
+                carry_id,
+                wall_ms,
+            )
+        except EpochalError as error:
+            failed(call_span, error)
+            raise
+        call_span.set_attribute(attr.OUTCOME, attr.OK)
+        return result
+
+
+def _traced(
+    attempt: Callable[[Attempt], Awaitable[Result]], call_span: trace.Span
+) -> Callable[[Attempt], Awaitable[Result]]:
+    """``attempt`` in a ``client.attempt`` span of its own, a child of ``call_span``."""
+
+    async def traced(current: Attempt) -> Result:
+        call_span.set_attribute(attr.ATTEMPTS, current.number)
+        with _tracer.start_as_current_span(
+            attr.CLIENT_ATTEMPT,
+            kind=trace.SpanKind.CLIENT,
+            attributes={attr.ATTEMPT: current.number},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as attempt_span:
+            try:
+                result = await attempt(current)
+            except EpochalError as error:
+                attempt_span.set_attribute(attr.COORDINATOR, current.coordinator)
+                failed(attempt_span, error)
+                raise
+            attempt_span.set_attribute(attr.COORDINATOR, current.coordinator)
+            attempt_span.set_attribute(attr.OUTCOME, attr.OK)
+            return result
+
+    return traced
+
+
+async def _run(
+    operation: Operation,
+    policy: RetryPolicy,
+    timeout_s: float,
+    attempt: Callable[[Attempt], Awaitable[Result]],
+    what: str,
+    attempt_timeout_s: float | None,
+    carry_id: str,
+    wall_ms: Callable[[], int],
+) -> Result:
     loop = asyncio.get_running_loop()
     started = loop.time()
     records: list[AttemptRecord] = []

@@ -66,6 +66,8 @@ from epochal.tcm import (
     Transformation,
 )
 from epochal.tcm.consistency import Consistency
+from epochal.telemetry import attributes as attr
+from epochal.telemetry.context import inject
 
 __all__ = [
     "AsyncClient",
@@ -251,6 +253,11 @@ class AsyncClient(SchemaChanges):
             attempt_timeout_s=settings.profile.attempt_timeout_s,
             carry_id=request.entry_id,
             wall_ms=_wall_ms,
+            span=f"{attr.CLIENT_CALL_PREFIX}commit",
+            span_attributes={
+                attr.TRANSFORMATION: type(transformation).__name__,
+                attr.ENTRY_ID: request.entry_id,
+            },
         )
         self._view.saw(committed.epoch)
         left_s = started + settings.timeout_s - time.monotonic()
@@ -425,6 +432,7 @@ class AsyncClient(SchemaChanges):
                 session_hlc=self.session_hlc,
                 mutation_id=current.carry_id,
             )
+            inject(request)  # the coordinator's span is a child of this attempt's
             try:
                 reply = await self._sessions.call(
                     address, coordinator is not None, request, current.timeout_s
@@ -444,6 +452,13 @@ class AsyncClient(SchemaChanges):
             what=f"{settings.consistency.value} {'write to' if write else 'read of'} {name}",
             attempt_timeout_s=None if coordinator else profile.attempt_timeout_s,
             wall_ms=_wall_ms,
+            span=f"{attr.CLIENT_CALL_PREFIX}{'write' if write else 'read'}",
+            span_attributes={
+                attr.KEYSPACE: encoded.keyspace,
+                attr.TABLE: name.partition(".")[2],
+                attr.TOKEN: encoded.token,
+                attr.CONSISTENCY: settings.consistency.value,
+            },
         )
 
 

@@ -36,12 +36,16 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
 from epochal.client import AsyncClient, forked
 from epochal.errors import InvalidRequest
 from epochal.policies import RetryPolicy
 from epochal.profiles import ExecutionProfile, Profiles
 from epochal.tcm import ClusterMetadata, Table
 from epochal.tcm.consistency import Consistency
+from epochal.telemetry.context import attached
 
 __all__ = ["Client"]
 
@@ -80,6 +84,8 @@ class _LoopThread:
                 "an epochal.Client method was called from its own event loop (a callback of "
                 "the client?): use epochal.AsyncClient in asyncio code"
             )
+        if trace.get_current_span().get_span_context().is_valid:
+            work = _within(otel_context.get_current(), work)  # the call's span: a child
         with self._submitting:
             if self._stopping:
                 work.close()
@@ -109,6 +115,12 @@ class _LoopThread:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _within(parent: otel_context.Context, work: Coroutine[Any, Any, R]) -> R:
+    """``work`` in the calling thread's trace context (the loop's thread has its own)."""
+    with attached(parent):
+        return await work
 
 
 def _blocking(
