@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from epochal.tcm import ClusterMetadata, NodeState, Table
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 from epochal.telemetry.metrics import Metrics
@@ -219,8 +220,12 @@ class MetadataFollower:
         deadline = loop.time() + timeout_s
         span = (
             self._tracer.start_span(
-                f"{self.service}.catch_up",
-                attributes={"node": self.node_id, "from_epoch": self.epoch, "to_epoch": epoch},
+                attr.CATCH_UP,
+                attributes={
+                    attr.NODE_ID: self.node_id,
+                    attr.FROM_EPOCH: self.epoch,
+                    attr.TO_EPOCH: epoch,
+                },
             )
             if tracing_enabled()
             else None
@@ -244,7 +249,7 @@ class MetadataFollower:
             return self.epoch >= epoch
         finally:
             if span is not None:
-                span.set_attribute("reached_epoch", self.epoch)
+                span.set_attribute(attr.REACHED_EPOCH, self.epoch)
                 span.end()
 
     def fetch_now(self) -> None:
@@ -458,8 +463,8 @@ class MetadataFollower:
             if tracing_enabled():
                 for entry in applied:
                     self._tracer.start_span(
-                        f"{self.service}.apply_epoch",
-                        attributes={"epoch": entry.epoch, "node": self.node_id},
+                        attr.EPOCH_APPLY,
+                        attributes={attr.EPOCH: entry.epoch, attr.NODE_ID: self.node_id},
                     ).end()
         self.metrics.current_epoch.set(metadata.epoch)
         for callback in self.on_change:

@@ -27,6 +27,7 @@ from epochal.replica.peer_client import PeerClient
 from epochal.replica.settings import ReplicaSettings
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.barrier import BarrierLevel, BarrierOutcome, ProgressBarrier, chain_down_to
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import span
 
 log = logging.getLogger(__name__)
@@ -48,13 +49,13 @@ class BarrierDriver:
         on_level: Callable[[BarrierLevel], None] = lambda _: None,
     ) -> BarrierOutcome:
         """Until ``barrier`` is met at some level of its chain; the outcome names the level."""
-        with span("replica.progress_barrier") as traced:
-            traced.set_attribute("operation", what)
-            traced.set_attribute("epoch", barrier.epoch)
-            traced.set_attribute("nodes", len(barrier.nodes))
+        with span(attr.REPLICA_PROGRESS_BARRIER) as traced:
+            traced.set_attribute(attr.OPERATION, what)
+            traced.set_attribute(attr.EPOCH, barrier.epoch)
+            traced.set_attribute(attr.NODES, len(barrier.nodes))
             outcome = await self._wait(barrier, what, on_level)
-            traced.set_attribute("level", outcome.level.value)
-            traced.set_attribute("verdict", outcome.verdict)
+            traced.set_attribute(attr.CONSISTENCY, outcome.level.value)
+            traced.set_attribute(attr.VERDICT, outcome.verdict)
         return outcome
 
     async def _wait(

@@ -34,6 +34,7 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import abort_with, code_of, expected
 from epochal.replica.storage import ReplicaStorage
 from epochal.runtime.follower import MetadataFollower
+from epochal.telemetry.context import parent_of, spawn_in, tracing
 from epochal.wire.fields import MalformedInput, within
 from epochal.wire.log import fetch_response_to_proto
 from epochal.wire.metadata import MetadataEncoder
@@ -56,8 +57,12 @@ class ReplicaServicer:
     metrics: ReplicaMetrics
     closing: asyncio.Event = field(kw_only=True)  # the server is stopping: Session streams end
 
+    # Write and Read start the coordinator's span, a child of the caller's (epochal.wire.handlers).
+    TRACED_METHODS = frozenset({"Write", "Read"})
+
     def __post_init__(self) -> None:
         self._encoder = MetadataEncoder()
+        self._tracing = tracing()
 
     async def Write(
         self, request: pb.WriteRequest, context: grpc.aio.ServicerContext
@@ -98,7 +103,7 @@ class ReplicaServicer:
             return pb.SessionReply(id=request_id, failure=failure)
         work = self._write(request.write) if kind == "write" else self._read(request.read)
         return answer_with(
-            asyncio.ensure_future(work),
+            spawn_in(parent_of(request) if self._tracing else None, work),
             lambda response: pb.SessionReply(id=request_id, **{kind: response}),
             lambda error: pb.SessionReply(id=request_id, failure=self._failure(error)),
         )

@@ -49,10 +49,13 @@ from epochal.replica.write_path import WritePath, WriteResult
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.consistency import Consistency
-from epochal.telemetry import span
+from epochal.telemetry import attributes as attr
+from epochal.telemetry.context import failed, tracing
 from epochal.wire.channels import Channels
 
 __all__ = ["Coordinator", "Hooks", "ReadResult", "ReadStats", "WriteResult"]
+
+_tracer = trace.get_tracer("epochal.replica")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +131,29 @@ class Coordinator:
             )
             started = time.monotonic()
             deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-            with span(f"replica.{operation}") as traced:
-                traced.set_attribute("consistency", level.value)
-                yield deadline, traced
+            with self._span(operation) as traced:
+                traced.set_attribute(attr.CONSISTENCY, level.value)
+                try:
+                    yield deadline, traced
+                except Exception as error:
+                    if traced.is_recording():
+                        failed(traced, error)
+                    raise
+                traced.set_attribute(attr.OUTCOME, attr.OK)
             latency[level].observe(time.monotonic() - started)
+
+    def _span(self, operation: str) -> contextlib.AbstractContextManager[trace.Span]:
+        """The coordinator's SERVER span of a client's write or read: a child of the client's
+        attempt (the request's trace context, made current by the servicer)."""
+        if not tracing():
+            return contextlib.nullcontext(trace.INVALID_SPAN)
+        name = attr.REPLICA_WRITE if operation == "write" else attr.REPLICA_READ
+        return _tracer.start_as_current_span(
+            name,
+            kind=trace.SpanKind.SERVER,
+            attributes={attr.NODE_ID: self.node_id},
+            record_exception=False,
+        )
 
     @contextlib.contextmanager
     def _admitted(self, operation: str) -> Iterator[None]:

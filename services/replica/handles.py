@@ -26,7 +26,9 @@ from epochal.replica import exchange_codec as codec
 from epochal.replica.data_store import CellRepair
 from epochal.replica.local_replica import LocalReplica, PartitionRead, PeerReply
 from epochal.replica.model import Mutation
+from epochal.replica.peer_tracing import served
 from epochal.replica.reachability import PeerReach, counts_as_unreachable
+from epochal.telemetry.context import inject
 from epochal.wire.channels import Channels
 from epochal.wire.multiplex import Multiplexer
 
@@ -56,12 +58,23 @@ class LocalHandle:
     def apply(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        return self.replica.apply_soon(epoch, mutation, body, repair=False, prepared=True)
+        return served(
+            "apply",
+            self.node_id,
+            None,
+            lambda: self.replica.apply_soon(epoch, mutation, body, repair=False, prepared=True),
+        )
 
     def repair(
         self, epoch: int, mutation: Mutation, body: bytes, *, timeout_s: float
     ) -> asyncio.Future[PeerReply]:
-        return self.replica.apply_soon(epoch, mutation, body, repair=True)
+        return served(
+            "apply",
+            self.node_id,
+            None,
+            lambda: self.replica.apply_soon(epoch, mutation, body, repair=True),
+            repair=True,
+        )
 
     def repair_cells(
         self, epoch: int, keyspace: str, repair: CellRepair, *, timeout_s: float
@@ -80,16 +93,21 @@ class LocalHandle:
         sketch_logs: Sequence[tuple[int, int]] = (),
         sketch_cells: int = 0,
     ) -> asyncio.Future[PeerReply]:
-        return asyncio.ensure_future(
-            self.replica.read(
-                epoch,
-                read,
-                data=data,
-                summary=summary,
-                want_digest=digest,
-                sketch_logs=sketch_logs,
-                sketch_cells=sketch_cells,
-            )
+        return served(
+            "read",
+            self.node_id,
+            None,
+            lambda: asyncio.ensure_future(
+                self.replica.read(
+                    epoch,
+                    read,
+                    data=data,
+                    summary=summary,
+                    want_digest=digest,
+                    sketch_logs=sketch_logs,
+                    sketch_cells=sketch_cells,
+                )
+            ),
         )
 
     def fetch(
@@ -134,6 +152,7 @@ class RemoteHandle:
             cut.set_exception(PeerFailed(self.node_id, "cut off by a test hook"))
             return cut
         deadline = asyncio.get_running_loop().time() + timeout_s
+        inject(request)  # the replica's span is a child of the current one (the coordinator's)
         future = self.stream.call(request, timeout_s, functools.partial(self._decoded, decode))
         if reach is not None:
             future.add_done_callback(functools.partial(self._reached, deadline))

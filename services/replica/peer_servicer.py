@@ -33,11 +33,13 @@ from epochal.replica.codec import (
 from epochal.replica.exchange_codec import OUTCOME_NUMBERS
 from epochal.replica.faults import ISOLATED, Faults
 from epochal.replica.local_replica import LocalReplica, Outcome, PartitionRead, PeerReply
+from epochal.replica.peer_tracing import served
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.status import LOGGED, abort_with
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
+from epochal.telemetry.context import parent_of
 from epochal.wire.fields import MalformedInput, within
 from epochal.wire.multiplex import answer_with, serve
 from epochal.wire.status import bounded_message
@@ -111,7 +113,14 @@ class PeerServicer:
         request_id = request.id
         kind = request.WhichOneof("body")
         try:
-            future = self._serve(kind, getattr(request, kind) if kind else None)
+            body = getattr(request, kind) if kind else None
+            future = served(
+                kind or "",
+                self.local.node_id,
+                parent_of(request),
+                lambda: self._serve(kind, body),
+                repair=kind == "apply" and body.repair,
+            )
         except MalformedInput as error:
             return pb.PeerReply(id=request_id, malformed=bounded_message(str(error)))
         return answer_with(

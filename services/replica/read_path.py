@@ -48,6 +48,7 @@ from epochal.replica.mutations import BadRequest, PreparedRead, ReadDraft, prepa
 from epochal.replica.read_repair import ReadRepair
 from epochal.tcm import ClusterMetadata, Table
 from epochal.tcm.consistency import Consistency
+from epochal.telemetry import attributes as attr
 
 if TYPE_CHECKING:
     from epochal.replica.coordinator import Coordinator
@@ -114,7 +115,16 @@ class ReadPath:
                 metadata, read, prepared.tracked, order, plan, progress, stats, deadline
             )
             result = await self._answer(plan, prepared, read, progress, stats, replies, deadline)
-            _trace(traced, result)
+            if traced.is_recording():
+                traced.set_attributes(
+                    {
+                        attr.KEYSPACE: plan.keyspace,
+                        attr.TABLE: prepared.table.name,
+                        attr.TOKEN: plan.token,
+                        attr.ROWS: len(result.rows),
+                    }
+                )
+                _trace(traced, result)
             return result
 
     async def _answer(
@@ -253,15 +263,15 @@ class ReadPath:
 
 def _trace(traced: trace.Span, result: ReadResult) -> None:
     stats = result.stats
-    traced.set_attribute("epoch", result.epoch)
-    traced.set_attribute("replicas", stats.replicas)
-    traced.set_attribute("repaired_mutations", len(stats.repaired))
-    traced.set_attribute("repaired_cells", stats.repaired_cells)
+    traced.set_attribute(attr.EPOCH, result.epoch)
+    traced.set_attribute(attr.REPLICAS_CONTACTED, stats.replicas)
+    traced.set_attribute(attr.REPAIRED_MUTATIONS, len(stats.repaired))
+    traced.set_attribute(attr.REPAIRED_CELLS, stats.repaired_cells)
     if stats.summary_rounds:
-        traced.set_attribute("summary_rounds", stats.summary_rounds)
-        traced.set_attribute("summaries_agreed", stats.summaries_agreed)
+        traced.set_attribute(attr.SUMMARY_ROUNDS, stats.summary_rounds)
+        traced.set_attribute(attr.SUMMARIES_AGREED, stats.summaries_agreed)
         traced.set_attribute(
-            "differing_logs",
+            attr.DIFFERING_LOGS,
             [
                 f"{node}:{log_node}/L{log}"
                 for node, logs in sorted(stats.differing.items())

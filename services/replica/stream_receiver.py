@@ -75,6 +75,7 @@ from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import InProgressSequence
 from epochal.tcm.movements import Movement
 from epochal.tcm.movements import movements as movement_map
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import span
 
 if TYPE_CHECKING:
@@ -217,10 +218,10 @@ class StreamReceiver:
 
     async def _pull(self, sequence: InProgressSequence) -> StreamProgressView:
         view = StreamProgressView()
-        with span("replica.pull_ranges") as traced:
-            traced.set_attribute("sequence", sequence.describe())
+        with span(attr.REPLICA_PULL_RANGES) as traced:
+            traced.set_attribute(attr.SEQUENCE, sequence.describe())
             await self.receive(sequence, movement_map(self.follower.metadata, sequence), view)
-            traced.set_attribute("bytes", view.bytes)
+            traced.set_attribute(attr.REQUEST_BYTES, view.bytes)
         return view
 
     def _forget(self, key: tuple[str, int], task: asyncio.Task[StreamProgressView]) -> None:
@@ -270,10 +271,10 @@ class StreamReceiver:
     ) -> str:
         """Stream the piece from the first source that serves it; returns that source."""
         piece = step.piece
-        with span("replica.stream_range") as traced:
-            traced.set_attribute("keyspace", piece.keyspace)
-            traced.set_attribute("table_id", piece.table_id)
-            traced.set_attribute("range", f"({piece.left}, {piece.right}]")
+        with span(attr.REPLICA_STREAM_RANGE) as traced:
+            traced.set_attribute(attr.KEYSPACE, piece.keyspace)
+            traced.set_attribute(attr.TABLE_ID, piece.table_id)
+            traced.set_attribute(attr.RANGE, f"({piece.left}, {piece.right}]")
             before = (view.bytes, view.cells, view.mutations)
             source = await first_that_serves(
                 step.sources,
@@ -288,10 +289,10 @@ class StreamReceiver:
                 functools.partial(self._failed, sequence, piece),
                 what=str(piece),
             )
-            traced.set_attribute("source", source.node_id)
-            traced.set_attribute("bytes", view.bytes - before[0])
-            traced.set_attribute("cells", view.cells - before[1])
-            traced.set_attribute("mutations", view.mutations - before[2])
+            traced.set_attribute(attr.SOURCE, source.node_id)
+            traced.set_attribute(attr.REQUEST_BYTES, view.bytes - before[0])
+            traced.set_attribute(attr.CELLS, view.cells - before[1])
+            traced.set_attribute(attr.MUTATIONS, view.mutations - before[2])
         return source.node_id
 
     async def _reconcile(
@@ -317,10 +318,10 @@ class StreamReceiver:
             progress = self.storage.streams.stream_progress(stream).get(piece.key)
             if progress is not None and progress.done:
                 continue
-            with span("replica.reconcile_range") as traced:
-                traced.set_attribute("keyspace", piece.keyspace)
-                traced.set_attribute("range", f"({piece.left}, {piece.right}]")
-                traced.set_attribute("source", source.node_id)
+            with span(attr.REPLICA_RECONCILE_RANGE) as traced:
+                traced.set_attribute(attr.KEYSPACE, piece.keyspace)
+                traced.set_attribute(attr.RANGE, f"({piece.left}, {piece.right}]")
+                traced.set_attribute(attr.SOURCE, source.node_id)
                 before = view.reconciled
                 try:
                     await first_that_serves(
@@ -340,7 +341,7 @@ class StreamReceiver:
                     )
                 except StreamRefused as refused:
                     log.warning("reconciling %s failed, skipped: %s", piece, refused)
-                traced.set_attribute("reconciled", view.reconciled - before)
+                traced.set_attribute(attr.RECONCILED, view.reconciled - before)
         if difference is not None:
             # writes only the stream's source held whole (it may give the range up): whole here
             covered = await difference.cover(streamed_from)

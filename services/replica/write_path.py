@@ -55,6 +55,7 @@ from epochal.replica.model import Mutation
 from epochal.replica.mutations import BadRequest, PreparedWrite, WriteDraft, prepare_write
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.consistency import Consistency
+from epochal.telemetry import attributes as attr
 
 if TYPE_CHECKING:
     from epochal.replica.coordinator import Coordinator
@@ -112,9 +113,18 @@ class WritePath:
                 self._mutation_id(metadata, prepared, session_hlc, retry_of)
             )
             if traced.is_recording():
-                traced.set_attribute("epoch", metadata.epoch)
-                traced.set_attribute("mutation_id", str(mutation.id))
-                traced.set_attribute("replicas", sorted(plan.group))
+                traced.set_attributes(
+                    {
+                        attr.EPOCH: metadata.epoch,
+                        attr.KEYSPACE: prepared.keyspace.name,
+                        attr.TABLE: prepared.table.name,
+                        attr.TOKEN: prepared.token,
+                        attr.REQUEST_BYTES: prepared.size_bytes,
+                        attr.ROWS: len(prepared.rows),
+                        attr.MUTATION_ID: str(mutation.id),
+                        attr.REPLICAS_CONTACTED: sorted(plan.group),
+                    }
+                )
             for attempt in range(FENCED_RETRIES + 1):
                 try:
                     return await self._send(
@@ -175,7 +185,7 @@ class WritePath:
             error.mutation_id = error.mutation_id or mutation.id.pack().hex()
             raise
         if traced.is_recording():
-            traced.set_attribute("acknowledged", sorted(progress.answered))
+            traced.set_attribute(attr.REPLICAS_ANSWERED, sorted(progress.answered))
         if done:
             acknowledged = tuple(sorted(progress.answered))
             return WriteResult(mutation.id, coordinator.follower.epoch, acknowledged)
