@@ -284,7 +284,11 @@ class MemberCore(CatchingUp):
             self.fail_in_flight(lambda: NotLeader(self.node.leader_id))
             return False
         self._proposal = _OwnProposal(values, items, base, batch.states)
-        self._effects.append(RoundStarted(len(items), str(self.node.status().ballot)))
+        self._effects.append(
+            RoundStarted(
+                len(items), str(self.node.status().ballot), tuple(i.entry_id for i in items)
+            )
+        )
         return True
 
     def linger_over(self, now_ms: int) -> bool:

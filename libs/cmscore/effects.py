@@ -79,10 +79,12 @@ class LeaderChanged:
 
 @dataclass(frozen=True, slots=True)
 class RoundStarted:
-    """This leader proposed a slot of ``batch_size`` values (a span begins)."""
+    """This leader proposed a slot of ``batch_size`` values (a span begins), carrying the
+    commits of ``entry_ids``."""
 
     batch_size: int
     ballot: str
+    entry_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,16 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
+from opentelemetry import trace
+
 from epochal.cms.shell_support import crash_on_broken_invariant, time_out
 from epochal.cmscore import MemberCore, Route
 from epochal.cmscore.state_machine import CommitResult, ProposalItem
 from epochal.errors import CommitTimeout, EpochalError, NotLeader
+from epochal.telemetry import attributes as attr
 
 if TYPE_CHECKING:
+    from epochal.cms.commit_tracing import CommitTraces
     from epochal.cms.peers import PeerTransport
     from epochal.cms.settings import CMSSettings
 
@@ -29,6 +33,7 @@ class CommitPath:
     core: MemberCore
     settings: CMSSettings
     peers: PeerTransport
+    traces: CommitTraces
     _leader_changed: asyncio.Event
 
     if TYPE_CHECKING:
@@ -65,6 +70,10 @@ class CommitPath:
                 await self._wait_for_leader(min(max(deadline - time.monotonic(), 0), 0.05))
 
     async def _forward(self, leader: str, item: ProposalItem, timeout_s: float) -> CommitResult:
+        span = trace.get_current_span()  # the commit's (its context goes with it)
+        if span.is_recording():
+            span.set_attribute(attr.FORWARDED, True)
+            span.set_attribute(attr.LEADER, leader)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CommitResult] = loop.create_future()
         self.core.commits.forwarding(item, future)
@@ -107,6 +116,7 @@ class CommitPath:
         future: asyncio.Future[CommitResult] = loop.create_future()
         with crash_on_broken_invariant():  # also on the commit path
             proposed = self.core.enqueue(item, future, origin, now_ms())
+        self.traces.queued(item.entry_id, future)
         if proposed:
             self._process()
         else:

@@ -27,10 +27,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from opentelemetry import trace
-
 from epochal.cms.catch_up import backfill, copy_state, learn_target_epoch, register_as_candidate
 from epochal.cms.commit_path import CommitPath, now_ms
+from epochal.cms.commit_tracing import CommitTraces
 from epochal.cms.description import MemberDescription
 from epochal.cms.log_server import RECENT_ENTRIES, FetchResult, LogServer
 from epochal.cms.peers import PeerTransport
@@ -45,7 +44,7 @@ from epochal.errors import EpochalError, NotLeader
 from epochal.paxos import Ballot, ChosenSlot, Message, PaxosNode, Ready
 from epochal.runtime.service import fatal
 from epochal.tcm import CMSMember
-from epochal.telemetry import enabled as tracing_enabled
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
 from epochal.wire.paxos import encode_slot_value
 
@@ -69,7 +68,7 @@ class CMSMemberLoop(CommitPath):
         self._linger_timer: asyncio.TimerHandle | None = None
         self.core: MemberCore  # built by ``start`` from what storage holds
         self._built = False  # (a stop can come first, while the member starts)
-        self._round_span: trace.Span | None = None
+        self.traces = CommitTraces(self.member_id)
         self.log = LogServer(settings, storage, self._read)
         # The applied slot last written lazily: durable once a synchronous write follows it.
         self._applied_written = 0
@@ -261,7 +260,7 @@ class CMSMemberLoop(CommitPath):
             else:
                 remote.append(message)
         if remote:
-            self.peers.send(remote)
+            self.peers.send(remote, self.traces.round_headers())
 
     def _persist_then_send(self, ready: Ready) -> None:
         """Queue the Ready's writes for the next loop step (see the module docstring)."""
@@ -329,7 +328,7 @@ class CMSMemberLoop(CommitPath):
             elif isinstance(effect, fx.LeaderChanged):
                 self._leader_changed.set()
             elif isinstance(effect, fx.RoundStarted | fx.RoundEnded):
-                self._trace_round(effect)
+                self.traces.round_effect(effect)
             elif isinstance(effect, fx.StartLinger):
                 self._linger_timer = asyncio.get_running_loop().call_later(
                     effect.delay_ms / 1000, self._linger_over
@@ -347,25 +346,6 @@ class CMSMemberLoop(CommitPath):
             elif isinstance(effect, fx.StoppedApplying):
                 self._accepting_messages = False
                 self._flush_applied()
-
-    def _trace_round(self, effect: fx.RoundStarted | fx.RoundEnded) -> None:
-        if isinstance(effect, fx.RoundStarted):
-            if tracing_enabled():
-                self._round_span = _tracer.start_span(
-                    "paxos.round",
-                    attributes={
-                        "batch_size": effect.batch_size,
-                        "ballot": effect.ballot,
-                        "member": self.member_id,
-                    },
-                )
-        elif self._round_span is not None:
-            if effect.slot:
-                self._round_span.set_attribute("slot", effect.slot)
-            else:
-                self._round_span.set_attribute("outcome", "abandoned")
-            self._round_span.end()
-            self._round_span = None
 
     def _linger_over(self) -> None:
         self._linger_timer = None
@@ -426,7 +406,9 @@ class CMSMemberLoop(CommitPath):
     async def state_transfer(self, peer: str) -> None:
         """Copy a peer's log (snapshot + tail when far behind) via FetchLog, then install it."""
         try:
-            with _tracer.start_as_current_span("cms.state_transfer", attributes={"peer": peer}):
+            with _tracer.start_as_current_span(
+                attr.CMS_STATE_TRANSFER, attributes={attr.PEER: peer}
+            ):
                 await copy_state(self, peer)
         except Exception as error:
             log.warning("state transfer from %s failed: %s", peer, error)

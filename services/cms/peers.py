@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -24,6 +24,7 @@ from epochal.cmscore.state_machine import CommitResult, ProposalItem
 from epochal.errors import NotLeader
 from epochal.paxos import Message
 from epochal.tcm import ClusterMetadata
+from epochal.telemetry.context import current_headers, set_headers
 from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import decode_metadata
 from epochal.wire.multiplex import describe, watch, why_broken
@@ -127,7 +128,9 @@ class PeerTransport:
         ]
         return PeerLogPage(snapshot, entries, response.applied_slot, response.has_more)
 
-    def send(self, messages: Iterable[Message]) -> None:
+    def send(self, messages: Iterable[Message], trace_headers: Mapping[str, str]) -> None:
+        """Send each message to its member; ``trace_headers``: the context of the round they
+        belong to (empty: none), carried by the batch that takes them."""
         by_peer: dict[str, list[Message]] = defaultdict(list)
         for message in messages:
             by_peer[message.dst].append(message)
@@ -138,7 +141,7 @@ class PeerTransport:
             stream = self._streams.get(peer)
             if stream is None:
                 stream = self._streams[peer] = _PeerStream(peer, self._stubs[peer])
-            stream.send(batch)
+            stream.send(batch, trace_headers)
 
     def forward(
         self, leader: str, item: ProposalItem, answer: asyncio.Future[CommitResult]
@@ -168,14 +171,17 @@ class _PeerStream:
         self.peer = peer
         self._stub = stub
         self._pending: list[Message] = []
+        self._trace_headers: Mapping[str, str] = {}
         self._wake = asyncio.Event()
         self.connected = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def send(self, messages: list[Message]) -> None:
+    def send(self, messages: list[Message], trace_headers: Mapping[str, str]) -> None:
         if len(self._pending) + len(messages) > MAX_QUEUED_MESSAGES:
             return  # the peer is slow or gone; Paxos retransmits what matters
         self._pending.extend(messages)
+        if trace_headers:
+            self._trace_headers = trace_headers
         self._wake.set()
 
     async def _run(self) -> None:
@@ -187,8 +193,11 @@ class _PeerStream:
                     await self._wake.wait()
                     self._wake.clear()
                     batch, self._pending = self._pending, []
+                    headers, self._trace_headers = self._trace_headers, {}
                     if batch:
-                        await call.write(cms_pb2.StepRequest(messages=messages_to_proto(batch)))
+                        request = cms_pb2.StepRequest(messages=messages_to_proto(batch))
+                        set_headers(request, headers)
+                        await call.write(request)
                         if not self.connected:
                             log.info("stream to member %s is up", self.peer)
                         self.connected = True
@@ -220,7 +229,8 @@ class _Forwarder:
     def __init__(self, member_id: str, stub: cms_pb2_grpc.CMSPeerStub) -> None:
         self._member_id = member_id
         self._stub = stub
-        self._queue: list[tuple[ProposalItem, asyncio.Future[CommitResult]]] = []
+        # A commit, its answer, and its span's context (W3C headers; {}: none).
+        self._queue: list[tuple[ProposalItem, asyncio.Future[CommitResult], Mapping[str, str]]] = []
         self._outstanding: dict[int, list[asyncio.Future[CommitResult]]] = {}
         self._next_batch = 0
         self._wake = asyncio.Event()
@@ -228,7 +238,7 @@ class _Forwarder:
         self._last_broken = ""
 
     def submit(self, item: ProposalItem, answer: asyncio.Future[CommitResult]) -> None:
-        self._queue.append((item, answer))
+        self._queue.append((item, answer, current_headers()))
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -244,14 +254,16 @@ class _Forwarder:
                     batch = self._queue[:MAX_FORWARD_BATCH]
                     del self._queue[:MAX_FORWARD_BATCH]
                     self._next_batch += 1
-                    self._track(self._next_batch, [f for _, f in batch])
-                    await call.write(
-                        cms_pb2.ForwardRequest(
-                            items=[item_to_proto(item) for item, _ in batch],
-                            batch_id=self._next_batch,
-                            member_id=self._member_id,
-                        )
+                    self._track(self._next_batch, [f for _, f, _ in batch])
+                    request = cms_pb2.ForwardRequest(
+                        items=[item_to_proto(item) for item, _, _ in batch],
+                        batch_id=self._next_batch,
+                        member_id=self._member_id,
                     )
+                    if any(headers for _, _, headers in batch):
+                        for _, _, headers in batch:
+                            set_headers(request.traces.add(), headers)
+                    await call.write(request)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -294,7 +306,7 @@ class _Forwarder:
 
     def _fail_outstanding(self) -> None:
         pending = [f for futures in self._outstanding.values() for f in futures]
-        pending += [f for _, f in self._queue]
+        pending += [f for _, f, _ in self._queue]
         self._outstanding.clear()
         self._queue.clear()
         for future in pending:

@@ -8,6 +8,7 @@ import functools
 from collections.abc import AsyncIterator
 
 import grpc
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from epochal.cms.codec import (
@@ -18,12 +19,14 @@ from epochal.cms.codec import (
     parse_commit,
     watch_event_to_proto,
 )
+from epochal.cms.commit_tracing import describe_commit, forwarded
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.status import abort_with, code_of
 from epochal.cmscore.state_machine import CommitResult
 from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
-from epochal.telemetry import enabled as tracing_enabled
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
+from epochal.telemetry.context import failed, parent_of, tracing
 from epochal.wire.handlers import finished_before, reraise_from
 from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
@@ -32,6 +35,9 @@ _tracer = tracer("epochal.cms")
 
 
 class CMSServicer:
+    # Their own SERVER spans, children of the caller's (epochal.wire.handlers).
+    TRACED_METHODS = frozenset({"Commit", "FetchLog"})
+
     def __init__(self, member: CMSMemberLoop) -> None:
         self.member = member
 
@@ -39,36 +45,47 @@ class CMSServicer:
         self, request: cms_pb2.CommitRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.CommitResponse:
         commit_span = (
-            _tracer.start_as_current_span("cms.commit", kind=trace.SpanKind.SERVER)
-            if tracing_enabled()
+            _tracer.start_as_current_span(
+                attr.CMS_COMMIT,
+                kind=trace.SpanKind.SERVER,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            if tracing()
             else contextlib.nullcontext(trace.INVALID_SPAN)
         )
         with commit_span as span:
-            span.set_attribute("member", self.member.member_id)
+            span.set_attribute(attr.MEMBER, self.member.member_id)
             try:
                 item = parse_commit(request, self.member.settings.max_transformation_bytes)
-                span.set_attribute("kind", item.transformation.kind)
+                span.set_attribute(attr.TRANSFORMATION, item.transformation.kind)
+                span.set_attribute(attr.ENTRY_ID, item.entry_id)
                 result = await self.member.commit(item)
             except EpochalError as error:
-                span.set_attribute("outcome", error.rule or code_of(error).name)
+                if span.is_recording():
+                    failed(span, error)
+                    span.set_attribute(attr.STATUS_CODE, code_of(error).value[0])
                 await abort_with(context, error)
                 raise  # unreachable: abort raises
-            _describe_span(span, self.member, result)
+            if span.is_recording():  # tracing is off: skip building the attributes
+                describe_commit(span, result)
+                status = self.member.node.status()
+                span.set_attribute(attr.BALLOT, str(status.ballot or status.promised))
             return cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)
 
     async def FetchLog(
         self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.FetchLogResponse:
-        with _tracer.start_as_current_span("cms.fetch_log", kind=trace.SpanKind.SERVER) as span:
+        with _tracer.start_as_current_span(attr.CMS_FETCH_LOG, kind=trace.SpanKind.SERVER) as span:
             result = await self.member.fetch_log(
                 request.since_epoch,
                 request.max_entries,
                 request.include_entry_ids,
                 request.entries_only,
             )
-            span.set_attribute("since_epoch", request.since_epoch)
-            span.set_attribute("entries", len(result.entries))
-            span.set_attribute("snapshot", result.snapshot is not None)
+            span.set_attribute(attr.SINCE_EPOCH, request.since_epoch)
+            span.set_attribute(attr.ENTRIES, len(result.entries))
+            span.set_attribute(attr.SNAPSHOT, result.snapshot is not None)
             return fetch_response_to_proto(result)
 
     async def Watch(
@@ -124,7 +141,19 @@ class CMSMemberServicer:
                 messages = [message_from_proto(m) for m in request.messages]
             except (ValueError, KeyError) as error:
                 await abort_with(context, InvalidRequest(f"bad Paxos message: {error}"))
-            self.member.on_messages(messages)
+            if request.traceparent and tracing():
+                with _tracer.start_as_current_span(
+                    attr.CMS_STEP,
+                    context=parent_of(request),
+                    kind=trace.SpanKind.SERVER,
+                    attributes={
+                        attr.MEMBER: self.member.member_id,
+                        attr.MESSAGES: sorted({type(m).__name__ for m in messages}),
+                    },
+                ):
+                    self.member.on_messages(messages)
+            else:
+                self.member.on_messages(messages)
 
     async def Forward(
         self, requests: AsyncIterator[cms_pb2.ForwardRequest], context: grpc.aio.ServicerContext
@@ -162,8 +191,10 @@ class CMSMemberServicer:
                 async for request in requests:
                     known = request.member_id in self.member.settings.peers
                     origin = request.member_id if known else None
+                    traces = request.traces
                     for index, proto in enumerate(request.items):
-                        future = self._one(proto, origin)
+                        parent = parent_of(traces[index]) if index < len(traces) else None
+                        future = self._one(proto, origin, parent)
                         unsettled += 1
                         future.add_done_callback(
                             functools.partial(settled, request.batch_id, index, known)
@@ -192,27 +223,22 @@ class CMSMemberServicer:
         if self.member.closing.is_set():
             await abort_with(context, ShuttingDown(_shutting_down(self.member)))
 
-    def _one(self, proto: cms_pb2.ProposalItem, origin: str | None) -> asyncio.Future[CommitResult]:
+    def _one(
+        self, proto: cms_pb2.ProposalItem, origin: str | None, parent: otel_context.Context | None
+    ) -> asyncio.Future[CommitResult]:
         try:
             item = item_from_proto(proto)
         except EpochalError as error:
             future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
             future.set_exception(error)
             return future
-        return self.member.commit_forwarded(item, origin)
+        return forwarded(
+            self.member.member_id,
+            parent,
+            item.transformation.kind,
+            lambda: self.member.commit_forwarded(item, origin),
+        )
 
 
 def _shutting_down(member: CMSMemberLoop) -> str:
     return f"{member.member_id} is shutting down; try another member"
-
-
-def _describe_span(span: trace.Span, member: CMSMemberLoop, result: CommitResult) -> None:
-    if not span.is_recording():
-        return  # tracing is off: skip building the attributes on the commit path
-    status = member.node.status()
-    span.set_attribute("epoch", result.epoch)
-    span.set_attribute("duplicate", result.duplicate)
-    if result.batch_size:
-        span.set_attribute("batch_size", result.batch_size)
-    span.set_attribute("ballot", str(status.ballot or status.promised))
-    span.set_attribute("outcome", "duplicate" if result.duplicate else "committed")
