@@ -73,7 +73,9 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cms = LocalCMS(self.data_dir / "cms", size=self.cms_size, extra_args=self.cms_args)
+        self.cms = LocalCMS(
+            self.data_dir / "cms", size=self.cms_size, extra_args=self.cms_args, env=self.env
+        )
         for index in range(self.replicas):
             self.add_replica(index)
 

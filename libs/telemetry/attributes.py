@@ -33,7 +33,7 @@ REPLICA_STREAM_RANGE = "replica.stream_range"
 REPLICA_RECONCILE_RANGE = "replica.reconcile_range"
 # Any process following the CMS log.
 EPOCH_APPLY = "epoch.apply"  # one epoch applied on this node
-FETCH_LOG = "follower.fetch_log"  # one catch-up call to the CMS
+CATCH_UP = "follower.catch_up"  # waiting for an epoch (a request named one not applied yet)
 # The CMS.
 CMS_COMMIT = "cms.commit"  # a commit as one member served it (the follower's and the leader's)
 CMS_FETCH_LOG = "cms.fetch_log"
@@ -91,5 +91,35 @@ MESSAGES = "epochal.messages"  # Paxos message kinds in a batch
 # The reconciler.
 LOW_BOUND = "epochal.low_bound"
 UNRECONCILED = "epochal.unreconciled"
+LEASE_TOKEN = "epochal.lease_token"
+RECONCILIATION_TIME = "epochal.reconciliation_time"  # the HLC up to which the range agrees
+DELIVERED = "epochal.delivered"  # mutations delivered to replicas that lacked them
+DELIVERED_BYTES = "epochal.delivered_bytes"
+COLLECTED = "epochal.collected"  # log entries the replicas may delete below the low bound
+UNREACHABLE = "epochal.unreachable"  # node ids
+COHORTS = "epochal.cohorts"
+COHORT_DELIVERED_BYTES = "epochal.cohort.delivered_bytes"
+COHORT_ID = "epochal.cohort.id"
+COHORT_MEMBERS = "epochal.cohort.members"
+COHORT_HIGH = "epochal.cohort.high"
+COHORT_FOLDED = "epochal.cohort.folded"
+
+# A replica's other work.
+OPERATION = "epochal.operation"
+SEQUENCE = "epochal.sequence"
+TABLE_ID = "epochal.table_id"
+SOURCE = "epochal.source"  # the node a range streams from
+CELLS = "epochal.cells"
+RECONCILED = "epochal.reconciled"
+REPAIRED_MUTATIONS = "epochal.repaired_mutations"
+REPAIRED_CELLS = "epochal.repaired_cells"
+SUMMARY_ROUNDS = "epochal.summary_rounds"
+SUMMARIES_AGREED = "epochal.summaries_agreed"
+DIFFERING_LOGS = "epochal.differing_logs"  # "node:log_node/Llog" of logs whose summaries differed
+NODES = "epochal.nodes"
+VERDICT = "epochal.verdict"
+FROM_EPOCH = "epochal.from_epoch"
+TO_EPOCH = "epochal.to_epoch"
+REACHED_EPOCH = "epochal.reached_epoch"
 
 OK = "ok"

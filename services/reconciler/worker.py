@@ -23,6 +23,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
 from epochal.mtrack import physical_ms_of
 from epochal.mtrack.leases import HolderLease
 from epochal.reconciler.leases import Key, Leases, Target
@@ -35,6 +38,7 @@ from epochal.reconciler.storage import RangeRecord, ReconcilerStorage, RoundReco
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.schema import ReplicationType
+from epochal.telemetry import attributes as attr
 from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
 
@@ -198,11 +202,12 @@ class Worker:
         )
         span = (
             self._tracer.start_span(
-                "reconciler.round",
+                attr.RECONCILE_ROUND,
+                context=otel_context.Context(),  # a root: each round is a trace of its own
                 attributes={
-                    "keyspace": target.keyspace,
-                    "range": str(target.range),
-                    "lease_token": lease.token,
+                    attr.KEYSPACE: target.keyspace,
+                    attr.RANGE: str(target.range),
+                    attr.LEASE_TOKEN: lease.token,
                 },
             )
             if tracing_enabled()
@@ -210,29 +215,33 @@ class Worker:
         )
         before = self.client.bytes_exchanged
         try:
-            result = await round_.run()
+            if span is None:
+                result = await round_.run()
+            else:  # the round's calls to replicas are its children
+                with trace.use_span(span, end_on_exit=False):
+                    result = await round_.run()
         finally:
             if span is not None:
                 span.set_attributes(
                     {
-                        "reconciliation_time": round_.result.reconciliation_time,
-                        "delivered": round_.result.delivered,
-                        "delivered_bytes": round_.result.delivered_bytes,
-                        "collected": round_.result.collected,
-                        "outcome": round_.result.outcome,
-                        "unreachable": list(round_.result.unreachable),
-                        "cohorts": [f"{c.id:x}" for c in round_.result.cohorts],
-                        "cohort_delivered_bytes": round_.result.cohort_bytes,
+                        attr.RECONCILIATION_TIME: round_.result.reconciliation_time,
+                        attr.DELIVERED: round_.result.delivered,
+                        attr.DELIVERED_BYTES: round_.result.delivered_bytes,
+                        attr.COLLECTED: round_.result.collected,
+                        attr.OUTCOME: round_.result.outcome,
+                        attr.UNREACHABLE: list(round_.result.unreachable),
+                        attr.COHORTS: [f"{c.id:x}" for c in round_.result.cohorts],
+                        attr.COHORT_DELIVERED_BYTES: round_.result.cohort_bytes,
                     }
                 )
                 cohort = round_.result.cohort
                 if cohort is not None:
                     span.set_attributes(
                         {
-                            "cohort.id": f"{cohort.id:x}",
-                            "cohort.members": list(cohort.members),
-                            "cohort.high": cohort.high,
-                            "cohort.folded": round_.result.collected,
+                            attr.COHORT_ID: f"{cohort.id:x}",
+                            attr.COHORT_MEMBERS: list(cohort.members),
+                            attr.COHORT_HIGH: cohort.high,
+                            attr.COHORT_FOLDED: round_.result.collected,
                         }
                     )
                 span.end()

@@ -28,6 +28,7 @@ from epochal.tcm import (
     CreateTable,
     DropTable,
 )
+from epochal.telemetry import attributes as attr
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, metadata_pb2
 from tests.harness import converge, keyspace, local_cms, read_log, until
@@ -398,10 +399,13 @@ def test_watch_fetch_log_and_spans(tmp_path: Path) -> None:
                 for scope in resource["scopeSpans"]:
                     spans.extend(scope["spans"])
     names = {s["name"] for s in spans}
-    assert {"cms.commit", "paxos.round"} <= names
-    commit = next(s for s in spans if s["name"] == "cms.commit" and "batch_size" in _attributes(s))
-    assert {"epoch", "batch_size", "ballot", "outcome"} <= set(_attributes(commit))
-    assert "batch_size" in _attributes(next(s for s in spans if s["name"] == "paxos.round"))
+    assert {attr.CMS_COMMIT, attr.PAXOS_ROUND} <= names
+    commit = next(
+        s for s in spans if s["name"] == attr.CMS_COMMIT and attr.BATCH_SIZE in _attributes(s)
+    )
+    assert {attr.EPOCH, attr.BATCH_SIZE, attr.BALLOT, attr.OUTCOME} <= set(_attributes(commit))
+    paxos_round = next(s for s in spans if s["name"] == attr.PAXOS_ROUND)
+    assert attr.BATCH_SIZE in _attributes(paxos_round)
 
 
 def _attributes(span: dict) -> dict[str, object]:

@@ -36,6 +36,7 @@ from epochal.tcm import (
     Step,
 )
 from epochal.tcm.keys import partition_columns, partition_token
+from epochal.telemetry import attributes as attr
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from tests.harness import run, start_ring, until
@@ -293,13 +294,18 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
             epoch = client.epoch
         cluster.stop()  # graceful: the span files are flushed
         spans = read_spans(traces)
-        writes = [a for name, a in spans if name == "replica.write"]
-        assert len(writes) == 20 and {a["consistency"] for a in writes} == {"ALL"}
-        assert all(len(a["acknowledged"]) == 3 for a in writes)
-        quorum_reads = [a for name, a in spans if name == "replica.read"]
+        writes = [a for name, a in spans if name == attr.REPLICA_WRITE]
+        assert len(writes) == 20 and {a[attr.CONSISTENCY] for a in writes} == {"ALL"}
+        assert all(len(a[attr.REPLICAS_ANSWERED]) == 3 for a in writes)
+        quorum_reads = [a for name, a in spans if name == attr.REPLICA_READ]
         assert len(quorum_reads) == reads
-        assert all(len(a["replicas"]) == 2 and a["repaired_mutations"] == 0 for a in quorum_reads)
-        applied = {(a["node"], a["epoch"]) for name, a in spans if name == "replica.apply_epoch"}
+        assert all(
+            len(a[attr.REPLICAS_CONTACTED]) == 2 and a[attr.REPAIRED_MUTATIONS] == 0
+            for a in quorum_reads
+        )
+        applied = {
+            (a[attr.NODE_ID], a[attr.EPOCH]) for name, a in spans if name == attr.EPOCH_APPLY
+        }
         for node in cluster.nodes.values():
             assert (node.node_id, epoch) in applied, node.node_id
 

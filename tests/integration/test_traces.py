@@ -1,0 +1,186 @@
+"""Traces across processes (issue 33), on a real cluster — 3 CMS members, 3 replicas, 1
+reconciler — writing OTLP JSON lines, and an application (a separate process with a tracer
+provider of its own) using the SDK:
+
+- one SDK write is one trace: the client's call and attempt spans, the coordinator's span, a
+  child span on every replica the write reached, each with its outcome;
+- a DDL commit sent to a CMS follower is one trace with the leader's commit span, and the
+  Paxos round that carried it links to that span;
+- a reconciliation round's calls to replicas are its children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from epochal.devcluster.cluster import LocalCluster
+from epochal.telemetry import attributes as attr
+from tests.harness import run, start_ring, until
+from tests.harness.ring import replica_db
+from tests.harness.spans import Span, read_spans
+
+SERVER, CLIENT = 2, 3  # OTLP SpanKind
+
+# The application: its own tracer provider (the SDK creates none), a span around a DDL commit
+# sent to one CMS follower, and an ALL write through the sync client. Prints the trace ids.
+APPLICATION = textwrap.dedent(
+    """
+    import json, sys
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    spans, replicas, follower = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+    provider = TracerProvider(resource=Resource.create({"service.name": "application"}))
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(spans)))
+    trace.set_tracer_provider(provider)
+
+    import asyncio
+    import epochal
+    from epochal.cms_client import CMSClient
+    from epochal.tcm import CreateKeyspace, ReplicationParams, ReplicationType
+
+    tracer = trace.get_tracer("application")
+
+    async def ddl():
+        async with CMSClient([follower]) as cms:
+            await cms.commit(
+                CreateKeyspace(
+                    name="traced",
+                    replication=ReplicationParams.simple(3),
+                    replication_type=ReplicationType.UNTRACKED,
+                )
+            )
+
+    with tracer.start_as_current_span("application.ddl") as span:
+        asyncio.run(ddl())
+        ddl_trace = format(span.get_span_context().trace_id, "032x")
+
+    with epochal.Client(replicas) as client:
+        client.create_keyspace("shop", replication_factor=3, tracked=True)
+        client.create_table(
+            "shop", "carts", {"user": "text", "qty": "int"}, partition_key=["user"]
+        )
+        with tracer.start_as_current_span("application.order") as span:
+            client.write("shop", "carts", {"user": "ann", "qty": 2}, consistency="ALL")
+            write_trace = format(span.get_span_context().trace_id, "032x")
+    provider.shutdown()
+    print(json.dumps({"ddl": ddl_trace, "write": write_trace}))
+    """
+)
+
+RECONCILER = ("--interval-ms", "100", "--advance-interval-ms", "100")
+
+
+def one(spans: list[Span], what: str) -> Span:
+    assert len(spans) == 1, f"{len(spans)} spans of {what}: {spans}"
+    return spans[0]
+
+
+def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one_trace(
+    tmp_path: Path,
+) -> None:
+    traces = tmp_path / "traces"
+    cluster = LocalCluster(tmp_path / "cluster", env={"EPOCHAL_TRACE_DIR": str(traces)})
+    cluster.reconciler_args = RECONCILER
+    script = tmp_path / "application.py"
+    script.write_text(APPLICATION)
+    ids: dict[str, str] = {}
+    members: dict[str, str] = {}
+
+    async def scenario() -> None:
+        await start_ring(cluster, num_tokens=4)
+        members["leader"] = leader = await cluster.cms.leader()
+        members["follower"] = follower = next(m for m in cluster.cms.members if m != leader)
+        cluster.start_reconciler(cluster.add_reconciler().name)
+        application = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(script),
+            str(traces / "application.jsonl"),
+            ",".join(cluster.addresses),
+            cluster.cms.members[follower].address,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(application.communicate(), 120)
+        assert application.returncode == 0, err.decode()[-3000:]
+        ids.update(json.loads(out.decode().strip().splitlines()[-1]))
+
+        def bounds_advanced() -> bool:  # a reconciliation round of shop's ranges went through
+            for name in cluster.nodes:
+                with replica_db(cluster, name) as db:
+                    marks = db.execute(
+                        "SELECT count(*) FROM reconcile_marks "
+                        "WHERE keyspace = 'shop' AND kind = 'low_bound'"
+                    ).fetchone()
+                if not marks[0]:
+                    return False
+            return True
+
+        await until("a reconciliation round reaches every replica", bounds_advanced, 60)
+        cluster.stop()  # gracefully: every process flushes its spans
+
+    run(cluster, scenario, timeout_s=240)
+    spans = read_spans(traces)
+    by_id = {s.span_id: s for s in spans}
+
+    # One SDK write: application span > client.write > client.attempt > replica.write (the
+    # coordinator) > replica.apply on each of the three replicas.
+    write = [s for s in spans if s.trace_id == ids["write"]]
+    order = one([s for s in write if s.name == "application.order"], "the application's span")
+    call = one([s for s in write if s.name == "client.write"], "the SDK call")
+    assert call.parent_id == order.span_id and call.kind == CLIENT
+    assert call.attributes[attr.CONSISTENCY] == "ALL"
+    assert call.attributes[attr.OUTCOME] == attr.OK
+    attempt = one([s for s in write if s.name == attr.CLIENT_ATTEMPT], "the attempt")
+    assert attempt.parent_id == call.span_id and attempt.attributes[attr.ATTEMPT] == 1
+    coordinator = one([s for s in write if s.name == attr.REPLICA_WRITE], "the coordinator")
+    assert coordinator.parent_id == attempt.span_id and coordinator.kind == SERVER
+    assert coordinator.service == "replica"
+    assert coordinator.attributes[attr.OUTCOME] == attr.OK
+    assert coordinator.attributes[attr.KEYSPACE] == "shop"
+    assert coordinator.attributes[attr.TABLE] == "carts"
+    assert coordinator.attributes[attr.CONSISTENCY] == "ALL"
+    assert coordinator.attributes[attr.EPOCH] > 0 and coordinator.attributes[attr.REQUEST_BYTES] > 0
+    applies = [s for s in write if s.name == attr.REPLICA_APPLY]
+    assert {s.parent_id for s in applies} == {coordinator.span_id}
+    node_ids = {node.node_id for node in cluster.nodes.values()}
+    assert {s.attributes[attr.NODE_ID] for s in applies} == node_ids, applies
+    assert len(applies) == 3 and all(s.attributes[attr.OUTCOME] == attr.OK for s in applies)
+    assert len({s.resource[attr.SERVICE_INSTANCE] for s in applies}) == 3  # three processes
+    assert set(coordinator.attributes[attr.REPLICAS_ANSWERED]) == node_ids
+
+    # One DDL commit sent to a follower: its span, the leader's as its child, the round's link.
+    ddl = [s for s in spans if s.trace_id == ids["ddl"]]
+    commits = {s.attributes[attr.MEMBER]: s for s in ddl if s.name == attr.CMS_COMMIT}
+    assert set(commits) == {members["follower"], members["leader"]}, ddl
+    forwarded, led = commits[members["follower"]], commits[members["leader"]]
+    assert by_id[forwarded.parent_id].name == "application.ddl"
+    assert forwarded.attributes[attr.FORWARDED] is True
+    assert forwarded.attributes[attr.LEADER] == members["leader"]
+    assert led.parent_id == forwarded.span_id and led.kind == SERVER
+    assert led.attributes[attr.OUTCOME] == "committed"
+    assert attr.PHASE_QUEUED in led.events and attr.PHASE_ANSWERED in led.events
+    assert led.events.index(attr.PHASE_QUEUED) < led.events.index(attr.PHASE_APPLIED)
+    rounds = [
+        s for s in spans if s.name == attr.PAXOS_ROUND and (led.trace_id, led.span_id) in s.links
+    ]
+    paxos_round = one(rounds, "the Paxos round carrying the commit")
+    assert paxos_round.attributes[attr.MEMBER] == members["leader"]
+    assert paxos_round.attributes[attr.SLOT] > 0
+
+    # A reconciliation round's calls to replicas are its children, on the replicas.
+    round_ids = {s.span_id for s in spans if s.name == attr.RECONCILE_ROUND}
+    assert round_ids, "no reconciliation round was traced"
+    children = [s for s in spans if s.parent_id in round_ids and s.service == "replica"]
+    assert children, "no replica call of a reconciliation round was its child"
+    assert {s.name.rpartition("/")[0] for s in children} == {
+        f"{attr.RPC_PREFIX}epochal.v1.ReplicaReconcile"
+    }
+    assert all(s.trace_id == by_id[s.parent_id].trace_id for s in children)
