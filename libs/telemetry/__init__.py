@@ -7,9 +7,10 @@ the OpenTelemetry file exporter writes it; OTLP over gRPC to a collector when
 reads those and the standard ``_INSECURE``, ``_HEADERS``, ``_TIMEOUT``... variables itself); both
 when both; nowhere when neither, or when ``OTEL_SDK_DISABLED=true``. With nowhere to go no
 provider is installed and the OpenTelemetry API's no-op tracer is used, so instrumented code
-costs almost nothing. The file's span processor is added first: a provider shuts its
-processors down in order, so a collector that does not answer cannot keep the file from being
-flushed before the service's stop deadline.
+costs almost nothing. On shutdown the file is flushed first (a provider shuts its processors
+down in the order they were added), then the collector gets at most ``OTLP_FLUSH_MAX_S``: its
+exporter would retry for its whole timeout (10 s), longer than a service's grace period, and a
+collector that does not answer must not turn every stop into an overrun.
 
 What: the resource names the service, its instance, the epochal version and, when known, the
 node id, datacenter and rack (names in ``epochal.telemetry.attributes``).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -34,7 +36,7 @@ from pathlib import Path
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from epochal.telemetry import attributes
@@ -47,8 +49,12 @@ OTLP_PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_
 DISABLED_ENV = "OTEL_SDK_DISABLED"
 PROPAGATORS_ENV = "OTEL_PROPAGATORS"
 DISTRIBUTION = "epochal"
+# How long a stop waits for the collector to take the last spans (a collector that answers
+# takes a batch in milliseconds); then the exporter gives up and what it holds is lost.
+OTLP_FLUSH_MAX_S = 1.0
 
 _provider: TracerProvider | None = None
+_otlp_exporter: SpanExporter | None = None  # to stop its retries at shutdown
 _span_tracers: dict[str, trace.Tracer] = {}  # span()'s, by scope (made once tracing is on)
 
 
@@ -152,7 +158,7 @@ def setup_tracing(
     """Install this process's tracer provider (once per process) and the propagator; returns
     where spans go, or None when tracing is off (no provider then). ValueError as
     ``check_environment``."""
-    global _provider
+    global _provider, _otlp_exporter
     if not os.environ.get(PROPAGATORS_ENV, "").strip():
         propagate.set_global_textmap(TraceContextTextMapPropagator())
     setup = planned(service, instance, trace_dir)
@@ -169,24 +175,38 @@ def setup_tracing(
 
         setup.file.parent.mkdir(parents=True, exist_ok=True)
         provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(str(setup.file))))
+    otlp_exporter = None
     if setup.otlp_endpoint is not None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        otlp_exporter = OTLPSpanExporter()
+        provider.add_span_processor(BatchSpanProcessor(otlp_exporter))
     trace.set_tracer_provider(provider)
     if trace.get_tracer_provider() is not provider:  # the API keeps the first one set
         provider.shutdown()
         raise RuntimeError("a tracer provider was installed in this process before")
-    _provider = provider
+    _provider, _otlp_exporter = provider, otlp_exporter
     return setup
 
 
 def shutdown_tracing() -> None:
-    """Flush and close every exporter (call on shutdown)."""
-    global _provider
-    if _provider is not None:
+    """Flush and close every exporter (call on shutdown): the file, then the collector, which
+    gets at most OTLP_FLUSH_MAX_S."""
+    global _provider, _otlp_exporter
+    if _provider is None:
+        return
+    give_up = None
+    if _otlp_exporter is not None:
+        # Shutting the exporter down ends its retries and cancels a call in flight.
+        give_up = threading.Timer(OTLP_FLUSH_MAX_S, _otlp_exporter.shutdown)
+        give_up.daemon = True
+        give_up.start()
+    try:
         _provider.shutdown()
-        _provider = None
+    finally:
+        if give_up is not None:
+            give_up.cancel()
+        _provider = _otlp_exporter = None
 
 
 def enabled() -> bool:

@@ -3,7 +3,8 @@ and the span file of the same run holds the very same spans; at sampling ratio 0
 sampler, parent-based ratio, with OTEL_TRACES_SAMPLER_ARG=0) neither the collector nor the
 file gets one. A member flushes on SIGTERM: it is stopped gracefully right after its commits
 are acknowledged — well within the batch processor's 5 s delay — and every span is there once
-it has exited. A replica's spans carry its datacenter and rack, and its node id from the start
+it has exited; a collector that does not answer delays neither the stop past the grace period
+nor the file. A replica's spans carry its datacenter and rack, and its node id from the start
 that knows it (the instance id before it has registered). A wrong sampling variable stops a
 member before it starts, naming the variable.
 """
@@ -48,17 +49,18 @@ def member_with_collector(tmp_path: Path, receiver: TraceReceiver, ratio: str) -
         size=1,
         extra_args=FAST_ELECTIONS,
         env={
-            **collector_env(receiver),
+            **collector_env(receiver.endpoint),
             "EPOCHAL_TRACE_DIR": str(tmp_path / "spans"),
             "OTEL_TRACES_SAMPLER_ARG": ratio,
         },
     )
 
 
-def collector_env(receiver: TraceReceiver) -> dict[str, str]:
-    """Spans to ``receiver`` alone, sampled by default (an empty variable counts as unset)."""
+def collector_env(endpoint: str) -> dict[str, str]:
+    """Spans to the collector at ``endpoint`` alone, sampled by default (an empty variable
+    counts as unset)."""
     return {
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
         "OTEL_EXPORTER_OTLP_ENDPOINT": "",
         "EPOCHAL_TRACE_DIR": "",
         "OTEL_TRACES_SAMPLER": "",
@@ -126,6 +128,27 @@ def test_at_ratio_zero_neither_the_collector_nor_the_file_gets_a_span(tmp_path: 
     assert (tmp_path / "spans" / "cms-cms1.jsonl").read_text() == ""
 
 
+def test_a_collector_that_does_not_answer_holds_neither_the_stop_nor_the_file(
+    tmp_path: Path,
+) -> None:
+    """Its exporter would retry for 10 s, past the 5 s grace period (an overrun, exit status
+    70); the stop gives the collector at most OTLP_FLUSH_MAX_S."""
+    nobody = f"http://{free_address(set())}"  # nothing listens there
+    local = LocalCMS(
+        tmp_path / "cms",
+        size=1,
+        extra_args=FAST_ELECTIONS,
+        env={
+            **collector_env(nobody),
+            "EPOCHAL_TRACE_DIR": str(tmp_path / "spans"),
+        },
+    )
+    local.start()
+    run(local, lambda: commit_then_stop_gracefully(local), SCENARIO_TIMEOUT_S)
+    names = {s.name for s in file_spans([tmp_path / "spans" / "cms-cms1.jsonl"])}
+    assert {"cms.commit", "paxos.round"} <= names
+
+
 def test_a_replicas_spans_carry_its_location_and_its_node_id_once_known(tmp_path: Path) -> None:
     """Its first start knows no node id (it registers after the server runs): the instance id
     stands for it; a restart knows the stored one."""
@@ -135,7 +158,7 @@ def test_a_replicas_spans_carry_its_location_and_its_node_id_once_known(tmp_path
             replicas=1,
             cms_size=1,
             locations=[("dc2", "r7")],
-            env=collector_env(receiver),
+            env=collector_env(receiver.endpoint),
         )
         replica = cluster.nodes["replica1"]
         instance = replica.address.replace(":", "_")
