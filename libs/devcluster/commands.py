@@ -15,6 +15,11 @@ Every command works on one data directory (``--data-dir``, ``EPOCHAL_DEV_DATA_DI
 - ``run``: ``up`` of a new cluster (the data directory is wiped first) in the foreground plus a
   demo workload (``make run``; ``python -m epochal.devcluster`` alone); Ctrl-C stops it.
 
+Every process writes its spans (OTLP-JSON lines, a file per process) to ``traces/`` in the data
+directory, or to the folder ``EPOCHAL_TRACE_DIR`` names when the environment sets it; ``up`` and
+``run`` say where. ``--no-traces`` turns the files off. The standard ``OTEL_*`` variables reach
+the processes too (an OTLP endpoint, the sampler).
+
 Exit status: 0 when done (``up`` on a running cluster too), 1 when it failed or (``status``)
 the cluster is not running, 2 for a bad command line (``epochal dev`` alone prints the help).
 """
@@ -42,10 +47,13 @@ from epochal.cms_client import CMSClient
 from epochal.devcluster.state import ClusterRecord, DataDir, RecordedPid, started
 from epochal.devcluster.supervisor import Shape, Supervisor
 from epochal.errors import EpochalError
+from epochal.runtime.flags import SHARED_ENV
 from epochal.runtime.processes import PARENT_PID_ENV, STOP_TIMEOUT_S, tail
 
 DEFAULT_DATA_DIR = "var/devcluster"
 DATA_DIR_ENV = "EPOCHAL_DEV_DATA_DIR"
+TRACE_DIR_ENV = SHARED_ENV["trace_dir"]
+TRACES = "traces"  # the span files' folder in the data directory
 UP_TIMEOUT_S = 240.0
 JOIN_TIMEOUT_S = 600.0
 DOWN_TIMEOUT_S = STOP_TIMEOUT_S + 10.0
@@ -101,6 +109,12 @@ def parser(prog: str = "epochal dev") -> argparse.ArgumentParser:
     supervise.add_argument("--cms", type=int, default=3)
     supervise.add_argument("--replicas", type=int, default=3)
     supervise.add_argument("--reconcilers", type=int, default=1)
+    for name in ("run", "up", "supervise"):
+        commands.choices[name].add_argument(
+            "--no-traces",
+            action="store_true",
+            help=f"no span files (default: {TRACES}/ in the data directory, or {TRACE_DIR_ENV})",
+        )
     commands.metavar = "{run,up,status,add-replica,add-cms,down}"
     for command in commands.choices.values():  # --data-dir after the command works too
         command.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS, help="as above")
@@ -126,9 +140,11 @@ def main(
         if command == "run":
             from epochal.devcluster.demo import run_in_foreground
 
-            return run_in_foreground(data_dir, _shape(args), exit_after=args.exit)
+            return run_in_foreground(
+                data_dir, _shape(args), exit_after=args.exit, trace_dir=trace_dir(data_dir, args)
+            )
         if command == "supervise":
-            return _supervise(data_dir, _shape(args))
+            return _supervise(data_dir, _shape(args), trace_dir(data_dir, args))
         handler = {
             "up": _up,
             "status": _status,
@@ -155,9 +171,19 @@ def _shape(args: argparse.Namespace) -> Shape:
 # ---------------------------------------------------------------------- up
 
 
-def _supervise(data_dir: DataDir, shape: Shape) -> int:
+def trace_dir(data_dir: DataDir, args: argparse.Namespace) -> Path | None:
+    """Where the cluster's processes write their span files: the folder EPOCHAL_TRACE_DIR
+    names if the environment sets it, else ``traces/`` in the data directory; None with
+    ``--no-traces``."""
+    if args.no_traces:
+        return None
+    given = os.environ.get(TRACE_DIR_ENV, "")
+    return Path(given).resolve() if given else data_dir.path / TRACES
+
+
+def _supervise(data_dir: DataDir, shape: Shape, traces: Path | None) -> int:
     try:
-        asyncio.run(Supervisor(data_dir.path, shape).run())
+        asyncio.run(Supervisor(data_dir.path, shape, traces).run())
     except asyncio.CancelledError:
         return 0  # a signal during the start
     except Exception as error:
@@ -197,6 +223,7 @@ def _up(data_dir: DataDir, args: argparse.Namespace) -> int:
         f"--cms={shape.cms}",
         f"--replicas={shape.replicas}",
         f"--reconcilers={shape.reconcilers}",
+        *(["--no-traces"] if args.no_traces else []),  # it reads EPOCHAL_TRACE_DIR itself
     ]
     with data_dir.supervisor_log.open("ab") as log, open(os.devnull, "rb") as nothing:
         supervisor = subprocess.Popen(
@@ -272,6 +299,7 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
     else:
         log = _shown(str(data_dir.supervisor_log))
         lines.append(f"  supervisor pid {record.supervisor_pid}, log {log}")
+    lines.append(_traces_line(record))
     lines.append("point the CLI at it:")
     lines.append(f"  export EPOCHAL_CLUSTER={record.cluster_flag}")
     epochal = epochal_command()
@@ -286,6 +314,12 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
     )
     lines.append(f"      {epochal} dev{where} status | add-replica | add-cms | down")
     return lines
+
+
+def _traces_line(record: ClusterRecord) -> str:
+    if not record.traces:
+        return "  spans: no span files (--no-traces)"
+    return f"  spans in {_shown(record.traces)}/ (OTLP-JSON lines, a file per process)"
 
 
 def epochal_command() -> str:
@@ -360,6 +394,7 @@ def _status(data_dir: DataDir, args: argparse.Namespace) -> int:
         print(f"  supervisor log {_shown(str(data_dir.supervisor_log))}")
     else:  # `run` (make run): its output is its terminal
         print("  supervisor in the foreground (make run): its output is in its terminal")
+    print(_traces_line(ClusterRecord(traces=cluster.get("traces", ""))))
     return 0
 
 

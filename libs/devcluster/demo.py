@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from epochal.cli.reconcile import reconcile_summary, reconcile_table
 from epochal.client import AsyncClient, Consistency
@@ -34,9 +35,11 @@ RECONCILED_WAIT_S = 30.0  # for every range of the demo keyspace to have had a r
 RANGES_SHOWN = 6  # of the table; `epochal reconcile status` shows every range
 
 
-def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> int:
-    """A new cluster in ``data_dir`` (wiped first), the demo, then (unless ``exit_after``)
-    serve until stopped."""
+def run_in_foreground(
+    data_dir: DataDir, shape: Shape, *, exit_after: bool, trace_dir: Path | None
+) -> int:
+    """A new cluster in ``data_dir`` (wiped first), its processes writing spans to
+    ``trace_dir`` (None: none), the demo, then (unless ``exit_after``) serve until stopped."""
     running = data_dir.supervisor_pid()
     if running:
         print(
@@ -51,7 +54,7 @@ def run_in_foreground(data_dir: DataDir, shape: Shape, *, exit_after: bool) -> i
         f"starting {shape.cms} CMS members, {shape.replicas} replicas and {shape.reconcilers} "
         f"reconciler(s); data and logs in {data_dir.path}"
     )
-    supervisor = Supervisor(data_dir.path, shape)
+    supervisor = Supervisor(data_dir.path, shape, trace_dir)
 
     async def serving(supervisor: Supervisor) -> None:
         for line in listing(supervisor.record, data_dir):

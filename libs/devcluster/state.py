@@ -1,7 +1,8 @@
 """What a dev cluster leaves in its data directory, read by ``epochal dev`` from any terminal.
 
 - ``cluster.json``: the supervisor (pid, control address, log), the cluster's phase
-  (``starting``, ``serving``, ``failed``, ``stopping``, ``stopped``) and every process —
+  (``starting``, ``serving``, ``failed``, ``stopping``, ``stopped``), the folder of the span
+  files (``traces/`` by default) and every process —
   name, kind, address, datacenter and rack, pid, log — so that ``dev up`` on a stopped cluster
   starts it again at the same addresses, with its data;
 - ``supervisor.pid`` and ``pids/<name>.pid``: one pid per file (then the process's start time, so
@@ -9,7 +10,9 @@
   process stops;
 - ``control.token``: the secret a command sends with each request to the supervisor's control
   port (loopback; the file is readable by its owner only);
-- ``supervisor.log`` and ``<name>.log``: each process's output.
+- ``supervisor.log`` and ``<name>.log``: each process's output;
+- ``traces/<service>-<instance>.jsonl``: each process's spans (unless ``EPOCHAL_TRACE_DIR``
+  names another folder, or ``--no-traces``).
 
 Files are replaced atomically (written aside, then renamed), so a reader never sees half of one.
 """
@@ -48,6 +51,7 @@ class ClusterRecord:
     message: str = ""
     supervisor_pid: int = 0
     control: str = ""  # host:port of the supervisor's control endpoint
+    traces: str = ""  # the folder of the processes' span files ("": they write none)
     processes: list[ProcessRecord] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[ProcessRecord]:

@@ -34,6 +34,7 @@ from typing import Any
 from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.state import ClusterRecord, DataDir, ProcessRecord
 from epochal.errors import EpochalError
+from epochal.runtime.flags import SHARED_ENV
 from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,14 @@ class Shape:
 
 
 class Supervisor:
-    def __init__(self, data_dir: Path, shape: Shape = Shape()) -> None:
+    def __init__(
+        self, data_dir: Path, shape: Shape = Shape(), trace_dir: Path | None = None
+    ) -> None:
+        """``trace_dir``: where every process writes its span file (None: none does, whatever
+        EPOCHAL_TRACE_DIR says)."""
         self.files = DataDir(data_dir.resolve())
         self.shape = shape
+        self.trace_dir = trace_dir
         self.cluster = self._build()
         self.record = ClusterRecord()
         self.stopped = asyncio.Event()
@@ -78,7 +84,14 @@ class Supervisor:
     # ------------------------------------------------------------------ building
 
     def _build(self) -> LocalCluster:
-        """The cluster the data directory records (stopped), else a new one of ``shape``."""
+        """The cluster the data directory records (stopped), else a new one of ``shape``; its
+        processes, the CMS members too, write spans to ``trace_dir``."""
+        cluster = self._recorded_or_new()
+        env = {SHARED_ENV["trace_dir"]: str(self.trace_dir or "")}
+        cluster.env = cluster.cms.env = env
+        return cluster
+
+    def _recorded_or_new(self) -> LocalCluster:
         previous = self.files.read()
         root = self.files.path
         if previous is None or not previous.processes:
@@ -148,7 +161,9 @@ class Supervisor:
         self._token = self.files.new_token()
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         host, port = self._server.sockets[0].getsockname()[:2]
-        self.record = ClusterRecord(supervisor_pid=pid, control=f"{host}:{port}")
+        self.record = ClusterRecord(
+            supervisor_pid=pid, control=f"{host}:{port}", traces=str(self.trace_dir or "")
+        )
         self._save("starting", "starting the CMS and the replicas")  # its pid file first
         cluster = self.cluster
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from epochal.runtime.processes import die_with_parent
+from epochal.telemetry import check_environment as check_tracing_environment
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +112,13 @@ def run(
     make_server: Callable[[Any], Server],
     label: Callable[[Any], str],
 ) -> int:
-    """Parse the settings (exit status 2 with the reason when they are wrong), set up logging
-    as ``label(settings)``, and serve until signalled (``settings.shutdown_grace_s`` bounds
-    the stop)."""
+    """Parse the settings and check the tracing variables (exit status 2 with the reason when
+    one is wrong), set up logging as ``label(settings)``, and serve until signalled
+    (``settings.shutdown_grace_s`` bounds the stop)."""
     die_with_parent()  # started by a local harness: never outlive it
     try:
         settings = settings_from(argv)
+        check_tracing_environment()  # OTEL_* variables as wrong as a flag would be
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 # --------------------------------------------------------------------------- resource
 SERVICE_NAME = "service.name"  # "cms", "replica", "reconciler", or the application's name
-SERVICE_INSTANCE = "service.instance.id"  # member id, node id (or address), reconciler id
+SERVICE_INSTANCE = "service.instance.id"  # member id; a replica's, a reconciler's host_port
 SERVICE_VERSION = "service.version"  # the epochal package's version
-NODE_ID = "epochal.node.id"  # the process's id in the cluster ("" until a replica registers)
+# The process's id in the cluster: member id, node id, reconciler id (a replica's first start,
+# before it has registered, gives its instance id).
+NODE_ID = "epochal.node.id"
 DATACENTER = "epochal.datacenter"
 RACK = "epochal.rack"
 

@@ -26,6 +26,7 @@ from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
 from epochal.runtime.service import DRAIN_SHARE, RPC_SHARE
+from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
@@ -48,9 +49,11 @@ class CMSServer:
 
     async def start(self) -> None:
         settings = self.settings
-        trace_file = setup_tracing("cms", settings.member_id, settings.trace_dir or None)
-        if trace_file is not None:
-            log.info("writing spans to %s", trace_file)
+        # A member's id is its node id in the cluster; members have no datacenter or rack.
+        tracing = setup_tracing(
+            "cms", settings.member_id, settings.trace_dir or None, node_id=settings.member_id
+        )
+        log.info("%s", describe_tracing(tracing))
         storage = await asyncio.to_thread(CMSStorage, settings.db_url, schema=settings.schema)
         member = self.member = CMSMemberLoop(settings, storage)
         member.on_readiness = self._set_serving

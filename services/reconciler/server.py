@@ -34,6 +34,7 @@ from epochal.reconciler.storage import ReconcilerStorage
 from epochal.reconciler.worker import Worker, targets
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import RPC_SHARE
+from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import Channels, server_options
 from epochal.wire.handlers import add_servicer
@@ -64,13 +65,15 @@ class ReconcilerServer:
 
     async def start(self) -> None:
         settings = self.settings
-        trace_file = setup_tracing(
-            "reconciler", settings.listen.replace(":", "_"), settings.trace_dir or None
-        )
-        if trace_file is not None:
-            log.info("writing spans to %s", trace_file)
         self.storage = ReconcilerStorage(settings.db_url)
         self.id = self.storage.reconciler_id(settings.id)
+        tracing = setup_tracing(
+            "reconciler",
+            settings.listen.replace(":", "_"),
+            settings.trace_dir or None,
+            node_id=self.id,  # its id in lease grants
+        )
+        log.info("%s", describe_tracing(tracing))
         self.follower = MetadataFollower(
             settings.follower,
             self.storage,

@@ -51,6 +51,7 @@ from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import RPC_SHARE
+from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import Channels, server_options
 from epochal.wire.handlers import add_servicer
@@ -89,10 +90,6 @@ class ReplicaServer:
 
     async def start(self) -> None:
         settings = self.settings
-        instance = settings.address.replace(":", "_")
-        trace_file = setup_tracing("replica", instance, settings.trace_dir or None)
-        if trace_file is not None:
-            log.info("writing spans to %s", trace_file)
         try:
             self.storage = ReplicaStorage(settings.db_url, sync=settings.sync)
         except StorageFormatError as error:
@@ -100,6 +97,18 @@ class ReplicaServer:
             log.critical("%s", error)
             logging.shutdown()
             os._exit(EXIT_STORAGE_FORMAT)
+        # The node id is known from an earlier start's registration; on the first start it is
+        # not yet (registration needs the server running), so the instance id stands for it.
+        instance = settings.address.replace(":", "_")
+        tracing = setup_tracing(
+            "replica",
+            instance,
+            settings.trace_dir or None,
+            node_id=self.storage.identity.node_state().node_id or instance,
+            datacenter=settings.datacenter,
+            rack=settings.rack,
+        )
+        log.info("%s", describe_tracing(tracing))
         self.follower = MetadataFollower(
             settings.follower,
             self.storage.metadata,

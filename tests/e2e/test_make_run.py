@@ -1,7 +1,9 @@
 """`make run`'s program, end to end: 3 CMS members and 3 replicas up, the ring formed, rows
 written and read back at QUORUM through the SDK, the status and the metadata log printed; then a
 reconciler up, holding every range of the demo keyspace, each of which had a round that advanced
-its low bound, its status printed as `epochal reconcile status` prints it.
+its low bound, its status printed as `epochal reconcile status` prints it. Every one of the
+seven processes wrote its spans to a file of its own under the data directory, which the
+listing names.
 
 And stopping it: Ctrl-C (SIGINT to its process group, as a terminal sends it) stops the dev
 cluster and all seven servers within 10 s, each server logging that it shut down and no
@@ -25,10 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Pid, block_until
+from tests.harness import Pid, block_until, file_spans
 
 
 def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "EPOCHAL_TRACE_DIR"}
     result = subprocess.run(
         [
             sys.executable,
@@ -42,6 +45,7 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
         capture_output=True,
         text=True,
         timeout=240,
+        env=environment,
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
@@ -78,6 +82,16 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
         r"^  export EPOCHAL_CLUSTER=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+$", out, re.M
     )
     assert "epochal status | ring | health | cms describe" in out
+    # Spans: a file per process in traces/ of the data directory, which the listing names.
+    traces = tmp_path / "dc" / "traces"
+    assert f"  spans in {traces}/ (OTLP-JSON lines, a file per process)" in listing
+    files = sorted(traces.glob("*.jsonl"))
+    assert [f.name.split("-")[0] for f in files] == ["cms"] * 3 + ["reconciler"] + ["replica"] * 3
+    spans = file_spans(files)
+    for service in ("cms", "replica", "reconciler"):
+        assert any(s.resource["service.name"] == service for s in spans), service
+    replicas = [s.resource for s in spans if s.resource["service.name"] == "replica"]
+    assert all(r["epochal.datacenter"] == "dc1" and r["epochal.rack"] == "r1" for r in replicas)
 
 
 # ---------------------------------------------------------------------- stopping `make run`

@@ -13,6 +13,9 @@ module imports from another.
   waiting for a log line, a signal and the time to exit, what a clean stop must not log, every
   method of a service.
 - ``processes``: processes known by pid and start time (a dev cluster's servers).
+- ``otlp``: spans as a collector sees them: an OTLP trace receiver (``otlp_receiver``) and a
+  reader of the OTLP-JSON span files (``file_spans``, ``traces_data``), each span with its
+  resource's attributes.
 """
 
 from .cms import (
@@ -37,6 +40,7 @@ from .lifecycle import (
     signal_and_time_exit,
     until_logged,
 )
+from .otlp import ReceivedSpan, TraceReceiver, file_spans, otlp_receiver, traces_data
 from .processes import Pid
 from .ring import (
     EVENTS,
@@ -65,6 +69,8 @@ __all__ = [
     "Committers",
     "Pid",
     "QuorumWriters",
+    "ReceivedSpan",
+    "TraceReceiver",
     "assert_every_quorum_reads_every_write",
     "assert_quiet",
     "block_until",
@@ -72,12 +78,14 @@ __all__ = [
     "commit_then_stop",
     "converge",
     "create_events",
+    "file_spans",
     "first_answer",
     "key_token",
     "keyspace",
     "latest",
     "local_cms",
     "log_entries",
+    "otlp_receiver",
     "paused",
     "plant_accepted_slot",
     "read_group",
@@ -91,6 +99,7 @@ __all__ = [
     "steps_of",
     "steps_since",
     "storage_of",
+    "traces_data",
     "until",
     "until_logged",
 ]
