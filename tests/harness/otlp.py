@@ -41,6 +41,15 @@ class ReceivedSpan:
     parent_span_id: str  # "" for a root span
     attributes: dict[str, Any]
     resource: dict[str, Any]
+    kind: int = 0  # OTLP SpanKind: 1 internal, 2 server, 3 client
+    events: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()  # (trace id, span id), hex
+    start_ns: int = 0
+    end_ns: int = 0
+
+    @property
+    def service(self) -> str:
+        return str(self.resource.get("service.name", ""))
 
 
 class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
@@ -109,6 +118,11 @@ def file_spans(paths: Iterable[Path]) -> list[ReceivedSpan]:
     )
 
 
+def folder_spans(folder: Path, pattern: str = "*.jsonl") -> list[ReceivedSpan]:
+    """Every span of the span files in ``folder`` (those ``pattern`` matches)."""
+    return file_spans(sorted(folder.glob(pattern)))
+
+
 def spans_of(batches: Iterable[ResourceSpans]) -> list[ReceivedSpan]:
     found = []
     for resource_spans in batches:
@@ -123,6 +137,11 @@ def spans_of(batches: Iterable[ResourceSpans]) -> list[ReceivedSpan]:
                         parent_span_id=span.parent_span_id.hex(),
                         attributes=attributes_of(span.attributes),
                         resource=resource,
+                        kind=span.kind,
+                        events=tuple(event.name for event in span.events),
+                        links=tuple((k.trace_id.hex(), k.span_id.hex()) for k in span.links),
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano,
                     )
                 )
     return found

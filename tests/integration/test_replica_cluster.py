@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from epochal.telemetry import attributes as attr
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from tests.harness import run, start_ring, until
+from tests.harness.otlp import folder_spans
 
 pytestmark = pytest.mark.integration
 
@@ -293,7 +293,7 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
             assert await totals("summary_reads_total") - summaries_before == 2 * reads
             epoch = client.epoch
         cluster.stop()  # graceful: the span files are flushed
-        spans = read_spans(traces)
+        spans = [(s.name, s.attributes) for s in folder_spans(traces, "replica-*.jsonl")]
         writes = [a for name, a in spans if name == attr.REPLICA_WRITE]
         assert len(writes) == 20 and {a[attr.CONSISTENCY] for a in writes} == {"ALL"}
         assert all(len(a[attr.REPLICAS_ANSWERED]) == 3 for a in writes)
@@ -310,28 +310,6 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
             assert (node.node_id, epoch) in applied, node.node_id
 
     run(cluster, scenario, 180)
-
-
-def read_spans(folder: Path) -> list[tuple[str, dict[str, object]]]:
-    """(name, attributes) of every span in the replicas' OTLP-JSON files."""
-    spans = []
-    for path in folder.glob("replica-*.jsonl"):
-        for line in path.read_text().splitlines():
-            for resource in json.loads(line).get("resourceSpans", []):
-                for scope in resource.get("scopeSpans", []):
-                    for span in scope.get("spans", []):
-                        attributes = {
-                            a["key"]: _attribute(a["value"]) for a in span.get("attributes", [])
-                        }
-                        spans.append((span["name"], attributes))
-    return spans
-
-
-def _attribute(value: dict[str, object]) -> object:
-    if "arrayValue" in value:
-        return [_attribute(v) for v in value["arrayValue"].get("values", [])]  # type: ignore[union-attr]
-    kind, raw = next(iter(value.items()))
-    return int(raw) if kind == "intValue" else raw  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------- bad input

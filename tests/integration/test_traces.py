@@ -15,13 +15,14 @@ import asyncio
 import json
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from epochal.devcluster.cluster import LocalCluster
 from epochal.telemetry import attributes as attr
 from tests.harness import run, start_ring, until
+from tests.harness.otlp import ReceivedSpan, folder_spans, otlp_receiver
 from tests.harness.ring import replica_db
-from tests.harness.spans import Span, read_spans
 
 SERVER, CLIENT = 2, 3  # OTLP SpanKind
 
@@ -75,10 +76,54 @@ APPLICATION = textwrap.dedent(
     """
 )
 
+# An application that samples nothing of its own (parent-based ratio 0) but one write, under a
+# span of a provider that samples everything; another write under a span it does not sample.
+SAMPLING_APPLICATION = textwrap.dedent(
+    """
+    import json, sys
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    trace.set_tracer_provider(TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.0))))
+    sampling = TracerProvider(sampler=ALWAYS_ON).get_tracer("application")
+    not_sampling = trace.get_tracer("application")
+
+    import epochal
+
+    ids = {}
+    with epochal.Client(sys.argv[1].split(",")) as client:
+        client.create_keyspace("shop", replication_factor=3)
+        client.create_table("shop", "carts", {"user": "text", "qty": "int"}, partition_key=["user"])
+        for name, tracer in (("sampled", sampling), ("not_sampled", not_sampling)):
+            with tracer.start_as_current_span("application.order") as span:
+                client.write("shop", "carts", {"user": name, "qty": 1}, consistency="ALL")
+                ids[name] = format(span.get_span_context().trace_id, "032x")
+    print(json.dumps(ids))
+    """
+)
+
 RECONCILER = ("--interval-ms", "100", "--advance-interval-ms", "100")
 
 
-def one(spans: list[Span], what: str) -> Span:
+async def run_application(source: str, folder: Path, *args: str) -> dict[str, str]:
+    """Run ``source`` as a separate process with ``args``; the JSON it printed last."""
+    script = folder / "application.py"
+    script.write_text(source)
+    application = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(application.communicate(), 120)
+    assert application.returncode == 0, err.decode()[-3000:]
+    loaded: dict[str, str] = json.loads(out.decode().strip().splitlines()[-1])
+    return loaded
+
+
+def one(spans: list[ReceivedSpan], what: str) -> ReceivedSpan:
     assert len(spans) == 1, f"{len(spans)} spans of {what}: {spans}"
     return spans[0]
 
@@ -89,8 +134,6 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
     traces = tmp_path / "traces"
     cluster = LocalCluster(tmp_path / "cluster", env={"EPOCHAL_TRACE_DIR": str(traces)})
     cluster.reconciler_args = RECONCILER
-    script = tmp_path / "application.py"
-    script.write_text(APPLICATION)
     ids: dict[str, str] = {}
     members: dict[str, str] = {}
 
@@ -99,18 +142,15 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
         members["leader"] = leader = await cluster.cms.leader()
         members["follower"] = follower = next(m for m in cluster.cms.members if m != leader)
         cluster.start_reconciler(cluster.add_reconciler().name)
-        application = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(script),
-            str(traces / "application.jsonl"),
-            ",".join(cluster.addresses),
-            cluster.cms.members[follower].address,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        ids.update(
+            await run_application(
+                APPLICATION,
+                tmp_path,
+                str(traces / "application.jsonl"),
+                ",".join(cluster.addresses),
+                cluster.cms.members[follower].address,
+            )
         )
-        out, err = await asyncio.wait_for(application.communicate(), 120)
-        assert application.returncode == 0, err.decode()[-3000:]
-        ids.update(json.loads(out.decode().strip().splitlines()[-1]))
 
         def bounds_advanced() -> bool:  # a reconciliation round of shop's ranges went through
             for name in cluster.nodes:
@@ -127,7 +167,7 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
         cluster.stop()  # gracefully: every process flushes its spans
 
     run(cluster, scenario, timeout_s=240)
-    spans = read_spans(traces)
+    spans = folder_spans(traces)
     by_id = {s.span_id: s for s in spans}
 
     # One SDK write: application span > client.write > client.attempt > replica.write (the
@@ -135,13 +175,13 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
     write = [s for s in spans if s.trace_id == ids["write"]]
     order = one([s for s in write if s.name == "application.order"], "the application's span")
     call = one([s for s in write if s.name == "client.write"], "the SDK call")
-    assert call.parent_id == order.span_id and call.kind == CLIENT
+    assert call.parent_span_id == order.span_id and call.kind == CLIENT
     assert call.attributes[attr.CONSISTENCY] == "ALL"
     assert call.attributes[attr.OUTCOME] == attr.OK
     attempt = one([s for s in write if s.name == attr.CLIENT_ATTEMPT], "the attempt")
-    assert attempt.parent_id == call.span_id and attempt.attributes[attr.ATTEMPT] == 1
+    assert attempt.parent_span_id == call.span_id and attempt.attributes[attr.ATTEMPT] == 1
     coordinator = one([s for s in write if s.name == attr.REPLICA_WRITE], "the coordinator")
-    assert coordinator.parent_id == attempt.span_id and coordinator.kind == SERVER
+    assert coordinator.parent_span_id == attempt.span_id and coordinator.kind == SERVER
     assert coordinator.service == "replica"
     assert coordinator.attributes[attr.OUTCOME] == attr.OK
     assert coordinator.attributes[attr.KEYSPACE] == "shop"
@@ -149,7 +189,7 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
     assert coordinator.attributes[attr.CONSISTENCY] == "ALL"
     assert coordinator.attributes[attr.EPOCH] > 0 and coordinator.attributes[attr.REQUEST_BYTES] > 0
     applies = [s for s in write if s.name == attr.REPLICA_APPLY]
-    assert {s.parent_id for s in applies} == {coordinator.span_id}
+    assert {s.parent_span_id for s in applies} == {coordinator.span_id}
     node_ids = {node.node_id for node in cluster.nodes.values()}
     assert {s.attributes[attr.NODE_ID] for s in applies} == node_ids, applies
     assert len(applies) == 3 and all(s.attributes[attr.OUTCOME] == attr.OK for s in applies)
@@ -161,10 +201,10 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
     commits = {s.attributes[attr.MEMBER]: s for s in ddl if s.name == attr.CMS_COMMIT}
     assert set(commits) == {members["follower"], members["leader"]}, ddl
     forwarded, led = commits[members["follower"]], commits[members["leader"]]
-    assert by_id[forwarded.parent_id].name == "application.ddl"
+    assert by_id[forwarded.parent_span_id].name == "application.ddl"
     assert forwarded.attributes[attr.FORWARDED] is True
     assert forwarded.attributes[attr.LEADER] == members["leader"]
-    assert led.parent_id == forwarded.span_id and led.kind == SERVER
+    assert led.parent_span_id == forwarded.span_id and led.kind == SERVER
     assert led.attributes[attr.OUTCOME] == "committed"
     assert attr.PHASE_QUEUED in led.events and attr.PHASE_ANSWERED in led.events
     assert led.events.index(attr.PHASE_QUEUED) < led.events.index(attr.PHASE_APPLIED)
@@ -178,9 +218,53 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
     # A reconciliation round's calls to replicas are its children, on the replicas.
     round_ids = {s.span_id for s in spans if s.name == attr.RECONCILE_ROUND}
     assert round_ids, "no reconciliation round was traced"
-    children = [s for s in spans if s.parent_id in round_ids and s.service == "replica"]
+    children = [s for s in spans if s.parent_span_id in round_ids and s.service == "replica"]
     assert children, "no replica call of a reconciliation round was its child"
     assert {s.name.rpartition("/")[0] for s in children} == {
         f"{attr.RPC_PREFIX}epochal.v1.ReplicaReconcile"
     }
-    assert all(s.trace_id == by_id[s.parent_id].trace_id for s in children)
+    assert all(s.trace_id == by_id[s.parent_span_id].trace_id for s in children)
+
+
+def test_the_spans_reach_a_collector_and_at_ratio_zero_only_a_sampled_parents_children_do(
+    tmp_path: Path,
+) -> None:
+    """Every service exports to an OTLP gRPC receiver (and to files) with the default sampler
+    at ratio 0: nothing of their own is exported, but the spans of a write whose client span
+    was sampled are (children follow their parent's decision), and those of a write whose
+    client span was not sampled are not."""
+    traces = tmp_path / "traces"
+    ids: dict[str, str] = {}
+    with otlp_receiver() as receiver:
+        env = {
+            "EPOCHAL_TRACE_DIR": str(traces),
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
+            "OTEL_TRACES_SAMPLER_ARG": "0",
+        }
+        cluster = LocalCluster(tmp_path / "cluster", env=env)
+        cluster.reconciler_args = RECONCILER
+
+        async def scenario() -> None:
+            await start_ring(cluster, num_tokens=4)
+            cluster.start_reconciler(cluster.add_reconciler().name)
+            ids.update(
+                await run_application(SAMPLING_APPLICATION, tmp_path, ",".join(cluster.addresses))
+            )
+            cluster.stop()  # gracefully: every process flushes its spans to both
+
+        run(cluster, scenario, timeout_s=240)
+        received = receiver.spans()
+    services = [s for s in received if s.service in ("cms", "replica", "reconciler")]
+    assert {s.trace_id for s in services} == {ids["sampled"]}, "a span not of the sampled write"
+    names = Counter(s.name for s in services)
+    assert names[attr.REPLICA_WRITE] == 1 and names[attr.REPLICA_APPLY] == 3, names
+    # and what the write's coordinator did to reach the epoch the client named, if it had to
+    assert set(names) - {attr.REPLICA_WRITE, attr.REPLICA_APPLY} <= {
+        attr.CATCH_UP,
+        attr.CMS_FETCH_LOG,
+        attr.EPOCH_APPLY,
+    }, names
+    in_files = folder_spans(traces)
+    assert sorted((s.name, s.span_id) for s in in_files) == sorted(
+        (s.name, s.span_id) for s in services
+    ), "the files and the collector got different spans"
