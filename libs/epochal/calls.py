@@ -33,7 +33,7 @@ from epochal.policies import FailedAttempt, RetryPolicy
 from epochal.sessions import no_answer
 from epochal.status import Operation
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import failed, tracing
+from epochal.telemetry.context import failed, wanted
 
 Result = TypeVar("Result")
 
@@ -73,7 +73,7 @@ async def run(
     the id the first attempt carries (a commit's entry id); ``wall_ms`` tells how old a
     mutation id is. When the application traces, the call is a CLIENT span named ``span``
     and each attempt a ``client.attempt`` child (whose context the attempt's request carries)."""
-    if not (span and tracing()):
+    if not (span and wanted()):
         return await _run(
             operation, policy, timeout_s, attempt, what, attempt_timeout_s, carry_id, wall_ms
         )

@@ -37,8 +37,8 @@ from typing import Protocol
 
 from epochal.tcm import ClusterMetadata, NodeState, Table
 from epochal.telemetry import attributes as attr
-from epochal.telemetry import enabled as tracing_enabled
 from epochal.telemetry import tracer
+from epochal.telemetry.context import wanted
 from epochal.telemetry.metrics import Metrics
 from epochal.wire.log import LogClient, LogPage, LogSourceFailed
 from epochal.wire.metadata import (
@@ -227,7 +227,7 @@ class MetadataFollower:
                     attr.TO_EPOCH: epoch,
                 },
             )
-            if tracing_enabled()
+            if wanted()
             else None
         )
         try:
@@ -460,7 +460,7 @@ class MetadataFollower:
             self.applied_at.append((entry.epoch, now_ns))
         if applied:
             self.metrics.epochs_applied.inc(len(applied))
-            if tracing_enabled():
+            if wanted():
                 for entry in applied:
                     self._tracer.start_span(
                         attr.EPOCH_APPLY,

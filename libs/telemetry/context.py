@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -34,31 +35,63 @@ from epochal.telemetry import attributes as attr
 T = TypeVar("T")
 _W3C = TraceContextTextMapPropagator()
 TRACEPARENT = "traceparent"
+_VERSION_00 = re.compile("00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 TRACESTATE = "tracestate"
+
+
+_installed = False  # a provider was installed (the global one is set at most once)
+_follows_parent = False  # its sampler keeps a span exactly when its parent was kept
 
 
 def tracing() -> bool:
     """Whether a tracer provider other than the API's default (no-op) one is installed: by
     ``epochal.telemetry.setup_tracing`` in a service, by the application around the SDK."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    global _installed, _follows_parent
+    if _installed:
+        return True
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return False
+    from opentelemetry.sdk.trace.sampling import ParentBased  # only once a provider is there
+
+    _follows_parent = isinstance(getattr(provider, "sampler", None), ParentBased)
+    _installed = True
+    return True
+
+
+def wanted(parent: otel_context.Context | None = None) -> bool:
+    """Whether a span started now — a child of ``parent``, else of the current span — can be
+    recorded: tracing is on and, under a sampler that follows the parent's decision (the
+    default), there is no parent or it was sampled. Where it cannot, the caller starts no span
+    and passes the parent's context on as it is: the request's other spans are not sampled
+    either, and a span the sampler would drop costs as much to create as one it keeps."""
+    if not tracing():
+        return False
+    if not _follows_parent:
+        return True
+    context = trace.get_current_span(parent).get_span_context()
+    return not context.is_valid or context.trace_flags.sampled
+
+
+def _headers(context: trace.SpanContext) -> dict[str, str]:
+    headers = {
+        TRACEPARENT: f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    }
+    if context.trace_state:
+        headers[TRACESTATE] = context.trace_state.to_header()
+    return headers
 
 
 def current_headers() -> dict[str, str]:
     """The current span's context as W3C headers ({} when there is no valid span)."""
-    if not trace.get_current_span().get_span_context().is_valid:
-        return {}
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier)
-    return carrier
+    context = trace.get_current_span().get_span_context()
+    return _headers(context) if context.is_valid else {}
 
 
 def headers_of(span: trace.Span) -> dict[str, str]:
     """``span``'s context as W3C headers ({} for a span with no valid context)."""
-    if not span.get_span_context().is_valid:
-        return {}
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier
+    context = span.get_span_context()
+    return _headers(context) if context.is_valid else {}
 
 
 def set_headers(message: Any, headers: Mapping[str, str]) -> None:
@@ -85,10 +118,28 @@ def parent_of(message: Any) -> otel_context.Context | None:
 
 
 def from_headers(headers: Mapping[str, str]) -> otel_context.Context | None:
-    """The context W3C headers name (None: no valid ``traceparent`` among them)."""
-    carrier = {key: value for key, value in headers.items() if value}
-    if TRACEPARENT not in carrier:
+    """The context W3C headers name (None: no valid ``traceparent`` among them). A version-00
+    ``traceparent`` is parsed here (on every request of a traced process); others go to the
+    W3C propagator."""
+    traceparent = headers.get(TRACEPARENT, "")
+    if not traceparent:
         return None
+    state = headers.get(TRACESTATE, "")
+    version_00 = _VERSION_00.fullmatch(traceparent)
+    if version_00 is not None:
+        trace_id, span_id = int(version_00[1], 16), int(version_00[2], 16)
+        flags = int(version_00[3], 16)
+        if not trace_id or not span_id:
+            return None
+        context = trace.SpanContext(
+            trace_id,
+            span_id,
+            is_remote=True,
+            trace_flags=trace.TraceFlags(flags & trace.TraceFlags.SAMPLED),
+            trace_state=trace.TraceState.from_header([state]) if state else None,
+        )
+        return trace.set_span_in_context(trace.NonRecordingSpan(context))
+    carrier = {TRACEPARENT: traceparent, **({TRACESTATE: state} if state else {})}
     extracted = _W3C.extract(carrier)
     if not trace.get_current_span(extracted).get_span_context().is_valid:
         return None

@@ -43,7 +43,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import attached, from_metadata, tracing
+from epochal.telemetry.context import attached, from_metadata, tracing, wanted
 from epochal.wire.status import abort_status
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ def _in_callers_trace(
     @contextlib.contextmanager
     def context_of(context: grpc.aio.ServicerContext) -> Iterator[None]:
         parent = from_metadata(context.invocation_metadata())
-        if own_span:
+        if own_span or not wanted(parent):
             with attached(parent):
                 yield
             return

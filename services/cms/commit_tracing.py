@@ -25,13 +25,14 @@ from opentelemetry import trace
 from epochal.cmscore import effects as fx
 from epochal.cmscore.state_machine import CommitResult
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import end_when_done, headers_of, tracing
+from epochal.telemetry.context import end_when_done, headers_of, tracing, wanted
 
 _tracer = trace.get_tracer("epochal.cms")
 
 
-def describe_commit(span: trace.Span, result: CommitResult) -> None:
-    """What a commit's outcome says, on its span."""
+def describe_commit(span: trace.Span, result: CommitResult, ballot: str) -> None:
+    """What a commit's outcome says, on its span (``ballot``: the member's, as it answered)."""
+    span.set_attribute(attr.BALLOT, ballot)
     span.set_attribute(attr.EPOCH, result.epoch)
     span.set_attribute(attr.DUPLICATE, result.duplicate)
     if result.batch_size:
@@ -111,10 +112,11 @@ def forwarded(
     parent: otel_context.Context | None,
     kind: str,
     commit: Callable[[], asyncio.Future[CommitResult]],
+    ballot: Callable[[], str],
 ) -> asyncio.Future[CommitResult]:
     """``commit()``'s future, served in the leader's ``cms.commit`` span, a child of the
     forwarding member's (``parent``); untraced when this member does not trace."""
-    if not tracing():
+    if not wanted(parent):
         return commit()
     span = _tracer.start_span(
         attr.CMS_COMMIT,
@@ -129,7 +131,7 @@ def forwarded(
         otel_context.detach(token)
 
     def describe(traced: trace.Span, result: Any) -> None:
-        describe_commit(traced, result)
+        describe_commit(traced, result, ballot())
 
     end_when_done(span, future, describe)
     return future

@@ -26,7 +26,7 @@ from epochal.cmscore.state_machine import CommitResult
 from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
-from epochal.telemetry.context import failed, parent_of, tracing
+from epochal.telemetry.context import failed, parent_of, wanted
 from epochal.wire.handlers import finished_before, reraise_from
 from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
@@ -51,7 +51,7 @@ class CMSServicer:
                 record_exception=False,
                 set_status_on_exception=False,
             )
-            if tracing()
+            if wanted()
             else contextlib.nullcontext(trace.INVALID_SPAN)
         )
         with commit_span as span:
@@ -68,15 +68,18 @@ class CMSServicer:
                 await abort_with(context, error)
                 raise  # unreachable: abort raises
             if span.is_recording():  # tracing is off: skip building the attributes
-                describe_commit(span, result)
-                status = self.member.node.status()
-                span.set_attribute(attr.BALLOT, str(status.ballot or status.promised))
+                describe_commit(span, result, _ballot(self.member))
             return cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)
 
     async def FetchLog(
         self, request: cms_pb2.FetchLogRequest, context: grpc.aio.ServicerContext
     ) -> cms_pb2.FetchLogResponse:
-        with _tracer.start_as_current_span(attr.CMS_FETCH_LOG, kind=trace.SpanKind.SERVER) as span:
+        fetch_span = (
+            _tracer.start_as_current_span(attr.CMS_FETCH_LOG, kind=trace.SpanKind.SERVER)
+            if wanted()
+            else contextlib.nullcontext(trace.INVALID_SPAN)
+        )
+        with fetch_span as span:
             result = await self.member.fetch_log(
                 request.since_epoch,
                 request.max_entries,
@@ -141,10 +144,11 @@ class CMSMemberServicer:
                 messages = [message_from_proto(m) for m in request.messages]
             except (ValueError, KeyError) as error:
                 await abort_with(context, InvalidRequest(f"bad Paxos message: {error}"))
-            if request.traceparent and tracing():
+            parent = parent_of(request)
+            if parent is not None and wanted(parent):
                 with _tracer.start_as_current_span(
                     attr.CMS_STEP,
-                    context=parent_of(request),
+                    context=parent,
                     kind=trace.SpanKind.SERVER,
                     attributes={
                         attr.MEMBER: self.member.member_id,
@@ -237,8 +241,14 @@ class CMSMemberServicer:
             parent,
             item.transformation.kind,
             lambda: self.member.commit_forwarded(item, origin),
+            lambda: _ballot(self.member),
         )
 
 
 def _shutting_down(member: CMSMemberLoop) -> str:
     return f"{member.member_id} is shutting down; try another member"
+
+
+def _ballot(member: CMSMemberLoop) -> str:
+    status = member.node.status()
+    return str(status.ballot or status.promised)

@@ -50,7 +50,7 @@ from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.consistency import Consistency
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import failed, tracing
+from epochal.telemetry.context import failed, wanted
 from epochal.wire.channels import Channels
 
 __all__ = ["Coordinator", "Hooks", "ReadResult", "ReadStats", "WriteResult"]
@@ -145,7 +145,7 @@ class Coordinator:
     def _span(self, operation: str) -> contextlib.AbstractContextManager[trace.Span]:
         """The coordinator's SERVER span of a client's write or read: a child of the client's
         attempt (the request's trace context, made current by the servicer)."""
-        if not tracing():
+        if not wanted():  # the caller's context stays current, as it came
             return contextlib.nullcontext(trace.INVALID_SPAN)
         name = attr.REPLICA_WRITE if operation == "write" else attr.REPLICA_READ
         return _tracer.start_as_current_span(

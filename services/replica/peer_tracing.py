@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import end_when_done, tracing
+from epochal.telemetry.context import end_when_done, wanted
 
 _tracer = trace.get_tracer("epochal.replica")
 
@@ -42,8 +42,14 @@ def served(
     """``serve()``'s future, in a span of ``kind``'s work whose parent is ``parent`` (None: the
     current span: the coordinator's own, for its local replica). Untraced when this process
     does not trace."""
-    if not tracing():
-        return serve()
+    if not wanted(parent):
+        if parent is None:
+            return serve()
+        token = otel_context.attach(parent)  # its context goes on, to what this request asks
+        try:
+            return serve()
+        finally:
+            otel_context.detach(token)
     span = _tracer.start_span(
         SPAN_OF_KIND.get(kind, attr.REPLICA_APPLY),
         context=parent,

@@ -71,7 +71,15 @@ def test_without_a_current_span_nothing_is_carried_and_nothing_is_a_parent() -> 
 
 
 def test_a_malformed_traceparent_is_no_parent() -> None:
-    for bad in ("garbage", "00-" + "0" * 32 + "-" + "0" * 16 + "-01", "00-abc-def-01"):
+    good_ids = f"{TRACE_ID:032x}-{SPAN_ID:016x}"
+    for bad in (
+        "garbage",
+        "00-" + "0" * 32 + "-" + "0" * 16 + "-01",  # all-zero ids
+        "00-abc-def-01",
+        f"00-{good_ids.upper()}-01",  # W3C ids are lower-case hex
+        f"00-+{good_ids[1:]}-01",
+        f"00-{good_ids}-1",
+    ):
         assert parent_of(pb.PeerRequest(traceparent=bad)) is None, bad
 
 
