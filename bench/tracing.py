@@ -1,7 +1,9 @@
 """The cost of tracing: the data path's writes and the CMS's commits with tracing off, on at
 ratio 1.0 to files, and on at ratio 0.01, in one run.
 
-Workload (fixed), once per mode, each on fresh processes in the order off, ratio 1.0, ratio 0.01:
+Workload (fixed), twice per mode, each time on fresh processes, in the order off, ratio 1.0,
+ratio 0.01, ratio 0.01, ratio 1.0, off (a mode's figure is the mean of its two, so that drift over
+the run favours none):
 - Writes (``data_path.py``'s): 3 CMS members and 3 replicas on 127.0.0.1, SQLite WAL
   synchronous=FULL, a tracked keyspace with RF 3, table ``kv(id text, payload text)`` with
   ~300-byte rows, a new partition per write; the SDK's asyncio client in this process, after a
@@ -112,17 +114,19 @@ async def measure_commits(
 async def main_async(quick: bool) -> dict[str, float]:
     seconds = 3.0 if quick else 10.0
     calls = 300 if quick else 1500
-    figures: dict[str, float] = {}
+    measured: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-tracing-") as folder:
-        for mode in MODES:
-            base = Path(folder) / mode
+        for turn, mode in enumerate((*MODES, *reversed(MODES))):
+            base = Path(folder) / f"{turn}-{mode}"
             env = environment(mode, base / "traces")
             writes = await measure_writes(base / "data", env, calls, seconds)
             commits = await measure_commits(base / "cms", env, calls, seconds)
             for key, value in {**writes, **commits}.items():
-                figures[f"{key}_{mode}"] = value
+                measured.setdefault(f"{key}_{mode}", []).append(value)
             spans = sum(1 for path in (base / "traces").glob("*.jsonl") for _ in path.open())
-            print(f"{mode}: {spans:,} span batches written", flush=True)
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in {**writes, **commits}.items())
+            print(f"{mode}: {shown}; {spans:,} span batches written", flush=True)
+    figures = {key: statistics.mean(values) for key, values in measured.items()}
     for mode in MODES[1:]:
         for key in ("writes_per_s_c16", "commits_per_s_c32"):
             figures[f"{key}_{mode}_over_off"] = figures[f"{key}_{mode}"] / figures[f"{key}_off"]

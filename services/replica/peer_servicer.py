@@ -39,7 +39,7 @@ from epochal.replica.status import LOGGED, abort_with
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
 from epochal.runtime.follower import MetadataFollower
-from epochal.telemetry.context import parent_of
+from epochal.telemetry.context import recorded_parent_of
 from epochal.wire.fields import MalformedInput, within
 from epochal.wire.multiplex import answer_with, serve
 from epochal.wire.status import bounded_message
@@ -114,13 +114,17 @@ class PeerServicer:
         kind = request.WhichOneof("body")
         try:
             body = getattr(request, kind) if kind else None
-            future = served(
-                kind or "",
-                self.local.node_id,
-                parent_of(request),
-                lambda: self._serve(kind, body),
-                repair=kind == "apply" and body.repair,
-            )
+            parent = recorded_parent_of(request)  # its work calls no one: no context to pass on
+            if parent is False:
+                future = self._serve(kind, body)
+            else:
+                future = served(
+                    kind or "",
+                    self.local.node_id,
+                    parent,
+                    lambda: self._serve(kind, body),
+                    repair=kind == "apply" and body.repair,
+                )
         except MalformedInput as error:
             return pb.PeerReply(id=request_id, malformed=bounded_message(str(error)))
         return answer_with(
