@@ -124,4 +124,5 @@ FROM_EPOCH = "epochal.from_epoch"
 TO_EPOCH = "epochal.to_epoch"
 REACHED_EPOCH = "epochal.reached_epoch"
 
-OK = "ok"
+OK = "ok"  # the outcome of work that succeeded
+CANCELLED = "cancelled"  # the outcome of work whose caller went away or ran out of time

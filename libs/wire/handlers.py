@@ -85,14 +85,15 @@ def add_servicer(
         function = getattr(servicer, method.name)
         full_name = f"/{service.full_name}/{method.name}"
         streaming_in = method.client_streaming
-        if tracing() and not streaming_in and not service.full_name.startswith("grpc."):
-            function = _in_callers_trace(
-                function, full_name, method.name in traced_methods, method.server_streaming
-            )
         if method.server_streaming:
             guarded = _guard_stream(function, method.name, full_name, refusal, streaming_in)
         else:
             guarded = _guard_unary(function, method.name, full_name, refusal, streaming_in)
+        if tracing() and not streaming_in and not service.full_name.startswith("grpc."):
+            # Around the guard, so that the span sees the status the guard answers with.
+            guarded = _in_callers_trace(
+                guarded, full_name, method.name in traced_methods, method.server_streaming
+            )
         if method.client_streaming and method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
         elif method.client_streaming:
@@ -133,16 +134,14 @@ def _in_callers_trace(
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            error: BaseException | None = None
             try:
                 yield
+            except BaseException as raised:  # an abort, a cancel; recorded, then passed on
+                error = raised
+                raise
             finally:
-                code = context.code()
-                if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
-                    span.set_attribute(attr.STATUS_CODE, code.value[0])
-                    span.set_attribute(attr.OUTCOME, code.name)
-                    span.set_status(trace.Status(trace.StatusCode.ERROR, context.details() or ""))
-                else:
-                    span.set_attribute(attr.OUTCOME, attr.OK)
+                _describe_call(span, context, error)
 
     if streaming_out:
 
@@ -162,6 +161,30 @@ def _in_callers_trace(
             return await function(request, context)
 
     return unary
+
+
+def _describe_call(
+    span: trace.Span, context: grpc.aio.ServicerContext, error: BaseException | None
+) -> None:
+    """The call's outcome on its span: the status the method (or the guard) answered with, or
+    CANCELLED when the caller went away (or its deadline passed) before an answer."""
+    code = context.code()
+    if not isinstance(code, grpc.StatusCode):
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):  # a stream closed early
+            code = grpc.StatusCode.CANCELLED
+        elif error is not None:
+            code = grpc.StatusCode.UNKNOWN
+        else:
+            code = grpc.StatusCode.OK
+    if code is grpc.StatusCode.OK:
+        span.set_attribute(attr.OUTCOME, attr.OK)
+        return
+    span.set_attribute(attr.STATUS_CODE, code.value[0])
+    span.set_attribute(attr.OUTCOME, code.name)
+    details = context.details()
+    if isinstance(details, bytes):
+        details = details.decode(errors="replace")
+    span.set_status(trace.Status(trace.StatusCode.ERROR, details or code.name))
 
 
 def _guard_unary(
