@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from epochal.errors import EpochalError, InvalidRequest, Unavailable
 from epochal.status import Operation, Retry, code_of, retry_for
 from epochal.tcm import ClusterMetadata, NodeState, Table
+from epochal.telemetry.context import detached
 from epochal.wire.log import LogPage
 
 # The log after an epoch, from the replica at an address.
@@ -111,7 +112,7 @@ class MetadataView:
         from the node that answered (one refresh at a time)."""
         self.saw(epoch)
         if epoch > self.metadata.epoch and (self._refresh is None or self._refresh.done()):
-            self._refresh = asyncio.get_running_loop().create_task(self._quiet_refresh(address))
+            self._refresh = detached(self._quiet_refresh(address))  # not the request's work
 
     async def _quiet_refresh(self, address: str) -> None:
         try:

@@ -37,6 +37,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from epochal.encoding import reply_or_raise
 from epochal.errors import ConnectionFailed, EpochalError, TimedOut
 from epochal.status import error_for, from_rpc_error
+from epochal.telemetry.context import detached
 from epochal.wire.channels import insecure_channel
 from epochal.wire.log import LogPage, fetch_request, fetch_response
 from epochal.wire.multiplex import Multiplexer
@@ -123,7 +124,7 @@ class Sessions:
         """Health-check the silent replica at ``address`` until it answers (one probe each)."""
         probe = self._probes.get(address)
         if probe is None or probe.done():
-            self._probes[address] = asyncio.get_running_loop().create_task(self._until(address))
+            self._probes[address] = detached(self._until(address))
 
     async def _until(self, address: str) -> None:
         stub = health_pb2_grpc.HealthStub(self._channels[address])

@@ -38,7 +38,7 @@ from typing import Protocol
 from epochal.tcm import ClusterMetadata, NodeState, Table
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
-from epochal.telemetry.context import wanted
+from epochal.telemetry.context import detached, wanted
 from epochal.telemetry.metrics import Metrics
 from epochal.wire.log import LogClient, LogPage, LogSourceFailed
 from epochal.wire.metadata import (
@@ -259,7 +259,9 @@ class MetadataFollower:
     def _shared_fetch(self) -> asyncio.Task[str]:
         """The fetch in flight, or a new one: every waiter shares it (the debounce)."""
         if self._fetch_task is None or self._fetch_task.done():
-            self._fetch_task = asyncio.get_running_loop().create_task(self._fetch_round())
+            # Shared by every waiter: part of no one request's trace (its epoch.apply spans
+            # are roots, as those of the watch and the pull loops are).
+            self._fetch_task = detached(self._fetch_round())
         return self._fetch_task
 
     async def _fetch_round(self) -> str:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import re
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 from opentelemetry import context as otel_context
@@ -36,6 +37,8 @@ T = TypeVar("T")
 _W3C = TraceContextTextMapPropagator()
 TRACEPARENT = "traceparent"
 _VERSION_00 = re.compile("00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+# A valid version-00 traceparent whose parent was not sampled (ids not all zero, flags 00).
+_UNSAMPLED_00 = re.compile("00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-00")
 TRACESTATE = "tracestate"
 
 
@@ -52,11 +55,24 @@ def tracing() -> bool:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):
         return False
-    from opentelemetry.sdk.trace.sampling import ParentBased  # only once a provider is there
-
-    _follows_parent = isinstance(getattr(provider, "sampler", None), ParentBased)
+    _follows_parent = _drops_unsampled_children(getattr(provider, "sampler", None))
     _installed = True
     return True
+
+
+def _drops_unsampled_children(sampler: object) -> bool:
+    """Whether ``sampler`` drops every span whose parent (remote or local) was not sampled:
+    the SDK's ``ParentBased`` itself (not a subclass, which may decide otherwise) with its
+    default ``ALWAYS_OFF`` for both unsampled-parent cases."""
+    from opentelemetry.sdk.trace import sampling  # only once a provider is there
+
+    if type(sampler) is not sampling.ParentBased:
+        return False
+    delegates = (
+        getattr(sampler, "_remote_parent_not_sampled", None),
+        getattr(sampler, "_local_parent_not_sampled", None),
+    )
+    return all(delegate is sampling.ALWAYS_OFF for delegate in delegates)
 
 
 def wanted(parent: otel_context.Context | None = None) -> bool:
@@ -120,15 +136,14 @@ def inject(message: Any) -> None:
     set_headers(message, current_headers())
 
 
-def recorded_parent_of(message: Any) -> otel_context.Context | bool | None:
-    """For a request whose work starts a span and calls no one: False when no span is wanted
-    (the sampler follows the parent, which was not sampled: the request's context need not even
-    be read), else its parent (None: it names none) — one regex fewer per request at a low
-    sampling ratio."""
+def recorded_parent_of(message: Any) -> otel_context.Context | Literal[False] | None:
+    """For a request whose work starts a span and calls no one in the request's name (a
+    catch-up it may cause is a trace of its own): False when no span is wanted (the sampler
+    follows the parent, which was not sampled: the context need not be built), else its parent
+    (None: it names none) — fewer objects per request at a low sampling ratio."""
     if not tracing():
         return False
-    traceparent = message.traceparent
-    if _follows_parent and traceparent.endswith("-00") and len(traceparent) == 55:
+    if _follows_parent and _UNSAMPLED_00.fullmatch(message.traceparent):
         return False
     parent = parent_of(message)
     return parent if wanted(parent) else False
@@ -197,6 +212,19 @@ def spawn_in(parent: otel_context.Context | None, work: Coroutine[Any, Any, T]) 
         otel_context.detach(token)
 
 
+_NO_TRACE = otel_context.Context()
+
+
+def detached(work: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+    """A background task that belongs to no request: it starts with no trace context. A task
+    copies the context it is created in, so a stream's writer, a shared fetch or a state
+    transfer started lazily by one request would otherwise make everything it ever does part
+    of that request's trace (and, under a parent-based sampler, unsampled with it)."""
+    context = contextvars.copy_context()
+    context.run(otel_context.attach, _NO_TRACE)
+    return asyncio.get_running_loop().create_task(work, name=name, context=context)
+
+
 @contextlib.contextmanager
 def attached(parent: otel_context.Context | None) -> Iterator[None]:
     """Make ``parent`` the current context for the block (nothing when it is None)."""
@@ -223,16 +251,21 @@ def start_child(
 
 
 def end_when_done(
-    span: trace.Span, future: Any, describe: Callable[[trace.Span, Any], None] | None = None
+    span: trace.Span,
+    future: Any,
+    describe: Callable[[trace.Span, Any], None] | None = None,
+    code_of: Callable[[Any], grpc.StatusCode | None] | None = None,
 ) -> None:
     """End ``span`` when ``future`` settles: its outcome ``ok`` (``describe`` adds what the
-    result says), or the error's rule and class, with an error status."""
+    result says), or the error's rule and class (``code_of``: the status it is answered with),
+    with an error status."""
 
     def done(settled: Any) -> None:
         if settled.cancelled():
-            span.set_attribute(attr.OUTCOME, "cancelled")
+            cancelled(span)
         elif settled.exception() is not None:
-            failed(span, settled.exception())
+            error = settled.exception()
+            failed(span, error, code_of(error) if code_of is not None else None)
         else:
             span.set_attribute(attr.OUTCOME, attr.OK)
             if describe is not None:
@@ -242,41 +275,74 @@ def end_when_done(
     future.add_done_callback(done)
 
 
-def failed(span: trace.Span, error: BaseException) -> None:
-    """Record ``error`` as the span's outcome (its rule, else its class) and status."""
+def failed(span: trace.Span, error: BaseException, code: grpc.StatusCode | None = None) -> None:
+    """Record ``error`` as the span's outcome (its rule, else its class), its gRPC status code
+    (``code``: what a server answers it with; else the status it came with, if any), and an
+    error status."""
     rule = getattr(error, "rule", "") or type(error).__name__
     span.set_attribute(attr.OUTCOME, rule)
     span.set_attribute(attr.ERROR_CLASS, type(error).__name__)
-    code = getattr(error, "code", None)
-    if isinstance(code, grpc.StatusCode):
+    code = code or status_code_of(error)
+    if code is not None:
         span.set_attribute(attr.STATUS_CODE, code.value[0])
-    span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:200]))
+    span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:200] or rule))
 
 
-class ContextInterceptor(
-    grpc.aio.UnaryUnaryClientInterceptor,
-    grpc.aio.UnaryStreamClientInterceptor,
-):
+def cancelled(span: trace.Span) -> None:
+    """Record that the work was cancelled (the caller went away or its deadline passed)."""
+    span.set_attribute(attr.OUTCOME, attr.CANCELLED)
+    span.set_attribute(attr.STATUS_CODE, grpc.StatusCode.CANCELLED.value[0])
+    span.set_status(trace.Status(trace.StatusCode.ERROR, "cancelled"))
+
+
+def status_code_of(error: BaseException) -> grpc.StatusCode | None:
+    """The gRPC status ``error`` came with: a failed call's ``code()``, the ``status`` name of
+    an SDK error made from an answer (None: none, e.g. an error raised where it is recorded)."""
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code()
+    if isinstance(error, asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    for candidate in (getattr(error, "status", None), getattr(error, "code", None)):
+        if isinstance(candidate, grpc.StatusCode):
+            return candidate
+        if isinstance(candidate, str) and candidate in grpc.StatusCode.__members__:
+            return grpc.StatusCode[candidate]
+    return None
+
+
+def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    headers = current_headers()
+    if not headers:
+        return details
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    for key, value in headers.items():
+        metadata[key] = value
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class ContextInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
     """Adds the current span's context to a unary call's metadata (installed on a process's
     channels only while it traces: an interceptor costs a little on every call)."""
-
-    def _with_context(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-        headers = current_headers()
-        if not headers:
-            return details
-        metadata = grpc.aio.Metadata(*(details.metadata or ()))
-        for key, value in headers.items():
-            metadata[key] = value
-        return grpc.aio.ClientCallDetails(
-            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-        )
 
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(self._with_context(client_call_details), request)
+        return await continuation(_with_context(client_call_details), request)
+
+
+class StreamContextInterceptor(grpc.aio.UnaryStreamClientInterceptor):
+    """The same for a call with one request and a stream of answers (``Watch``). A channel
+    files each interceptor under the first kind it is an instance of, so one object cannot
+    serve both."""
 
     async def intercept_unary_stream(
         self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(self._with_context(client_call_details), request)
+        return await continuation(_with_context(client_call_details), request)
+
+
+def interceptors() -> list[grpc.aio.ClientInterceptor] | None:
+    """A channel's interceptors in a process that traces (None otherwise)."""
+    return [ContextInterceptor(), StreamContextInterceptor()] if tracing() else None

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 import grpc
 
-from epochal.telemetry.context import ContextInterceptor, tracing
+from epochal.telemetry.context import interceptors
 from epochal.wire.v1 import cms_pb2_grpc, replica_pb2_grpc
 
 # Snapshots and FetchLog pages can be large; single requests are bounded separately.
@@ -28,8 +28,7 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 def insecure_channel(address: str) -> grpc.aio.Channel:
     """A channel to ``address``; in a process that traces, its unary calls carry the caller's
     trace context (``epochal.telemetry.context``)."""
-    interceptors = [ContextInterceptor()] if tracing() else None
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors())
 
 
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:

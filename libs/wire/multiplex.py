@@ -32,6 +32,7 @@ from typing import Any
 
 import grpc
 
+from epochal.telemetry.context import detached
 from epochal.wire.handlers import reraise_from
 from epochal.wire.status import abort_status
 
@@ -201,7 +202,7 @@ class Multiplexer:
         self._queue.append(request)
         self._wake.set()
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
+            self._task = detached(self._run())  # it serves every later request too
         timer = loop.call_later(max(timeout_s, 0.001), self._expire, request.id, timeout_s)
         future.add_done_callback(lambda _: timer.cancel())
         return future

@@ -46,6 +46,7 @@ from epochal.runtime.service import fatal
 from epochal.tcm import CMSMember
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
+from epochal.telemetry.context import detached
 from epochal.wire.paxos import encode_slot_value
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,9 @@ class CMSMemberLoop(CommitPath):
         self.storage.close()
 
     def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
+        """Run background work (a state transfer, a flush): in no request's trace, though a
+        request's message (a Step in a round's trace) may be what started it."""
+        task = detached(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -24,7 +24,7 @@ from epochal.cmscore.state_machine import CommitResult, ProposalItem
 from epochal.errors import NotLeader
 from epochal.paxos import Message
 from epochal.tcm import ClusterMetadata
-from epochal.telemetry.context import current_headers, set_headers
+from epochal.telemetry.context import current_headers, detached, set_headers
 from epochal.wire.channels import insecure_channel
 from epochal.wire.metadata import decode_metadata
 from epochal.wire.multiplex import describe, watch, why_broken
@@ -174,7 +174,7 @@ class _PeerStream:
         self._trace_headers: Mapping[str, str] = {}
         self._wake = asyncio.Event()
         self.connected = False
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = detached(self._run())
 
     def send(self, messages: list[Message], trace_headers: Mapping[str, str]) -> None:
         if len(self._pending) + len(messages) > MAX_QUEUED_MESSAGES:
@@ -241,7 +241,7 @@ class _Forwarder:
         self._queue.append((item, answer, current_headers()))
         self._wake.set()
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = detached(self._run())  # each item carries its own trace context
 
     async def _run(self) -> None:
         call = watch(self._stub.Forward())
