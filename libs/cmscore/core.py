@@ -394,8 +394,9 @@ class MemberCore(CatchingUp):
             self.node.applied(record.slot, membership)
             self.commits.answer(result, self.sm.lookup)  # first: the clients need nothing else
             self._record_applied(result)
-            if proposal is not None:  # its span ends: applied, or abandoned by a former leader
-                self._effects.append(RoundEnded(record.slot if self.node.is_leader else 0))
+            if proposal is not None:  # its span ends: its value chosen, or another's instead
+                carried = record.value == proposal.values
+                self._effects.append(RoundEnded(record.slot if carried else 0))
         self.check_ready()
 
     def stop_applying(self, slot: int, problem: str, stored: bool = False) -> None:

@@ -89,7 +89,8 @@ class RoundStarted:
 
 @dataclass(frozen=True, slots=True)
 class RoundEnded:
-    """The slot this leader proposed was applied (``slot``) or abandoned (0)."""
+    """The value this leader proposed was chosen and applied at ``slot``, or (0) abandoned:
+    leadership moved on, or the slot chose another value."""
 
     slot: int
 

@@ -7,29 +7,69 @@ number becomes 1.0, each with a warning in a log nobody reads. A cluster traced 
 than the one asked for gives latency tables that mislead, so here both are errors that name the
 variable. Without ``OTEL_TRACES_SAMPLER`` the sampler is parent-based ratio: a span whose parent
 was sampled is sampled, a root span is kept at the ratio ``OTEL_TRACES_SAMPLER_ARG`` (1.0 when
-unset), so one request is one whole trace or none of it. An argument given to a sampler that
-takes none is ignored, as the specification says.
+unset) or when it links to a sampled span (``LinkedOrRatio``: a Paxos round is kept with the
+sampled commits it carries), so one request is one whole trace or none of it. An argument given
+to a sampler that takes none is ignored, as the specification says.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
     DEFAULT_OFF,
     DEFAULT_ON,
-    ParentBasedTraceIdRatio,
+    Decision,
+    ParentBased,
     Sampler,
+    SamplingResult,
     TraceIdRatioBased,
 )
+from opentelemetry.trace import Link, SpanKind, TraceState
+from opentelemetry.util.types import Attributes
 
 SAMPLER_ENV = "OTEL_TRACES_SAMPLER"
 SAMPLER_ARG_ENV = "OTEL_TRACES_SAMPLER_ARG"
 DEFAULT_SAMPLER = "parentbased_traceidratio"
 DEFAULT_RATIO = 1.0
+
+
+class LinkedOrRatio(Sampler):
+    """The root sampler of ``parentbased_traceidratio``: a root span that links to a sampled
+    span is kept — a Paxos round carries many traces' commits, so it is a root with links, and
+    the round of a sampled commit is kept with it — and any other root at the ratio."""
+
+    def __init__(self, ratio: float) -> None:
+        self._ratio = TraceIdRatioBased(ratio)
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        if links and any(link.context.trace_flags.sampled for link in links):
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes, trace_state)
+        return self._ratio.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return f"LinkedOr{self._ratio.get_description()}"
+
+
+def parent_based_ratio(ratio: float) -> Sampler:
+    """A span's parent decides; a root is kept when it links to a kept span, else at ``ratio``."""
+    return ParentBased(LinkedOrRatio(ratio))
+
 
 _FIXED: dict[str, Sampler] = {
     "always_on": ALWAYS_ON,
@@ -39,7 +79,7 @@ _FIXED: dict[str, Sampler] = {
 }
 _BY_RATIO: dict[str, Callable[[float], Sampler]] = {
     "traceidratio": TraceIdRatioBased,
-    "parentbased_traceidratio": ParentBasedTraceIdRatio,
+    "parentbased_traceidratio": parent_based_ratio,
 }
 SAMPLERS = (*_FIXED, *_BY_RATIO)
 

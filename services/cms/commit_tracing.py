@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
+import grpc
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from epochal.cms.status import code_of
 from epochal.cmscore import effects as fx
 from epochal.cmscore.state_machine import CommitResult
+from epochal.errors import EpochalError
 from epochal.telemetry import attributes as attr
 from epochal.telemetry.context import end_when_done, headers_of, tracing, wanted
 
@@ -109,14 +112,15 @@ class CommitTraces:
 
 def forwarded(
     member_id: str,
-    parent: otel_context.Context | None,
+    parent: otel_context.Context | Literal[False] | None,
     kind: str,
     commit: Callable[[], asyncio.Future[CommitResult]],
     ballot: Callable[[], str],
 ) -> asyncio.Future[CommitResult]:
     """``commit()``'s future, served in the leader's ``cms.commit`` span, a child of the
-    forwarding member's (``parent``); untraced when this member does not trace."""
-    if not wanted(parent):
+    forwarding member's (``parent``, as ``recorded_parent_of`` read it: False for no span);
+    untraced when this member does not trace."""
+    if parent is False or not wanted(parent):
         return commit()
     span = _tracer.start_span(
         attr.CMS_COMMIT,
@@ -133,5 +137,10 @@ def forwarded(
     def describe(traced: trace.Span, result: Any) -> None:
         describe_commit(traced, result, ballot())
 
-    end_when_done(span, future, describe)
+    end_when_done(span, future, describe, _code_of)
     return future
+
+
+def _code_of(error: BaseException) -> grpc.StatusCode | None:
+    """The status the follower answers its client with (the error travels back to it)."""
+    return code_of(error) if isinstance(error, EpochalError) else None

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import grpc
 from opentelemetry import context as otel_context
@@ -26,7 +27,7 @@ from epochal.cmscore.state_machine import CommitResult
 from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
-from epochal.telemetry.context import failed, parent_of, wanted
+from epochal.telemetry.context import failed, recorded_parent_of, wanted
 from epochal.wire.handlers import finished_before, reraise_from
 from epochal.wire.paxos import message_from_proto
 from epochal.wire.v1 import cms_pb2
@@ -63,8 +64,7 @@ class CMSServicer:
                 result = await self.member.commit(item)
             except EpochalError as error:
                 if span.is_recording():
-                    failed(span, error)
-                    span.set_attribute(attr.STATUS_CODE, code_of(error).value[0])
+                    failed(span, error, code_of(error))
                 await abort_with(context, error)
                 raise  # unreachable: abort raises
             if span.is_recording():  # tracing is off: skip building the attributes
@@ -144,8 +144,8 @@ class CMSMemberServicer:
                 messages = [message_from_proto(m) for m in request.messages]
             except (ValueError, KeyError) as error:
                 await abort_with(context, InvalidRequest(f"bad Paxos message: {error}"))
-            parent = parent_of(request)
-            if parent is not None and wanted(parent):
+            parent = recorded_parent_of(request)  # False: an unsampled round's, left unread
+            if parent is not None and parent is not False:
                 with _tracer.start_as_current_span(
                     attr.CMS_STEP,
                     context=parent,
@@ -197,7 +197,7 @@ class CMSMemberServicer:
                     origin = request.member_id if known else None
                     traces = request.traces
                     for index, proto in enumerate(request.items):
-                        parent = parent_of(traces[index]) if index < len(traces) else None
+                        parent = recorded_parent_of(traces[index]) if index < len(traces) else None
                         future = self._one(proto, origin, parent)
                         unsettled += 1
                         future.add_done_callback(
@@ -228,7 +228,10 @@ class CMSMemberServicer:
             await abort_with(context, ShuttingDown(_shutting_down(self.member)))
 
     def _one(
-        self, proto: cms_pb2.ProposalItem, origin: str | None, parent: otel_context.Context | None
+        self,
+        proto: cms_pb2.ProposalItem,
+        origin: str | None,
+        parent: otel_context.Context | Literal[False] | None,
     ) -> asyncio.Future[CommitResult]:
         try:
             item = item_from_proto(proto)
