@@ -33,7 +33,7 @@ from epochal.policies import FailedAttempt, RetryPolicy
 from epochal.sessions import no_answer
 from epochal.status import Operation
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import failed, wanted
+from epochal.telemetry.context import cancelled, failed, wanted
 
 Result = TypeVar("Result")
 
@@ -98,6 +98,9 @@ async def run(
         except EpochalError as error:
             failed(call_span, error)
             raise
+        except asyncio.CancelledError:
+            cancelled(call_span)
+            raise
         call_span.set_attribute(attr.OUTCOME, attr.OK)
         return result
 
@@ -121,6 +124,10 @@ def _traced(
             except EpochalError as error:
                 attempt_span.set_attribute(attr.COORDINATOR, current.coordinator)
                 failed(attempt_span, error)
+                raise
+            except asyncio.CancelledError:
+                attempt_span.set_attribute(attr.COORDINATOR, current.coordinator)
+                cancelled(attempt_span)
                 raise
             attempt_span.set_attribute(attr.COORDINATOR, current.coordinator)
             attempt_span.set_attribute(attr.OUTCOME, attr.OK)

@@ -35,7 +35,14 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
-from epochal.errors import InvalidRequest, Overloaded, StalePlan, TimedOut, Unavailable
+from epochal.errors import (
+    EpochalError,
+    InvalidRequest,
+    Overloaded,
+    StalePlan,
+    TimedOut,
+    Unavailable,
+)
 from epochal.replica.arrivals import Progress
 from epochal.replica.coordinator_plan import Plan, Planner, Recheck, behind
 from epochal.replica.handles import LocalHandle, PeerFailed, RemoteHandle, ReplicaHandle
@@ -45,12 +52,13 @@ from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.reachability import PeerReach
 from epochal.replica.read_path import ReadPath, ReadResult, ReadStats
 from epochal.replica.settings import ReplicaSettings
+from epochal.replica.status import code_of
 from epochal.replica.write_path import WritePath, WriteResult
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata
 from epochal.tcm.consistency import Consistency
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import failed, wanted
+from epochal.telemetry.context import cancelled, failed, wanted
 from epochal.wire.channels import Channels
 
 __all__ = ["Coordinator", "Hooks", "ReadResult", "ReadStats", "WriteResult"]
@@ -137,7 +145,12 @@ class Coordinator:
                     yield deadline, traced
                 except Exception as error:
                     if traced.is_recording():
-                        failed(traced, error)
+                        code = code_of(error) if isinstance(error, EpochalError) else None
+                        failed(traced, error, code)
+                    raise
+                except asyncio.CancelledError:  # the client went away
+                    if traced.is_recording():
+                        cancelled(traced)
                     raise
                 traced.set_attribute(attr.OUTCOME, attr.OK)
             latency[level].observe(time.monotonic() - started)

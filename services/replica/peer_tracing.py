@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from epochal.replica.local_replica import Outcome, PeerReply
 from epochal.telemetry import attributes as attr
-from epochal.telemetry.context import end_when_done, wanted
+from epochal.telemetry.context import end_when_done, failed, wanted
 
 _tracer = trace.get_tracer("epochal.replica")
 
@@ -60,7 +60,7 @@ def served(
     try:
         future = serve()
     except BaseException as error:
-        span.set_attribute(attr.OUTCOME, type(error).__name__)
+        failed(span, error)
         span.end()
         raise
     finally:

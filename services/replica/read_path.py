@@ -111,19 +111,27 @@ class ReadPath:
             )
             progress = Progress(view=metadata)
             stats = ReadStats()
-            replies = await self._gather(
-                metadata, read, prepared.tracked, order, plan, progress, stats, deadline
-            )
-            result = await self._answer(plan, prepared, read, progress, stats, replies, deadline)
             if traced.is_recording():
                 traced.set_attributes(
                     {
+                        attr.EPOCH: metadata.epoch,
                         attr.KEYSPACE: plan.keyspace,
                         attr.TABLE: prepared.table.name,
                         attr.TOKEN: plan.token,
-                        attr.ROWS: len(result.rows),
                     }
                 )
+            try:
+                replies = await self._gather(
+                    metadata, read, prepared.tracked, order, plan, progress, stats, deadline
+                )
+                result = await self._answer(
+                    plan, prepared, read, progress, stats, replies, deadline
+                )
+            finally:  # also when the read failed: who answered it
+                if traced.is_recording():
+                    traced.set_attribute(attr.REPLICAS_ANSWERED, sorted(progress.answered))
+            if traced.is_recording():
+                traced.set_attribute(attr.ROWS, len(result.rows))
                 _trace(traced, result)
             return result
 

@@ -184,8 +184,9 @@ class WritePath:
             # Replicas may hold the mutation already: a retry must reuse its id.
             error.mutation_id = error.mutation_id or mutation.id.pack().hex()
             raise
-        if traced.is_recording():
-            traced.set_attribute(attr.REPLICAS_ANSWERED, sorted(progress.answered))
+        finally:  # also when the write failed: who acknowledged it
+            if traced.is_recording():
+                traced.set_attribute(attr.REPLICAS_ANSWERED, sorted(progress.answered))
         if done:
             acknowledged = tuple(sorted(progress.answered))
             return WriteResult(mutation.id, coordinator.follower.epoch, acknowledged)
