@@ -47,21 +47,25 @@ TRACING_VARIABLES = (
     ("environ", "said", "sdk_description"),
     [
         # Unset: parent-based ratio, the ratio from the argument, else 1.0.
-        ({}, "parentbased_traceidratio(1.0)", "ParentBased{root:TraceIdRatioBased{1.0},"),
-        ({SAMPLER: "", ARG: ""}, "parentbased_traceidratio(1.0)", "ParentBased{root:Trace"),
+        ({}, "parentbased_traceidratio(1.0)", "ParentBased{root:LinkedOrTraceIdRatioBased{1.0},"),
+        ({SAMPLER: "", ARG: ""}, "parentbased_traceidratio(1.0)", "ParentBased{root:LinkedOrTrace"),
         (
             {ARG: "0.25"},
             "parentbased_traceidratio(0.25)",
-            "ParentBased{root:TraceIdRatioBased{0.25}",
+            "ParentBased{root:LinkedOrTraceIdRatioBased{0.25}",
         ),
-        ({ARG: "0"}, "parentbased_traceidratio(0.0)", "ParentBased{root:TraceIdRatioBased{0.0},"),
+        (
+            {ARG: "0"},
+            "parentbased_traceidratio(0.0)",
+            "ParentBased{root:LinkedOrTraceIdRatioBased{0.0},",
+        ),
         # Named: the standard ones, in any case; a ratio only for the ratio samplers.
         ({SAMPLER: "traceidratio", ARG: "0.5"}, "traceidratio(0.5)", "TraceIdRatioBased{0.5}"),
         ({SAMPLER: "traceidratio"}, "traceidratio(1.0)", "TraceIdRatioBased{1.0}"),
         (
             {SAMPLER: "parentbased_traceidratio", ARG: " 0.1 "},
             "parentbased_traceidratio(0.1)",
-            "ParentBased{root:TraceIdRatioBased{0.1},",
+            "ParentBased{root:LinkedOrTraceIdRatioBased{0.1},",
         ),
         ({SAMPLER: "always_off"}, "always_off", "AlwaysOffSampler"),
         ({SAMPLER: "ALWAYS_ON", ARG: "0.1"}, "always_on", "AlwaysOnSampler"),
@@ -233,7 +237,7 @@ def test_the_span_file_holds_one_traces_data_per_line_with_the_resource(tmp_path
     answer = run_child(tmp_path / "spans")
     file = tmp_path / "spans" / "cms-cms1.jsonl"
     assert answer["setup"] == f"spans to {file}, sampler parentbased_traceidratio(1.0)"
-    assert answer["sampler"].startswith("ParentBased{root:TraceIdRatioBased{1.0},")
+    assert answer["sampler"].startswith("ParentBased{root:LinkedOrTraceIdRatioBased{1.0},")
     assert answer["propagator"] == ["traceparent", "tracestate"]  # W3C trace context alone
     lines = file.read_text().splitlines()
     assert len(lines) == 3  # one per flushed batch

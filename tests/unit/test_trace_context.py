@@ -75,6 +75,10 @@ def test_a_malformed_traceparent_is_no_parent() -> None:
     for bad in (
         "garbage",
         "00-" + "0" * 32 + "-" + "0" * 16 + "-01",  # all-zero ids
+        "00-" + "0" * 32 + f"-{SPAN_ID:016x}-01",  # an all-zero trace id alone
+        f"00-{TRACE_ID:032x}-" + "0" * 16 + "-01",  # an all-zero span id alone
+        f"ff-{good_ids}-01",  # version ff is invalid
+        f"00-{good_ids}-01-more",  # version 00 has nothing after the flags
         "00-abc-def-01",
         f"00-{good_ids.upper()}-01",  # W3C ids are lower-case hex
         f"00-+{good_ids[1:]}-01",
@@ -90,7 +94,8 @@ def test_unary_metadata_carries_the_same_headers() -> None:
     assert (parent.trace_id, parent.span_id) == (TRACE_ID, SPAN_ID)
     trace_context = cms_pb2.TraceContext()
     set_headers(trace_context, headers)
-    assert parent_of(trace_context) is not None
+    carried = trace.get_current_span(parent_of(trace_context)).get_span_context()
+    assert (carried.trace_id, carried.span_id, carried.is_remote) == (TRACE_ID, SPAN_ID, True)
 
 
 def test_the_attributes_module_imports_nothing() -> None:
