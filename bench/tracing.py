@@ -1,9 +1,10 @@
 """The cost of tracing: the data path's writes and the CMS's commits with tracing off, on at
 ratio 1.0 to files, and on at ratio 0.01, in one run.
 
-Workload (fixed), twice per mode, each time on fresh processes, in the order off, ratio 1.0,
-ratio 0.01, ratio 0.01, ratio 1.0, off (a mode's figure is the mean of its two, so that drift over
-the run favours none):
+Three runs (``--runs``; ``--quick``: one short one), each figure the median over them. In a run
+the workload (fixed) runs twice per mode, each time on fresh processes, in the order off, ratio
+1.0, ratio 0.01, ratio 0.01, ratio 1.0, off (a mode's figure in the run is the mean of its two,
+so that drift over the run favours none):
 - Writes (``data_path.py``'s): 3 CMS members and 3 replicas on 127.0.0.1, SQLite WAL
   synchronous=FULL, a tracked keyspace with RF 3, table ``kv(id text, payload text)`` with
   ~300-byte rows, a new partition per write; the SDK's asyncio client in this process, after a
@@ -19,7 +20,8 @@ the run favours none):
 Result keys, per mode M in off, files, ratio_0.01: write_p50_ms_M, writes_per_s_c16_M,
 commit_p50_ms_M, commits_per_s_c32_M; and the ratios to ``off`` of each traced mode:
 writes_per_s_c16_files_over_off, writes_per_s_c16_ratio_0.01_over_off,
-commits_per_s_c32_files_over_off, commits_per_s_c32_ratio_0.01_over_off.
+commits_per_s_c32_files_over_off, commits_per_s_c32_ratio_0.01_over_off (the median of the
+runs' ratios); ``runs``: every run's figures.
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ async def measure_commits(
         cluster.stop()
 
 
-async def main_async(quick: bool) -> dict[str, float]:
+async def one_run(quick: bool) -> dict[str, float]:
+    """Each mode measured twice (off, files, ratio, ratio, files, off): the means, and the
+    traced modes' throughput over ``off``'s."""
     seconds = 3.0 if quick else 10.0
     calls = 300 if quick else 1500
     measured: dict[str, list[float]] = {}
@@ -133,6 +137,20 @@ async def main_async(quick: bool) -> dict[str, float]:
     return figures
 
 
+async def main_async(quick: bool, runs: int) -> dict[str, object]:
+    """``runs`` runs; each figure is the median over them (a ratio: the median of the runs'
+    ratios, each measured against ``off`` in its own run). ``runs`` holds every run's."""
+    each = []
+    for number in range(1, runs + 1):
+        print(f"run {number} of {runs}", flush=True)
+        each.append(await one_run(quick))
+    figures: dict[str, object] = {
+        key: statistics.median(run[key] for run in each) for key in each[0]
+    }
+    figures["runs"] = each
+    return figures
+
+
 def keys() -> list[str]:
     per_mode = ("write_p50_ms", "writes_per_s_c16", "commit_p50_ms", "commits_per_s_c32")
     ratios = [
@@ -144,8 +162,11 @@ def keys() -> list[str]:
 
 
 def main() -> int:
-    args = _report.parser(__doc__).parse_args()
-    figures = asyncio.run(main_async(args.quick))
+    parser = _report.parser(__doc__)
+    parser.add_argument("--runs", type=int, default=3, help="whole runs; figures are medians")
+    args = parser.parse_args()
+    runs = 1 if args.quick else args.runs
+    figures = asyncio.run(main_async(args.quick, runs))
     _report.write_result(
         "tracing",
         figures,
@@ -155,6 +176,10 @@ def main() -> int:
         quick=args.quick,
     )
     _report.print_table(figures, keys())
+    each = figures["runs"]
+    assert isinstance(each, list)
+    for key in (key for key in keys() if key.endswith("_over_off")):
+        print(f"{key}, run by run: {', '.join(f'{run[key]:.2f}' for run in each)}")
     return 0
 
 
