@@ -82,6 +82,10 @@ async def reach(cluster: Cluster, client: CMSClient, target: int) -> None:
     since = 0
     while True:
         described = await cms_admin.described_since(client, since)
+        views = await _views(cluster, described)
+        # The most advanced view: a member that was stopped while the voters changed answers
+        # with the voters it knew then, until it catches up.
+        described = max([described, *views.values()], key=lambda view: view.epoch)
         if any(m.role == CMSRole.JOINING.value for m in described.members):
             raise Refused(
                 "a CMS reconfiguration is in progress: finish it with `epochal cms reconfigure "
@@ -96,7 +100,7 @@ async def reach(cluster: Cluster, client: CMSClient, target: int) -> None:
         change = next_change(
             [m.member_id for m in described.members if m.role == CMSRole.VOTER.value],
             [m.member_id for m in described.members if m.role == CMSRole.LEARNER.value],
-            await _answering(cluster, described),
+            set(views),
             described.leader_id,
             target,
         )
@@ -105,8 +109,8 @@ async def reach(cluster: Cluster, client: CMSClient, target: int) -> None:
         since = await _apply(client, described, change, since)
 
 
-async def _answering(cluster: Cluster, described: CMSView) -> set[str]:
-    """The members that answer a Describe now."""
+async def _views(cluster: Cluster, described: CMSView) -> dict[str, CMSView]:
+    """What each member that answers a Describe now says, by member id."""
     answers = await asyncio.gather(
         *(cluster.cms_describe(m.address) for m in described.members), return_exceptions=True
     )
@@ -114,7 +118,7 @@ async def _answering(cluster: Cluster, described: CMSView) -> set[str]:
         if isinstance(answer, BaseException) and not isinstance(answer, Failure):
             raise answer
     return {
-        m.member_id
+        m.member_id: answer
         for m, answer in zip(described.members, answers, strict=True)
         if not isinstance(answer, BaseException)
     }
