@@ -13,7 +13,7 @@ HISTORY_RUNS ?= 5
 FUZZ_INPUTS ?= 20000
 FUZZ_SEED ?= 0
 
-.PHONY: install run test lint format protos sim history fuzz bench clean-venv
+.PHONY: install deps run test lint format protos sim history fuzz bench prometheus clean-venv
 
 install: $(STAMP)
 
@@ -23,11 +23,33 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The Debian packages the suite and `make prometheus` need (Prometheus and promtool), installed
+# when missing (as root: CI is). The package's own service is not started (policy-rc.d).
+deps:
+	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+		echo "installing Debian's prometheus (for promtool and the scrape tests)"; \
+		created=""; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+			chmod +x /usr/sbin/policy-rc.d; created=1; \
+		fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends prometheus >/dev/null; \
+		status=$$?; [ -z "$$created" ] || rm -f /usr/sbin/policy-rc.d; exit $$status; \
+	fi
+
 run: install
 	$(PY) -m epochal.devcluster
 
-test: install lint
+test: install deps lint
 	$(PY) -m pytest tests
+
+# A real Prometheus scraping the dev cluster that `make run` (or `epochal dev up`) started in
+# var/devcluster, with the alert rules loaded: http://127.0.0.1:9090 (PROMETHEUS_LISTEN).
+PROMETHEUS_LISTEN ?= 127.0.0.1:9090
+prometheus: install deps
+	prometheus --config.file=deploy/prometheus/prometheus.yml --storage.tsdb.path=var/prometheus \
+		--web.listen-address=$(PROMETHEUS_LISTEN)
 
 # mypy runs in the package tree the editable install's import hook hides from it.
 MYPY_TREE := build/mypy

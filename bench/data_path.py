@@ -179,7 +179,9 @@ async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[
 
 
 async def data_reads(cluster: LocalCluster) -> float:
-    return sum([await cluster.metric(name, "row_data_reads_total") for name in cluster.nodes])
+    return sum(
+        [await cluster.metric(name, "epochal_row_data_reads_total") for name in cluster.nodes]
+    )
 
 
 # ---------------------------------------------------------------- epochs

@@ -143,8 +143,8 @@ async def heal(data_dir: Path, seconds: float) -> dict[str, float]:
                 for names in SIDES.values()
             )
             everyone = list(cluster.nodes)
-            cells = await metric_sum(cluster, everyone, "cohort_bytes_sent_total")
-            by_id = await metric_sum(cluster, everyone, "reconcile_delivered_bytes_total")
+            cells = await metric_sum(cluster, everyone, "epochal_cohort_sent_bytes_total")
+            by_id = await metric_sum(cluster, everyone, "epochal_reconcile_delivered_bytes_total")
             for name in everyone:
                 await cluster.set_hooks(name, cut_off_from=[])
             await until(
@@ -157,10 +157,12 @@ async def heal(data_dir: Path, seconds: float) -> dict[str, float]:
                 timeout_s=120.0,
             )
             return {
-                "heal_cohort_bytes": await metric_sum(cluster, everyone, "cohort_bytes_sent_total")
+                "heal_cohort_bytes": await metric_sum(
+                    cluster, everyone, "epochal_cohort_sent_bytes_total"
+                )
                 - cells,
                 "heal_by_id_bytes": await metric_sum(
-                    cluster, everyone, "reconcile_delivered_bytes_total"
+                    cluster, everyone, "epochal_reconcile_delivered_bytes_total"
                 )
                 - by_id,
                 "heal_one_by_one_bytes": 3 * folded,
@@ -220,10 +222,12 @@ async def join(data_dir: Path, partitions: int, *, reconciler: bool) -> dict[str
                     sizes[(n, g, s)] = size
         return {
             f"join_{kind}_difference_bytes": await cluster.metric(
-                joining.name, "streamed_in_mutation_bytes_total"
+                joining.name, "epochal_stream_received_mutation_bytes_total"
             ),
             f"join_{kind}_whole_log_bytes": sum(sizes.values()),
-            f"join_{kind}_ids": await cluster.metric(joining.name, "streamed_in_ids_total"),
+            f"join_{kind}_ids": await cluster.metric(
+                joining.name, "epochal_stream_received_ids_total"
+            ),
         }
     finally:
         cluster.stop()

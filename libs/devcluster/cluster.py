@@ -70,11 +70,17 @@ class LocalCluster:
     nodes: dict[str, LocalReplica] = field(default_factory=dict, init=False)
     reconcilers: dict[str, LocalProcess] = field(default_factory=dict, init=False)
     reconciler_args: tuple[str, ...] = ()
+    # Every process serves Prometheus metrics (--metrics-listen) on a port of its own.
+    metrics: bool = False
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cms = LocalCMS(
-            self.data_dir / "cms", size=self.cms_size, extra_args=self.cms_args, env=self.env
+            self.data_dir / "cms",
+            size=self.cms_size,
+            extra_args=self.cms_args,
+            env=self.env,
+            metrics=self.metrics,
         )
         for index in range(self.replicas):
             self.add_replica(index)
@@ -87,20 +93,28 @@ class LocalCluster:
         datacenter, rack = self.locations[index] if index < len(self.locations) else ("dc1", "r1")
         replica = LocalReplica(
             name,
-            free_address({p.address for p in self.processes}),
+            free_address(self.taken()),
             self.data_dir / f"{name}.log",
             datacenter=datacenter,
             rack=rack,
             auto_join=auto_join,
         )
+        if self.metrics:
+            replica.metrics_address = free_address({*self.taken(), replica.address})
         self.nodes[name] = replica
         return replica
+
+    def taken(self) -> set[str]:
+        """Every address a process of this cluster holds (or will, once started)."""
+        return {a for p in self.processes for a in (p.address, p.metrics_address) if a}
 
     def add_reconciler(self) -> LocalProcess:
         """A reconciler (not started): ``reconciler<n>``, its state in the data folder."""
         name = f"reconciler{len(self.reconcilers) + 1}"
-        address = free_address({p.address for p in self.processes})
+        address = free_address(self.taken())
         reconciler = LocalProcess(name, address, self.data_dir / f"{name}.log")
+        if self.metrics:
+            reconciler.metrics_address = free_address({*self.taken(), address})
         self.reconcilers[name] = reconciler
         return reconciler
 
@@ -117,6 +131,7 @@ class LocalCluster:
             str(self.data_dir / name),
             "--id",
             name,
+            *_metrics_flag(self.reconcilers[name]),
             *self.reconciler_args,
         ]
 
@@ -145,6 +160,7 @@ class LocalCluster:
             replica.rack,
             "--num-tokens",
             str(self.num_tokens),
+            *_metrics_flag(replica),
             *self.replica_args,
         ]
         if replica.tokens:
@@ -252,7 +268,15 @@ class LocalCluster:
             return await admin.describe(timeout_s=timeout_s)
 
     async def metric(self, name: str, metric: str) -> float:
-        return (await self.describe(name)).metrics.get(metric, 0.0)
+        """The replica's sample ``metric`` (``epochal_x_total``, ``epochal_y{label="v"}``, a
+        histogram's ``_count`` or ``_sum``). KeyError when the replica exports no such sample:
+        a renamed or misspelled metric must not read as 0."""
+        metrics = (await self.describe(name)).metrics
+        if metric not in metrics:
+            family = metric.partition("{")[0]
+            alike = sorted(k for k in metrics if k.startswith(family)) or sorted(metrics)
+            raise KeyError(f"{name} exports no metric {metric!r} (it has {alike[:8]}…)")
+        return metrics[metric]
 
     async def operation(
         self, name: str, request: OperationRequest, timeout_s: float = OPERATION_TIMEOUT_S
@@ -285,3 +309,7 @@ class LocalCluster:
     async def set_hooks(self, name: str, **hooks: bool | int | float) -> None:
         async with self.admin(name) as admin:
             await admin.set_hooks(TestHooks(**hooks))  # type: ignore[arg-type]
+
+
+def _metrics_flag(process: LocalProcess) -> list[str]:
+    return ["--metrics-listen", process.metrics_address] if process.metrics_address else []

@@ -45,25 +45,32 @@ class LocalCMS:
     # How many of the members are initial voters (named by --members); the others join the
     # running CMS as candidates. 0: all of them.
     initial: int = 0
+    # Each member serves Prometheus metrics (--metrics-listen) on a port of its own.
+    metrics: bool = False
     members: dict[str, LocalMember] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(self.size)
-        for index, port in enumerate(ports, start=1):
+        ports = free_ports(self.size * (2 if self.metrics else 1))
+        for index, port in enumerate(ports[: self.size], start=1):
             member_id = f"cms{index}"
             self.members[member_id] = LocalMember(
                 member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log"
             )
+            if self.metrics:
+                self.members[member_id].metrics_address = f"127.0.0.1:{ports[self.size + index - 1]}"
 
     def add_member(self, taken: Collection[str] = ()) -> LocalMember:
         """A member (not started) that is not an initial voter: it joins the running CMS as a
         candidate. ``taken``: addresses other processes hold."""
         if not self.initial:
             self.initial = len(self.members)  # the members so far stay the initial voters
-        address = free_address({*taken, *self.addresses})
+        held = {*taken, *self.addresses, *self.metrics_addresses}
+        address = free_address(held)
         member_id = f"cms{len(self.members) + 1}"
         member = LocalMember(member_id, address, self.data_dir / f"{member_id}.log")
+        if self.metrics:
+            member.metrics_address = free_address({*held, address})
         self.members[member_id] = member
         return member
 
@@ -74,6 +81,10 @@ class LocalCMS:
     @property
     def addresses(self) -> list[str]:
         return [m.address for m in self.members.values()]
+
+    @property
+    def metrics_addresses(self) -> list[str]:
+        return [m.metrics_address for m in self.members.values() if m.metrics_address]
 
     @property
     def members_flag(self) -> str:
@@ -95,6 +106,8 @@ class LocalCMS:
             str(self.data_dir),
             *self.extra_args,
         ]
+        if self.members[member_id].metrics_address:
+            args += ["--metrics-listen", self.members[member_id].metrics_address]
         if member_id in self.db_urls:
             args += ["--db", self.db_urls[member_id]]
         if member_id in self.db_schemas:

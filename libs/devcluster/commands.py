@@ -289,10 +289,11 @@ def _wait_serving(
 def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
     """Where everything is and how to reach it."""
     lines = [f"the cluster serves ({record.message}); data, logs and pid files in {data_dir.path}"]
-    lines.append(f"  {'NAME':<12} {'KIND':<11} {'ADDRESS':<16} {'PID':>7}  LOG")
+    lines.append(f"  {'NAME':<12} {'KIND':<11} {'ADDRESS':<16} {'METRICS':<16} {'PID':>7}  LOG")
     for p in record.processes:
         lines.append(
-            f"  {p.name:<12} {p.kind:<11} {p.address:<16} {p.pid or '-':>7}  {_shown(p.log)}"
+            f"  {p.name:<12} {p.kind:<11} {p.address:<16} {p.metrics or '-':<16} "
+            f"{p.pid or '-':>7}  {_shown(p.log)}"
         )
     if record.supervisor_pid == os.getpid():
         lines.append(f"  supervisor: this process (pid {record.supervisor_pid})")
@@ -300,6 +301,7 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
         log = _shown(str(data_dir.supervisor_log))
         lines.append(f"  supervisor pid {record.supervisor_pid}, log {log}")
     lines.append(_traces_line(record))
+    lines.append(_metrics_line(data_dir))
     lines.append("point the CLI at it:")
     lines.append(f"  export EPOCHAL_CLUSTER={record.cluster_flag}")
     epochal = epochal_command()
@@ -314,6 +316,13 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
     )
     lines.append(f"      {epochal} dev{where} status | add-replica | add-cms | down")
     return lines
+
+
+def _metrics_line(data_dir: DataDir) -> str:
+    return (
+        f"  metrics: http://METRICS/metrics of each; Prometheus targets in "
+        f"{_shown(str(data_dir.targets_file))} (make prometheus)"
+    )
 
 
 def _traces_line(record: ClusterRecord) -> str:
@@ -381,20 +390,25 @@ def _status(data_dir: DataDir, args: argparse.Namespace) -> int:
         return 0
     cluster, replicas, roles = answer["cluster"], answer["replicas"], answer["cms_roles"]
     print(f"{cluster['phase']}: {cluster['message']} (supervisor pid {cluster['supervisor_pid']})")
-    print(f"  {'NAME':<12} {'KIND':<11} {'ADDRESS':<16} {'PID':>7}  {'NODE':<8} {'STATE':<10} LOG")
+    print(
+        f"  {'NAME':<12} {'KIND':<11} {'ADDRESS':<16} {'METRICS':<16} {'PID':>7}  {'NODE':<8} "
+        f"{'STATE':<10} LOG"
+    )
     for p in cluster["processes"]:
         described = replicas.get(p["name"], {})
         state = described.get("state") or roles.get(p["name"]) or ""
         state = state if p["pid"] else "exited"
         print(
-            f"  {p['name']:<12} {p['kind']:<11} {p['address']:<16} {p['pid'] or '-':>7}  "
-            f"{described.get('node_id', ''):<8} {state:<10} {_shown(p['log'])}"
+            f"  {p['name']:<12} {p['kind']:<11} {p['address']:<16} {p.get('metrics') or '-':<16} "
+            f"{p['pid'] or '-':>7}  {described.get('node_id', ''):<8} {state:<10} "
+            f"{_shown(p['log'])}"
         )
     if cluster["supervisor_pid"] and data_dir.supervisor_log.exists():
         print(f"  supervisor log {_shown(str(data_dir.supervisor_log))}")
     else:  # `run` (make run): its output is its terminal
         print("  supervisor in the foreground (make run): its output is in its terminal")
     print(_traces_line(ClusterRecord(traces=cluster.get("traces", ""))))
+    print(_metrics_line(data_dir))
     return 0
 
 

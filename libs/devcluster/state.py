@@ -12,7 +12,10 @@
   port (loopback; the file is readable by its owner only);
 - ``supervisor.log`` and ``<name>.log``: each process's output;
 - ``traces/<service>-<instance>.jsonl``: each process's spans (unless ``EPOCHAL_TRACE_DIR``
-  names another folder, or ``--no-traces``).
+  names another folder, or ``--no-traces``);
+- ``prometheus/targets.json``: every process's metrics endpoint, in Prometheus' file service
+  discovery format (``deploy/prometheus/prometheus.yml`` reads it), labelled with its ``service``
+  (cms, replica, reconciler) and ``name``.
 
 Files are replaced atomically (written aside, then renamed), so a reader never sees half of one.
 """
@@ -31,6 +34,8 @@ SUPERVISOR_PID = "supervisor.pid"
 SUPERVISOR_LOG = "supervisor.log"
 TOKEN_FILE = "control.token"
 PIDS = "pids"
+PROMETHEUS = "prometheus"
+TARGETS_FILE = "targets.json"
 
 
 @dataclass
@@ -43,6 +48,7 @@ class ProcessRecord:
     datacenter: str = ""
     rack: str = ""
     candidate: bool = False  # a CMS member added as a candidate (not an initial voter)
+    metrics: str = ""  # host:port of its Prometheus endpoint ("": none)
 
 
 @dataclass
@@ -61,6 +67,15 @@ class ClusterRecord:
     def cluster_flag(self) -> str:
         """What ``EPOCHAL_CLUSTER`` names: the replicas' addresses."""
         return ",".join(p.address for p in self.of_kind("replica"))
+
+
+def scrape_targets(record: ClusterRecord) -> list[dict[str, Any]]:
+    """Prometheus file service discovery: one group per process that serves metrics."""
+    return [
+        {"targets": [p.metrics], "labels": {"service": p.kind, "name": p.name}}
+        for p in record.processes
+        if p.metrics
+    ]
 
 
 def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
@@ -95,9 +110,15 @@ class DataDir:
         processes = [ProcessRecord(**p) for p in raw.pop("processes", [])]
         return ClusterRecord(**raw, processes=processes)
 
+    @property
+    def targets_file(self) -> Path:
+        return self.path / PROMETHEUS / TARGETS_FILE
+
     def write(self, record: ClusterRecord) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         write_atomically(self.state_file, json.dumps(asdict(record), indent=2) + "\n")
+        (self.path / PROMETHEUS).mkdir(exist_ok=True)
+        write_atomically(self.targets_file, json.dumps(scrape_targets(record), indent=2) + "\n")
         pids = self.path / PIDS
         pids.mkdir(exist_ok=True)
         wanted = {p.name: p.pid for p in record.processes if p.pid}

@@ -35,7 +35,7 @@ from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.state import ClusterRecord, DataDir, ProcessRecord
 from epochal.errors import EpochalError
 from epochal.runtime.flags import SHARED_ENV
-from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess
+from epochal.runtime.processes import STOP_TIMEOUT_S, LocalProcess, free_address
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class Supervisor:
                 replicas=self.shape.replicas,
                 cms_size=self.shape.cms,
                 reconciler_args=RECONCILER_ARGS,
+                metrics=True,
             )
             for _ in range(self.shape.reconcilers):
                 cluster.add_reconciler()
@@ -107,7 +108,11 @@ class Supervisor:
         voters = [p for p in previous.of_kind("cms") if not p.candidate]
         replicas = previous.of_kind("replica")
         cluster = LocalCluster(
-            root, replicas=len(replicas), cms_size=len(voters), reconciler_args=RECONCILER_ARGS
+            root,
+            replicas=len(replicas),
+            cms_size=len(voters),
+            reconciler_args=RECONCILER_ARGS,
+            metrics=True,
         )
         for _ in previous.of_kind("cms")[len(voters) :]:
             cluster.cms.add_member()
@@ -119,6 +124,10 @@ class Supervisor:
             if process is None:
                 raise RuntimeError(f"{root} records {recorded.name}, which the cluster lacks")
             process.address = recorded.address
+            process.metrics_address = recorded.metrics
+        for process in cluster.processes:  # recorded before metrics were on: new endpoints
+            if not process.metrics_address:
+                process.metrics_address = free_address(cluster.taken())
         for recorded in replicas:
             replica = cluster.nodes[recorded.name]
             replica.datacenter, replica.rack = recorded.datacenter, recorded.rack
@@ -131,7 +140,13 @@ class Supervisor:
         def record(process: LocalProcess, kind: str, **more: Any) -> ProcessRecord:
             pid = (process.pid or 0) if process.running else 0
             return ProcessRecord(
-                process.name, kind, process.address, str(process.log_path), pid, **more
+                process.name,
+                kind,
+                process.address,
+                str(process.log_path),
+                pid,
+                metrics=process.metrics_address,
+                **more,
             )
 
         return [
@@ -311,7 +326,7 @@ class Supervisor:
     async def _add_cms(self, _: dict[str, Any]) -> dict[str, Any]:
         async with self._lock:
             self._check_serving()
-            member = self.cluster.cms.add_member({p.address for p in self.cluster.processes})
+            member = self.cluster.cms.add_member(self.cluster.taken())
             self.cluster.cms.start(member.member_id)
             self._save()
             await member.wait_serving(time.monotonic() + ADD_WAIT_S)

@@ -14,15 +14,16 @@ transformations decoded).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
 from epochal import retry
-from epochal.errors import EpochalError, Unavailable
+from epochal.errors import EpochalError, InvalidRequest, Rejected, Unavailable
 from epochal.paxos import Ballot
 from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
@@ -53,6 +54,14 @@ def read_policy(*, attempt_timeout_s: float, members: int) -> retry.RetrySchedul
     return retry.RetrySchedule(
         Operation.READ, attempt_timeout_s=attempt_timeout_s, max_attempts=members
     )
+
+
+class CommitObserver(Protocol):
+    """Told of every commit a ``CMSClient`` made: the transformation's kind, the outcome
+    (``success``; ``rejection``: a rule refused it; ``failure``: no member committed it in
+    time), its time from the first attempt to the answer, and how many attempts were retried."""
+
+    def committed(self, kind: str, outcome: str, seconds: float, retries: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,7 @@ class CMSClient:
         attempt_timeout_s: float = 5.0,
         total_timeout_s: float = 30.0,
         first_member: int = 0,
+        observer: CommitObserver | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("CMSClient needs at least one CMS address")
@@ -111,6 +121,7 @@ class CMSClient:
         self._channels = [insecure_channel(a) for a in self.addresses]
         self._stubs = [cms_pb2_grpc.CMSStub(c) for c in self._channels]
         self._next = first_member % len(self.addresses)
+        self.observer = observer
 
     async def __aenter__(self) -> CMSClient:
         return self
@@ -183,7 +194,26 @@ class CMSClient:
                 status=grpc.StatusCode.UNAVAILABLE.name,
             )
 
-        return await retry.run(policy, attempt, carry_id=request.entry_id, exhausted=out_of_time)
+        if self.observer is None:
+            return await retry.run(
+                policy, attempt, carry_id=request.entry_id, exhausted=out_of_time
+            )
+        started = time.monotonic()
+        outcome = "failure"
+        try:
+            committed = await retry.run(
+                policy, attempt, carry_id=request.entry_id, exhausted=out_of_time
+            )
+            outcome = "success"
+            return committed
+        except (Rejected, InvalidRequest):
+            outcome = "rejection"
+            raise
+        finally:
+            kind = request.transformation.WhichOneof("kind") or ""  # the field is the kind
+            # The attempts that failed and were tried again: not the last, if it failed too.
+            retries = len(failed) if outcome == "success" else max(len(failed) - 1, 0)
+            self.observer.committed(kind, outcome, time.monotonic() - started, retries)
 
     async def describe(self, member: int | None = None) -> CMSView:
         """Describe ``member``, or (None) the first member that answers, in rotation."""

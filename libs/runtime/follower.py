@@ -35,11 +35,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from epochal.tcm import ClusterMetadata, NodeState, Table
+from epochal.tcm import ClusterMetadata, CMSRole, NodeState, Table
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
 from epochal.telemetry.context import detached, wanted
-from epochal.telemetry.metrics import Metrics
+from epochal.telemetry.metrics import Metrics, zeroed
 from epochal.wire.log import LogClient, LogPage, LogSourceFailed
 from epochal.wire.metadata import (
     MetadataEncoder,
@@ -99,25 +99,52 @@ class FollowerMetrics:
     """The seed's TCM metrics of a node that follows the log, in the service's registry."""
 
     def __init__(self, m: Metrics) -> None:
-        self.current_epoch = m.gauge("current_epoch", "the newest epoch this node has applied")
-        self.epochs_applied = m.counter("epochs_applied", "metadata log entries applied")
+        self.current_epoch = m.gauge(
+            "epochal_current_epoch", "the newest epoch this node has applied"
+        )
+        self.epochs_applied = m.counter(
+            "epochal_epochs_applied_total", "metadata log entries applied"
+        )
+        self.epochs_behind = m.gauge(
+            "epochal_epochs_behind_cms",
+            "the newest epoch a CMS member reported to this node, less the epoch it applied",
+        )
         self.fetch_log_latency = m.histogram(
-            "fetch_log_latency_seconds",
-            "catch-up fetches of the metadata log, by source (cms or peer)",
+            "epochal_fetch_log_latency_seconds",
+            "catch-up fetches of the metadata log that succeeded, by source (cms or peer)",
+            ("source",),
+        )
+        self.fetch_log_entries = m.counter(
+            "epochal_fetch_log_entries_total",
+            "metadata log entries catch-up fetches brought, by source",
             ("source",),
         )
         self.fetch_log_failures = m.counter(
-            "fetch_log_failures", "metadata log fetches that failed, by source", ("source",)
+            "epochal_fetch_log_failures_total",
+            "metadata log fetches that failed, by source",
+            ("source",),
         )
+        for metric in (self.fetch_log_latency, self.fetch_log_entries, self.fetch_log_failures):
+            zeroed(metric, FETCH_SOURCES)
         self.catch_ups = m.counter(
-            "catch_ups", "on-demand catch-ups a message with a newer epoch asked for"
+            "epochal_catch_ups_total", "on-demand catch-ups a message with a newer epoch asked for"
+        )
+        self.cms_members = m.gauge(
+            "epochal_cms_members",
+            "voting CMS members, as the newest metadata this node applied names (before the log "
+            "names any: the members it was configured with)",
         )
         self.unreachable_cms_members = m.gauge(
-            "unreachable_cms_members", "CMS members whose last call from this node failed"
+            "epochal_cms_unreachable_members",
+            "CMS members whose last call from this node failed",
         )
         self.stopped_applying = m.gauge(
-            "metadata_stopped", "1 when a log entry could not be applied and the node stopped"
+            "epochal_metadata_stopped",
+            "1 when a log entry could not be applied and the node stopped",
         )
+
+
+FETCH_SOURCES = ("cms", "peer")
 
 
 @dataclass(eq=False, repr=False)
@@ -289,6 +316,7 @@ class MetadataFollower:
                 )
                 if source == "cms":
                     self._reached(address, page.latest_epoch)
+                self.metrics.fetch_log_entries.labels(source).inc(len(page.records))
                 self.install(page)
                 if not page.has_more or self.stopped_reason or self.epoch == before:
                     break  # done, stopped, or a page that moved nothing (asking again would spin)
@@ -326,6 +354,7 @@ class MetadataFollower:
     def _reached(self, address: str, latest_epoch: int) -> None:
         self._unreachable_now(address, False)
         self.cms_epoch = max(self.cms_epoch, latest_epoch)
+        self.metrics.epochs_behind.set(max(self.cms_epoch - self.epoch, 0))
         if self.start_target < 0:
             self.start_target = latest_epoch
             for callback in self.on_change:
@@ -469,5 +498,8 @@ class MetadataFollower:
                         attributes={attr.EPOCH: entry.epoch, attr.NODE_ID: self.node_id},
                     ).end()
         self.metrics.current_epoch.set(metadata.epoch)
+        self.metrics.epochs_behind.set(max(self.cms_epoch - metadata.epoch, 0))
+        voters = sum(1 for m in metadata.cms_members if m.role is CMSRole.VOTER)
+        self.metrics.cms_members.set(voters or len(self.settings.cms))
         for callback in self.on_change:
             callback(metadata)

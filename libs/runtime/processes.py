@@ -130,6 +130,7 @@ class LocalProcess:
     address: str
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    metrics_address: str = ""  # its Prometheus endpoint, host:port ("": none)
 
     @property
     def running(self) -> bool:

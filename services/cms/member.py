@@ -43,7 +43,7 @@ from epochal.cmscore.state_machine import CommitResult
 from epochal.errors import EpochalError, NotLeader
 from epochal.paxos import Ballot, ChosenSlot, Message, PaxosNode, Ready
 from epochal.runtime.service import fatal
-from epochal.tcm import CMSMember
+from epochal.tcm import CMSMember, CMSRole
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
 from epochal.telemetry.context import detached
@@ -98,6 +98,22 @@ class CMSMemberLoop(CommitPath):
     @property
     def stopped_applying(self) -> str:
         return self.core.stopped_applying
+
+    # What the metrics read when scraped (from the scrape's thread): 0 until the state loads.
+
+    def applied_epoch(self) -> int:
+        return self.core.epoch if self.loaded else 0
+
+    def voters(self) -> list[str]:
+        """The voting members' ids, this one's included (before the log names any: the
+        initial members it was started with)."""
+        members = self.core.sm.metadata.cms_members if self.loaded else ()
+        if not members:
+            return sorted(self.settings.members)
+        return [m.member_id for m in members if m.role is CMSRole.VOTER]
+
+    def leads(self) -> bool:
+        return self.loaded and self.core.node.is_leader
 
     # ------------------------------------------------------------------ lifecycle
 

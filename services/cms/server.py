@@ -22,12 +22,15 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from epochal.cms.member import CMSMemberLoop
+from epochal.cms.metrics import CMSMetrics
+from epochal.cms.peer_health import PeerHealth
 from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
 from epochal.runtime.service import DRAIN_SHARE, RPC_SHARE
 from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
+from epochal.telemetry.context import detached
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
@@ -45,6 +48,9 @@ class CMSServer:
         self.member: CMSMemberLoop | None = None
         self.server: grpc.aio.Server | None = None
         self.health = HealthServicer()
+        self.metrics = CMSMetrics()
+        self.peer_health: PeerHealth | None = None
+        self._peer_health: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -57,12 +63,24 @@ class CMSServer:
         storage = await asyncio.to_thread(CMSStorage, settings.db_url, schema=settings.schema)
         member = self.member = CMSMemberLoop(settings, storage)
         member.on_readiness = self._set_serving
+        peer_health = self.peer_health = PeerHealth(
+            member.peers, lambda: [v for v in member.voters() if v != settings.member_id]
+        )
+        self.metrics.read_from(
+            epoch=member.applied_epoch,
+            members=lambda: len(member.voters()),
+            unreachable=lambda: peer_health.unreachable,
+            is_leader=lambda: int(member.leads()),
+        )
+        if settings.metrics_listen:
+            self.metrics.metrics.serve(settings.metrics_listen)
+            log.info("metrics on http://%s/metrics", settings.metrics_listen)
         # Leave headroom above the transformation limit so an oversized one reaches the
         # servicer and gets INVALID_ARGUMENT with a message, not a bare RESOURCE_EXHAUSTED.
         server = self.server = grpc.aio.server(
             options=server_options(max_receive_bytes=4 * settings.max_transformation_bytes)
         )
-        add_servicer(server, CMS_SERVICE, CMSServicer(member), self._refusal)
+        add_servicer(server, CMS_SERVICE, CMSServicer(member, self.metrics), self._refusal)
         add_servicer(server, MEMBER_SERVICE, CMSMemberServicer(member), self._refusal)
         add_health_and_reflection(
             server, self.health, (CMS_SERVICE.full_name, MEMBER_SERVICE.full_name)
@@ -76,6 +94,7 @@ class CMSServer:
             log.warning("holding the start for %d ms (a test hook)", settings.test_hold_start_ms)
             await asyncio.sleep(settings.test_hold_start_ms / 1000)
         await member.start()
+        self._peer_health = detached(peer_health.run_forever())
         log.info(
             "CMS member %s listening on %s, database %s",
             settings.member_id,
@@ -114,6 +133,8 @@ class CMSServer:
         grace_s = self.settings.shutdown_grace_s
         began = loop.time()
         self._stopping.set()
+        if self._peer_health is not None:
+            self._peer_health.cancel()
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
         stopping = (
             loop.create_task(self.server.stop(grace_s * RPC_SHARE))

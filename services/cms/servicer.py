@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator
 from typing import Literal
 
@@ -22,9 +23,10 @@ from epochal.cms.codec import (
 )
 from epochal.cms.commit_tracing import describe_commit, forwarded
 from epochal.cms.member import CMSMemberLoop
+from epochal.cms.metrics import CMSMetrics
 from epochal.cms.status import abort_with, code_of
 from epochal.cmscore.state_machine import CommitResult
-from epochal.errors import EpochalError, InvalidRequest, ShuttingDown
+from epochal.errors import EpochalError, InvalidRequest, ShuttingDown, Unavailable
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
 from epochal.telemetry.context import failed, recorded_parent_of, wanted
@@ -39,8 +41,9 @@ class CMSServicer:
     # Their own SERVER spans, children of the caller's (epochal.wire.handlers).
     TRACED_METHODS = frozenset({"Commit", "FetchLog"})
 
-    def __init__(self, member: CMSMemberLoop) -> None:
+    def __init__(self, member: CMSMemberLoop, metrics: CMSMetrics | None = None) -> None:
         self.member = member
+        self.metrics = metrics
 
     async def Commit(
         self, request: cms_pb2.CommitRequest, context: grpc.aio.ServicerContext
@@ -55,6 +58,8 @@ class CMSServicer:
             if wanted()
             else contextlib.nullcontext(trace.INVALID_SPAN)
         )
+        started = time.monotonic()
+        kind = request.transformation.WhichOneof("kind") or ""
         with commit_span as span:
             span.set_attribute(attr.MEMBER, self.member.member_id)
             try:
@@ -65,8 +70,18 @@ class CMSServicer:
             except EpochalError as error:
                 if span.is_recording():
                     failed(span, error, code_of(error))
+                if self.metrics is not None:
+                    self.metrics.committed(kind, error, time.monotonic() - started)
                 await abort_with(context, error)
                 raise  # unreachable: abort raises
+            except asyncio.CancelledError:  # the client went away: a failure, as it saw it
+                if self.metrics is not None:
+                    self.metrics.committed(
+                        kind, Unavailable("cancelled"), time.monotonic() - started
+                    )
+                raise
+            if self.metrics is not None:
+                self.metrics.committed(kind, None, time.monotonic() - started)
             if span.is_recording():  # tracing is off: skip building the attributes
                 describe_commit(span, result, _ballot(self.member))
             return cms_pb2.CommitResponse(epoch=result.epoch, duplicate=result.duplicate)

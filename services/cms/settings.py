@@ -72,6 +72,7 @@ class CMSSettings:
     # Tests only: the server answers (UNAVAILABLE, "starting") this long before the member
     # loads its state, so that the starting window can be observed.
     test_hold_start_ms: int = 0
+    metrics_listen: str = ""  # host:port of the Prometheus endpoint (off when empty)
     trace_dir: str = ""
     log_level: str = "INFO"
 
@@ -180,6 +181,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
         int,
         "tests only: answer UNAVAILABLE (starting) this long before loading the state",
     ),
+    "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
 }

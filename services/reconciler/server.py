@@ -82,7 +82,7 @@ class ReconcilerServer:
             service="reconciler",
         )
         self.follower.load()
-        self.cms = CMSClient(list(settings.cms))
+        self.cms = CMSClient(list(settings.cms), observer=self.metrics.commits)
         self.client = ReplicaClient(
             self.channels,
             timeout_s=settings.rpc_timeout_ms / 1000,

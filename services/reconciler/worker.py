@@ -320,8 +320,8 @@ class Worker:
         if result.missing >= 0:
             metrics.unreconciled.labels(*labels).set(result.missing)
         if record.low_bound:  # the lag grows while rounds fail: from the last bound reached
-            lag = time.time_ns() // 1_000_000 - physical_ms_of(record.low_bound)
-            metrics.lag_ms.labels(*labels).set(lag)
+            lag_ms = time.time_ns() // 1_000_000 - physical_ms_of(record.low_bound)
+            metrics.lag_s.labels(*labels).set(lag_ms / 1000)
         key = (target.keyspace, target.range)
         for node, entries in result.log_entries.items():  # as the round found them
             self._log_sizes[(key, node)] = (entries, result.log_bytes.get(node, 0))

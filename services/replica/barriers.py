@@ -9,7 +9,7 @@ acknowledges. The barrier starts at the head of the fallback chain; each time a 
 ``--barrier-timeout-ms`` it falls back to the strongest level the acknowledgements already meet,
 else to the next level, logging and counting each downgrade, never below
 ``--barrier-min-level``. At the minimum it keeps waiting, saying so every timeout (log, the
-``barrier_waiting`` gauge).
+``epochal_progress_barrier_waiting`` gauge).
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ class BarrierDriver:
                 acked.add(node)
                 changed.set()
                 return
+            self.metrics.barrier_retries.inc()
             await asyncio.sleep(backoff_s)
 
     async def _reached(self, node: str, epoch: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from epochal.cms_client import CMSClient
+from epochal.cms_client import CMSClient, CommitObserver
 from epochal.errors import EpochalError, InvalidRequest, Rejected
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
@@ -38,9 +38,13 @@ def node_number(node_id: str) -> int:
 
 
 async def register(
-    settings: ReplicaSettings, storage: ReplicaStorage, follower: MetadataFollower
+    settings: ReplicaSettings,
+    storage: ReplicaStorage,
+    follower: MetadataFollower,
+    observer: CommitObserver | None = None,
 ) -> str:
-    """This node's id: the stored one, or a new registration's."""
+    """This node's id: the stored one, or a new registration's (its commit told to
+    ``observer``)."""
     state = storage.identity.node_state()
     if state.node_id:
         return state.node_id
@@ -53,7 +57,7 @@ async def register(
         rack=settings.rack,
         version=settings.software_version,
     )
-    async with CMSClient(settings.cms, total_timeout_s=60.0) as cms:
+    async with CMSClient(settings.cms, total_timeout_s=60.0, observer=observer) as cms:
         try:
             committed = await cms.commit(transformation, entry_id=entry_id)
         except (Rejected, InvalidRequest) as error:

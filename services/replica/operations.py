@@ -448,7 +448,9 @@ class Operations:
         self.barrier_level = level.value
 
     async def _commit(self, transformation: Transformation, entry_id: str) -> None:
-        async with CMSClient(self.settings.cms, total_timeout_s=COMMIT_TIMEOUT_S) as cms:
+        async with CMSClient(
+            self.settings.cms, total_timeout_s=COMMIT_TIMEOUT_S, observer=self.metrics.commits
+        ) as cms:
             committed = await cms.commit(transformation, entry_id=entry_id)
         log.info("committed %s at epoch %d", transformation, committed.epoch)
         if not await self.follower.catch_up(committed.epoch, APPLY_TIMEOUT_S):

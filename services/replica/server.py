@@ -216,7 +216,9 @@ class ReplicaServer:
         backoff_s = 0.2
         while True:
             try:
-                node_id = await register(self.settings, self.storage, self.follower)
+                node_id = await register(
+                    self.settings, self.storage, self.follower, self.metrics.commits
+                )
                 break
             except RegistrationFailed as error:
                 if error.permanent:

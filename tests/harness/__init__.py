@@ -13,6 +13,8 @@ module imports from another.
   waiting for a log line, a signal and the time to exit, what a clean stop must not log, every
   method of a service.
 - ``processes``: processes known by pid and start time (a dev cluster's servers).
+- ``metrics``: a process's metrics as Prometheus scrapes them (``scrape``), one sample that
+  must exist (``sample``), a family's total over some labels (``total``).
 - ``otlp``: spans as a collector sees them: an OTLP trace receiver (``otlp_receiver``) and a
   reader of the OTLP-JSON span files (``file_spans``, ``traces_data``), each span with its
   resource's attributes.
@@ -37,9 +39,11 @@ from .lifecycle import (
     call_each_method,
     first_answer,
     paused,
+    paused_processes,
     signal_and_time_exit,
     until_logged,
 )
+from .metrics import sample, scrape, total
 from .otlp import ReceivedSpan, TraceReceiver, file_spans, otlp_receiver, traces_data
 from .processes import Pid
 from .ring import (
@@ -87,6 +91,7 @@ __all__ = [
     "log_entries",
     "otlp_receiver",
     "paused",
+    "paused_processes",
     "plant_accepted_slot",
     "read_group",
     "read_log",
@@ -94,11 +99,14 @@ __all__ = [
     "replica_db",
     "replica_rows",
     "run",
+    "sample",
+    "scrape",
     "signal_and_time_exit",
     "start_ring",
     "steps_of",
     "steps_since",
     "storage_of",
+    "total",
     "traces_data",
     "until",
     "until_logged",

@@ -130,7 +130,15 @@ async def first_answer(
 @contextlib.contextmanager
 def paused(cluster: LocalCluster, *names: str) -> Iterator[None]:
     """The named replicas SIGSTOPped for the block (SIGCONT after, whatever happens)."""
-    processes = [cluster.nodes[name].process for name in names]
+    with paused_processes(*(cluster.nodes[name] for name in names)):
+        yield
+
+
+@contextlib.contextmanager
+def paused_processes(*local: LocalProcess) -> Iterator[None]:
+    """These processes (replicas, CMS members, reconcilers) SIGSTOPped for the block (SIGCONT
+    after, whatever happens)."""
+    processes = [process.process for process in local]
     try:
         for process in processes:
             assert process is not None

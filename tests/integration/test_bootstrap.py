@@ -91,10 +91,10 @@ def test_a_node_joins_under_quorum_writes_and_every_quorum_of_the_new_groups_has
             acked |= dict.fromkeys(writers.acknowledged, 0)
             joined = cluster.nodes["replica4"].node_id
             assert await steps_of(cluster, joined) == JOIN_STEPS
-            assert await cluster.metric("replica4", "streamed_in_cells_total") > 0
+            assert await cluster.metric("replica4", "epochal_stream_received_cells_total") > 0
             # the tracked keyspace's log came as ids with the cells (reconciled by difference)
-            assert await cluster.metric("replica4", "streamed_in_ids_total") > 0
-            passed = 'progress_barriers_total{level="EACH_QUORUM",verdict="passed"}'
+            assert await cluster.metric("replica4", "epochal_stream_received_ids_total") > 0
+            passed = 'epochal_progress_barriers_total{level="EACH_QUORUM",verdict="passed"}'
             assert await cluster.metric("replica4", passed) >= 3
             metadata = await latest(cluster, client)
             assert metadata.nodes[joined].state.value == "joined"
@@ -264,7 +264,9 @@ def test_a_tracked_join_reconciles_the_writes_its_stream_source_missed(tmp_path:
             status = await cluster.bootstrap("replica4", tokens=[joining_at])
             assert status.state == "finished", status
             assert status.reconciled_mutations >= len(missed), status
-            assert await cluster.metric("replica4", "reconciled_mutations_total") >= len(missed)
+            assert await cluster.metric(
+                "replica4", "epochal_join_reconciled_mutations_total"
+            ) >= len(missed)
 
             metadata = await latest(cluster, client)
             pair = {cluster.nodes[n].node_id for n in (x, "replica4")}

@@ -105,7 +105,7 @@ def test_a_partitioned_replica_misses_nothing_across_the_heal(
     async def repaired() -> None:
         # reads through each returning replica lacked the cohort and took the cohort repair
         for cut in ("replica1", "replica2"):
-            assert await cluster.metric(cut, "read_cohort_repairs_total") > 0, cut
+            assert await cluster.metric(cut, "epochal_read_cohort_repairs_total") > 0, cut
 
     asyncio.run(repaired())
 

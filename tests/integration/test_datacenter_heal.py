@@ -64,8 +64,8 @@ async def heal_bytes(cluster: LocalCluster) -> tuple[float, float]:
     """The cohort data (cells) and the mutations by id the replicas sent for the reconciler."""
     cells = by_id = 0.0
     for name in cluster.nodes:
-        cells += await cluster.metric(name, "cohort_bytes_sent_total")
-        by_id += await cluster.metric(name, "reconcile_delivered_bytes_total")
+        cells += await cluster.metric(name, "epochal_cohort_sent_bytes_total")
+        by_id += await cluster.metric(name, "epochal_reconcile_delivered_bytes_total")
     return cells, by_id
 
 

@@ -119,8 +119,10 @@ async def reconciled(cluster: LocalCluster) -> Reconciled:
         left=left,
         bounds={n: highest_low_bound(cluster, n) for n in cluster.nodes},
         logs={n: log_size(cluster, n) for n in cluster.nodes},
-        collected={n: await cluster.metric(n, "log_entries_collected_total") for n in members},
-        fenced={n: await cluster.metric(n, "writes_fenced_total") for n in members},
+        collected={
+            n: await cluster.metric(n, "epochal_log_entries_collected_total") for n in members
+        },
+        fenced={n: await cluster.metric(n, "epochal_writes_fenced_total") for n in members},
     )
 
 

@@ -45,10 +45,10 @@ pytestmark = pytest.mark.integration
 UNIT = 2**60  # tokens are multiples of it: the ring is (-8 UNIT, 8 UNIT]
 PARTITIONS = 100
 JOIN_STEPS = ["prepare_join", "start", "mid", "finish"]
-PASSED_EACH_QUORUM = 'progress_barriers_total{level="EACH_QUORUM",verdict="passed"}'
-PASSED_QUORUM = 'progress_barriers_total{level="QUORUM",verdict="passed"}'
-DOWNGRADED_TO_QUORUM = 'progress_barrier_downgrades_total{level="EACH_QUORUM",to="QUORUM"}'
-WAITING = "progress_barrier_waiting"
+PASSED_EACH_QUORUM = 'epochal_progress_barriers_total{level="EACH_QUORUM",verdict="passed"}'
+PASSED_QUORUM = 'epochal_progress_barriers_total{level="QUORUM",verdict="passed"}'
+DOWNGRADED_TO_QUORUM = 'epochal_progress_barrier_relaxations_total{level="EACH_QUORUM",to="QUORUM"}'
+WAITING = "epochal_progress_barrier_waiting"
 BARRIERS_PER_JOIN = 3  # before START, MID and FINISH
 
 

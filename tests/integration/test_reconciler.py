@@ -232,7 +232,9 @@ def test_writes_racing_the_fences_are_retried_and_none_is_lost(cluster: LocalClu
             acknowledged = await write_all(
                 client, RACE_WRITES, partitions=4, coordinator=cluster.nodes["replica3"].address
             )
-            fenced = sum([await cluster.metric(n, "writes_fenced_total") for n in cluster.nodes])
+            fenced = sum(
+                [await cluster.metric(n, "epochal_writes_fenced_total") for n in cluster.nodes]
+            )
             print(f"{len(acknowledged)} writes acknowledged; {fenced:.0f} attempts were fenced")
             assert len(acknowledged) >= RACE_WRITES * 0.99
             assert fenced > 0  # the writes did race the fences

@@ -182,7 +182,10 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
                 30,
             )
             refused_before = sum(
-                [await cluster.metric(n, "reconcile_lease_refusals_total") for n in cluster.nodes]
+                [
+                    await cluster.metric(n, "epochal_reconcile_lease_refusals_total")
+                    for n in cluster.nodes
+                ]
             )
             os.kill(first.pid, signal.SIGCONT)
             resumed_ms = time.time_ns() // 1_000_000
@@ -200,7 +203,10 @@ def test_two_reconcilers_share_ranges_a_paused_one_is_refused_and_a_killed_one_r
                 ranges_of(metadata), "reconciler2"
             )
             refused = sum(
-                [await cluster.metric(n, "reconcile_lease_refusals_total") for n in cluster.nodes]
+                [
+                    await cluster.metric(n, "epochal_reconcile_lease_refusals_total")
+                    for n in cluster.nodes
+                ]
             )
             print(
                 f"paused at {paused_ms}, taken over after {taken_ms - paused_ms} ms; after the "

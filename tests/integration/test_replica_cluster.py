@@ -143,7 +143,7 @@ def test_quorum_writes_read_back_and_a_stopped_replica_is_repaired_mutation_by_m
             # may have reached it, so what it lacked is known only by what it holds now).
             assert set(held) == set(expected[partition])
             assert await cluster.metric(
-                "replica3", 'mutations_stored_total{origin="repair"}'
+                "replica3", 'epochal_mutations_stored_total{origin="repair"}'
             ) >= len(repaired)
 
             # Every acknowledged write reads back at QUORUM (any coordinator, any replicas).
@@ -236,7 +236,9 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
 
             # The real run: the re-check is on.
             joining = await prepare_a_join("127.0.0.1:10")
-            behind_before = await cluster.metric("replica1", "coordinator_behind_placements_total")
+            behind_before = await cluster.metric(
+                "replica1", "epochal_coordinator_behind_placements_total"
+            )
             await cluster.set_hooks("replica1", hold_metadata_pushes=True)
             start_epoch = await start_join(joining)
             async with AsyncClient(cluster.addresses[:2], retries=0) as strict:
@@ -250,7 +252,7 @@ def test_a_coordinator_with_held_back_pushes_never_answers_success_on_a_stale_pl
             # It learned the newer epoch from the replies, pushes still held back.
             assert (await cluster.describe("replica1")).epoch >= start_epoch
             assert (
-                await cluster.metric("replica1", "coordinator_behind_placements_total")
+                await cluster.metric("replica1", "epochal_coordinator_behind_placements_total")
                 > behind_before
             )
 
@@ -281,16 +283,16 @@ def test_a_tracked_quorum_read_of_agreeing_replicas_reads_row_data_on_one_replic
             async def totals(metric: str) -> float:
                 return sum([await cluster.metric(name, metric) for name in cluster.nodes])
 
-            data_before = await totals("row_data_reads_total")
-            summaries_before = await totals("summary_reads_total")
+            data_before = await totals("epochal_row_data_reads_total")
+            summaries_before = await totals("epochal_summary_reads_total")
             for n in range(reads):
                 result = await client.read("tks", "events", {"id": f"p{n % 4}"})
                 assert len(result.rows) == 5
                 assert result.stats.repaired_mutations == 0
                 assert len(result.stats.replicas) == 2
-            assert await totals("row_data_reads_total") - data_before == reads
+            assert await totals("epochal_row_data_reads_total") - data_before == reads
             # Both replicas summarise; only one reads rows.
-            assert await totals("summary_reads_total") - summaries_before == 2 * reads
+            assert await totals("epochal_summary_reads_total") - summaries_before == 2 * reads
             epoch = client.epoch
         cluster.stop()  # graceful: the span files are flushed
         spans = [(s.name, s.attributes) for s in folder_spans(traces, "replica-*.jsonl")]
@@ -451,7 +453,10 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
             assert "mutation.id is required" in next(r.malformed for r in replies if r.id == 7)
             # Nothing was written, and the replica still serves.
             for name in cluster.nodes:
-                assert await cluster.metric(name, 'mutations_stored_total{origin="write"}') == 0
+                assert (
+                    await cluster.metric(name, 'epochal_mutations_stored_total{origin="write"}')
+                    == 0
+                )
             async with AsyncClient(cluster.addresses) as client:
                 assert (
                     await client.read("tks", "kv", {"id": "k"}, consistency=Consistency.ALL)

@@ -242,7 +242,9 @@ def coordinated(cluster: LocalCluster, name: str) -> float:
     return sum(
         value
         for key, value in metrics.items()
-        if key.startswith(("write_latency_seconds_count", "read_latency_seconds_count"))
+        if key.startswith(
+            ("epochal_write_latency_seconds_count", "epochal_read_latency_seconds_count")
+        )
     )
 
 

@@ -133,7 +133,7 @@ def test_a_row_deleted_in_a_cohort_does_not_come_back_after_the_purge(
                 lambda: all(tombstones(cluster, n) == 0 for n in cluster.nodes),
             )
             for name in cluster.nodes:
-                assert await cluster.metric(name, "tombstones_purged_total") >= len(DELETED)
+                assert await cluster.metric(name, "epochal_tombstones_purged_total") >= len(DELETED)
             for address in (a, b, c):
                 assert await rows_seen(client, address, Consistency.ONE) == expected, address
             assert await rows_seen(client, a, Consistency.ALL) == expected

@@ -307,7 +307,15 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
             others = ["replica1", "replica2", "replica3"]
 
             async def pulled() -> bool:
-                return sum([await cluster.metric(n, "streamed_in_cells_total") for n in others]) > 0
+                return (
+                    sum(
+                        [
+                            await cluster.metric(n, "epochal_stream_received_cells_total")
+                            for n in others
+                        ]
+                    )
+                    > 0
+                )
 
             await until("a receiver pulls part of replica4's ranges", pulled)
             # The command line shows it in progress, then aborts it.
@@ -339,7 +347,9 @@ def test_decommission_abort_undoes_it_and_a_dead_node_is_removed_by_another(
                 "cancel",
                 "cancel",
             ]
-            assert sum([await cluster.metric(n, "cleanup_removed_total") for n in others]) > 0
+            assert (
+                sum([await cluster.metric(n, "epochal_cleanup_removed_total") for n in others]) > 0
+            )
             for name in cluster.nodes:
                 assert_holds_only_its_ranges(cluster, name, metadata)
 

@@ -104,8 +104,10 @@ def test_a_tracked_join_takes_the_log_as_ids_and_only_the_difference_whole(
                 )
                 assert [row["seq"] for row in result.rows] == [0], key
 
-        whole_received = await cluster.metric(joining.name, "streamed_in_mutation_bytes_total")
-        as_ids = await cluster.metric(joining.name, "streamed_in_ids_total")
+        whole_received = await cluster.metric(
+            joining.name, "epochal_stream_received_mutation_bytes_total"
+        )
+        as_ids = await cluster.metric(joining.name, "epochal_stream_received_ids_total")
         # The ranges' whole log as the founders hold it for the ids the new node holds: what
         # a stream of whole entries would have sent (at least once).
         ids = {

@@ -80,7 +80,7 @@ DESCRIPTION = ReplicaDescription(
     ready=True,
     state="joined",
     hlc=1 << 60,
-    metrics={"streamed_in_cells_total": 12.0},
+    metrics={"epochal_stream_received_cells_total": 12.0},
     cms_addresses=("127.0.0.1:7001", "127.0.0.1:7002"),
 )
 
