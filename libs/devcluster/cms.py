@@ -58,7 +58,8 @@ class LocalCMS:
                 member_id, f"127.0.0.1:{port}", self.data_dir / f"{member_id}.log"
             )
             if self.metrics:
-                self.members[member_id].metrics_address = f"127.0.0.1:{ports[self.size + index - 1]}"
+                metrics_port = ports[self.size + index - 1]
+                self.members[member_id].metrics_address = f"127.0.0.1:{metrics_port}"
 
     def add_member(self, taken: Collection[str] = ()) -> LocalMember:
         """A member (not started) that is not an initial voter: it joins the running CMS as a

@@ -104,13 +104,13 @@ class CMSMemberLoop(CommitPath):
     def applied_epoch(self) -> int:
         return self.core.epoch if self.loaded else 0
 
-    def voters(self) -> list[str]:
-        """The voting members' ids, this one's included (before the log names any: the
-        initial members it was started with)."""
+    def voters(self) -> dict[str, str]:
+        """The voting members (id -> address), this one included (before the log names any:
+        the initial members it was started with)."""
         members = self.core.sm.metadata.cms_members if self.loaded else ()
         if not members:
-            return sorted(self.settings.members)
-        return [m.member_id for m in members if m.role is CMSRole.VOTER]
+            return dict(self.settings.members)
+        return {m.member_id: m.address for m in members if m.role is CMSRole.VOTER}
 
     def leads(self) -> bool:
         return self.loaded and self.core.node.is_leader

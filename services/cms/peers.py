@@ -88,9 +88,6 @@ class PeerTransport:
     def peers(self) -> list[str]:
         return list(self.cms_stubs)
 
-    def channel(self, peer: str) -> grpc.aio.Channel:
-        return self._channels[peer]
-
     async def epoch_of(self, peer: str, timeout_s: float) -> int:
         """The epoch ``peer`` has applied (raises grpc.aio.AioRpcError when it does not say)."""
         answer = await self.cms_stubs[peer].Describe(cms_pb2.DescribeRequest(), timeout=timeout_s)

@@ -64,7 +64,7 @@ class CMSServer:
         member = self.member = CMSMemberLoop(settings, storage)
         member.on_readiness = self._set_serving
         peer_health = self.peer_health = PeerHealth(
-            member.peers, lambda: [v for v in member.voters() if v != settings.member_id]
+            lambda: {v: a for v, a in member.voters().items() if v != settings.member_id}
         )
         self.metrics.read_from(
             epoch=member.applied_epoch,

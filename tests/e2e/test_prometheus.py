@@ -26,7 +26,6 @@ import pytest
 import yaml
 
 import epochal
-
 from epochal.runtime.processes import free_address
 from tests.harness import block_until
 
@@ -146,7 +145,9 @@ def test_a_real_prometheus_scrapes_the_dev_cluster_and_the_dashboard_queries_par
         # A workload, so that the per-range series (reconciliation lag) exist.
         with epochal.Client(exported.group(1).split(",")) as client:
             client.create_keyspace("shop", replication_factor=3, tracked=True)
-            client.create_table("shop", "carts", {"user": "text", "qty": "int"}, ["user"])
+            client.create_table(
+                "shop", "carts", {"user": "text", "qty": "int"}, partition_key=["user"]
+            )
             for n in range(20):
                 client.write("shop", "carts", {"user": f"u{n}", "qty": n})
         prometheus = subprocess.Popen(

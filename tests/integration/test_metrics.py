@@ -12,6 +12,7 @@ cluster — 3 CMS members, 3 replicas, 1 reconciler — during an SDK workload:
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_every_process_exports_the_seeds_metrics_during_a_workload(tmp_path: Pat
 
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
-        cluster.start_reconciler(cluster.add_reconciler().name)
+        reconciler = cluster.add_reconciler()
+        cluster.start_reconciler(reconciler.name)
+        await reconciler.wait_serving(time.monotonic() + 60)
         before = await scrape_all()
         assert len(before) == 7
         async with AsyncClient(cluster.addresses) as client:

@@ -69,7 +69,7 @@ def test_every_transformation_kind_has_a_metrics_group() -> None:
 
 def test_a_commit_outcome_is_success_rejection_or_failure() -> None:
     assert outcome_of(None) == "success"
-    assert outcome_of(Rejected("conflicts")) == "rejection"
+    assert outcome_of(Rejected("conflicts", "it conflicts")) == "rejection"
     assert outcome_of(InvalidRequest("malformed")) == "rejection"
     assert outcome_of(Overloaded("busy")) == "failure"
 
