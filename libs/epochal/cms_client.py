@@ -14,6 +14,7 @@ transformations decoded).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -209,10 +210,14 @@ class CMSClient:
         except (Rejected, InvalidRequest):
             outcome = "rejection"
             raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"  # the caller gave up: a failure, its last attempt unfinished
+            raise
         finally:
             kind = request.transformation.WhichOneof("kind") or ""  # the field is the kind
             # The attempts that failed and were tried again: not the last, if it failed too.
-            retries = len(failed) if outcome == "success" else max(len(failed) - 1, 0)
+            retries = max(len(failed) - (outcome in ("rejection", "failure")), 0)
+            outcome = "failure" if outcome == "cancelled" else outcome
             self.observer.committed(kind, outcome, time.monotonic() - started, retries)
 
     async def describe(self, member: int | None = None) -> CMSView:

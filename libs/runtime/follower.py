@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from epochal.runtime.cms_health import CMSHealth
 from epochal.tcm import ClusterMetadata, CMSRole, NodeState, Table
 from epochal.telemetry import attributes as attr
 from epochal.telemetry import tracer
@@ -136,7 +137,7 @@ class FollowerMetrics:
         )
         self.unreachable_cms_members = m.gauge(
             "epochal_cms_unreachable_members",
-            "CMS members whose last call from this node failed",
+            "CMS voters that did not answer their last health check (each is checked every second)",
         )
         self.stopped_applying = m.gauge(
             "epochal_metadata_stopped",
@@ -168,10 +169,19 @@ class MetadataFollower:
         self.applied_at: deque[tuple[int, int]] = deque(maxlen=APPLIED_TIMES_KEPT)
         self._fetch_task: asyncio.Task[str] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._unreachable: set[str] = set()
         self._snapshot_epoch = 0
         self._encoder = MetadataEncoder()
         self._cms_turn = zlib.crc32(self.settings.address.encode())
+        self.cms_health = CMSHealth(self.voters)
+        self.metrics.unreachable_cms_members.set_function(lambda: self.cms_health.unreachable)
+
+    def voters(self) -> dict[str, str]:
+        """The CMS's voting members, id -> address (before the log names any: the configured
+        addresses)."""
+        voters = {
+            m.member_id: m.address for m in self.metadata.cms_members if m.role is CMSRole.VOTER
+        }
+        return voters or {address: address for address in self.settings.cms}
 
     @property
     def epoch(self) -> int:
@@ -227,8 +237,10 @@ class MetadataFollower:
             loop.create_task(self._watch_forever()),
             loop.create_task(self._pull_forever()),
         ]
+        self.cms_health.start()
 
     async def stop(self) -> None:
+        await self.cms_health.stop()
         for task in [*self._tasks, self._fetch_task]:
             if task is not None:
                 task.cancel()
@@ -322,8 +334,6 @@ class MetadataFollower:
                     break  # done, stopped, or a page that moved nothing (asking again would spin)
         except LogSourceFailed as error:
             self.metrics.fetch_log_failures.labels(source).inc()
-            if source == "cms":
-                self._unreachable_now(address, True)
             log.debug("fetching the log from %s %s failed: %s", source, address, error)
             return False
         self.metrics.fetch_log_latency.labels(source).observe(time.monotonic() - started)
@@ -352,20 +362,12 @@ class MetadataFollower:
         ]
 
     def _reached(self, address: str, latest_epoch: int) -> None:
-        self._unreachable_now(address, False)
         self.cms_epoch = max(self.cms_epoch, latest_epoch)
         self.metrics.epochs_behind.set(max(self.cms_epoch - self.epoch, 0))
         if self.start_target < 0:
             self.start_target = latest_epoch
             for callback in self.on_change:
                 callback(self.metadata)
-
-    def _unreachable_now(self, address: str, unreachable: bool) -> None:
-        if unreachable:
-            self._unreachable.add(address)
-        else:
-            self._unreachable.discard(address)
-        self.metrics.unreachable_cms_members.set(len(self._unreachable))
 
     # ------------------------------------------------------------------ push and pull
 
@@ -385,8 +387,6 @@ class MetadataFollower:
                 if error.code == "MALFORMED":
                     log.warning("watch on %s sent something undecodable: %s", address, error)
                 else:
-                    if error.code != "CANCELLED":
-                        self._unreachable_now(address, error.code == "UNAVAILABLE")
                     log.debug("watch on %s ended: %s", address, error.code)
             except Exception:
                 log.exception("following the push stream of %s failed; reconnecting", address)

@@ -4,7 +4,8 @@ commits slow, are joins, are lease grants.
 
 ``schema``: DDL from clients; ``registration``: nodes and reconcilers registering; ``topology``:
 the steps of joins, leaves, replacements and moves; ``lease``: reconciliation lease grants;
-``cms``: CMS membership; ``snapshot``: the CMS's own periodic snapshots.
+``cms``: CMS membership; ``snapshot``: snapshot requests sent as commits (the leader's own
+periodic snapshots are not client commits, so the CMS's commit latency does not count them).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from collections import deque
 from collections.abc import Callable
@@ -99,10 +100,11 @@ class CMSMemberLoop(CommitPath):
     def stopped_applying(self) -> str:
         return self.core.stopped_applying
 
-    # What the metrics read when scraped (from the scrape's thread): 0 until the state loads.
+    # What the metrics read when scraped (from the scrape's thread).
 
-    def applied_epoch(self) -> int:
-        return self.core.epoch if self.loaded else 0
+    def applied_epoch(self) -> float:
+        """NaN until the state loads: not an epoch 0 that would read as everything behind."""
+        return self.core.epoch if self.loaded else math.nan
 
     def voters(self) -> dict[str, str]:
         """The voting members (id -> address), this one included (before the log names any:

@@ -23,14 +23,13 @@ from grpc_health.v1 import health_pb2
 
 from epochal.cms.member import CMSMemberLoop
 from epochal.cms.metrics import CMSMetrics
-from epochal.cms.peer_health import PeerHealth
 from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
+from epochal.runtime.cms_health import CMSHealth
 from epochal.runtime.service import DRAIN_SHARE, RPC_SHARE
 from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
-from epochal.telemetry.context import detached
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
@@ -49,8 +48,7 @@ class CMSServer:
         self.server: grpc.aio.Server | None = None
         self.health = HealthServicer()
         self.metrics = CMSMetrics()
-        self.peer_health: PeerHealth | None = None
-        self._peer_health: asyncio.Task[None] | None = None
+        self.peer_health: CMSHealth | None = None
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -63,7 +61,7 @@ class CMSServer:
         storage = await asyncio.to_thread(CMSStorage, settings.db_url, schema=settings.schema)
         member = self.member = CMSMemberLoop(settings, storage)
         member.on_readiness = self._set_serving
-        peer_health = self.peer_health = PeerHealth(
+        peer_health = self.peer_health = CMSHealth(
             lambda: {v: a for v, a in member.voters().items() if v != settings.member_id}
         )
         self.metrics.read_from(
@@ -94,7 +92,7 @@ class CMSServer:
             log.warning("holding the start for %d ms (a test hook)", settings.test_hold_start_ms)
             await asyncio.sleep(settings.test_hold_start_ms / 1000)
         await member.start()
-        self._peer_health = detached(peer_health.run_forever())
+        peer_health.start()
         log.info(
             "CMS member %s listening on %s, database %s",
             settings.member_id,
@@ -133,8 +131,8 @@ class CMSServer:
         grace_s = self.settings.shutdown_grace_s
         began = loop.time()
         self._stopping.set()
-        if self._peer_health is not None:
-            self._peer_health.cancel()
+        if self.peer_health is not None:
+            await self.peer_health.stop()
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
         stopping = (
             loop.create_task(self.server.stop(grace_s * RPC_SHARE))

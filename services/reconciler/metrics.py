@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from epochal.runtime.commit_metrics import ClientCommitMetrics
 from epochal.runtime.follower import FollowerMetrics
-from epochal.telemetry.metrics import Metrics
+from epochal.telemetry.metrics import Metrics, zeroed
 
 
 class ReconcilerMetrics:
@@ -60,6 +60,7 @@ class ReconcilerMetrics:
             "leases taken, renewed-away or lost, by kind",
             ("kind",),
         )
+        zeroed(self.lease_changes, ("taken", "lost", "released"))
         self.cohort_mutations = m.gauge(
             "epochal_reconcile_cohort_mutations",
             "per cohort: log entries its members folded (held apart: not sent by id), as the "
@@ -91,3 +92,4 @@ class ReconcilerMetrics:
             "failed)",
             ("outcome",),
         )
+        zeroed(self.registration_changes, ("registered", "deregistered", "failed"))

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from epochal.errors import EpochalError
 from epochal.replica.metrics import ReplicaMetrics
@@ -41,6 +41,16 @@ class BarrierDriver:
     follower: MetadataFollower
     peers: PeerClient
     metrics: ReplicaMetrics
+    # The barriers waiting now: a key each -> when it began (monotonic).
+    _waiting: dict[object, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics.barrier_waiting_s.set_function(self._longest_wait)
+
+    def _longest_wait(self) -> float:
+        """Read by the scrape's thread: list() copies the values without letting go of the GIL."""
+        began = list(self._waiting.values())
+        return time.monotonic() - min(began) if began else 0.0
 
     async def wait(
         self,
@@ -65,6 +75,8 @@ class BarrierDriver:
         on_level: Callable[[BarrierLevel], None],
     ) -> BarrierOutcome:
         started = time.monotonic()
+        key = object()
+        self._waiting[key] = started
         acked: set[str] = set()
         changed = asyncio.Event()
         askers = [
@@ -114,6 +126,7 @@ class BarrierDriver:
                 level = target
                 on_level(level)
         finally:
+            del self._waiting[key]
             self.metrics.barrier_waiting.set(0)
             for asker in askers:
                 asker.cancel()

@@ -22,7 +22,7 @@ one is newer than the plan's, the coordinator catches up and re-checks the plan 
 newer placements before it answers success: the replicas that answered must still satisfy the
 level in the newer group, else the request fails (``StalePlan``) — it never answers success on
 a plan it knows to be stale. Both counts of such discoveries are kept
-(``coordinator_behind_placements``, ``coordinator_behind_schema``).
+(``epochal_coordinator_behind_placements_total``, ``…_schema_total``).
 """
 
 from __future__ import annotations

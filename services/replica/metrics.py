@@ -122,6 +122,7 @@ class ReplicaMetrics:
             "requests refused with RESOURCE_EXHAUSTED, by where",
             ("where",),
         )
+        zeroed(self.overloaded, ("coordinator", "replica"))
         self.storage_transactions = m.counter(
             "epochal_storage_transactions_total",
             "durable write transactions (several mutations share one)",
@@ -149,6 +150,10 @@ class ReplicaMetrics:
         for higher, level in enumerate(FALLBACK_CHAIN):
             for lower in FALLBACK_CHAIN[higher + 1 :]:
                 self.barrier_downgrades.labels(level.value, lower.value)
+        self.barrier_waiting_s = m.gauge(
+            "epochal_progress_barrier_waiting_seconds",
+            "how long the progress barrier waiting longest now has waited (0: none waits)",
+        )
         self.barrier_latency = m.histogram(
             "epochal_progress_barrier_latency_seconds", "time from asking to a met progress barrier"
         )

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from epochal.client import AsyncClient
+from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
+from epochal.tcm import Column, ColumnType, CreateTable
 from tests.harness import paused_processes, run, sample, scrape, start_ring, total, until
 
 pytestmark = pytest.mark.integration
@@ -46,7 +48,8 @@ REPLICA = (
     "epochal_stream_sent_bytes_total",
 )
 RECONCILER = ("epochal_reconcile_unreconciled_mutations", "epochal_reconcile_lag_seconds")
-DDL_COMMITS = 3  # a keyspace and two tables
+DDL_COMMITS = 3  # a keyspace and two tables, through the SDK
+FORWARDED_TABLES = ("forwarded1", "forwarded2")
 
 
 def families(samples: dict[str, float]) -> set[str]:
@@ -57,20 +60,19 @@ def test_every_process_exports_the_seeds_metrics_during_a_workload(tmp_path: Pat
     cluster = LocalCluster(tmp_path, metrics=True)
     cluster.reconciler_args = ("--interval-ms", "200", "--advance-interval-ms", "200")
 
-    async def scrape_all() -> dict[str, dict[str, float]]:
+    async def scrape_all(names: list[str] | None = None) -> dict[str, dict[str, float]]:
+        """Every process's metrics (or the named ones'), by process name."""
         named = {
-            **{m.name: m.metrics_address for m in cluster.cms.members.values()},
-            **{r.name: r.metrics_address for r in cluster.nodes.values()},
-            **{r.name: r.metrics_address for r in cluster.reconcilers.values()},
+            p.name: p.metrics_address for p in cluster.processes if names is None or p.name in names
         }
         scraped = await asyncio.gather(*(asyncio.to_thread(scrape, a) for a in named.values()))
         return dict(zip(named, scraped, strict=True))
 
-    def ddl_commits(scraped: dict[str, dict[str, float]]) -> float:
-        return sum(
-            total(scraped[member], COMMIT_LATENCY, outcome="success", kind="schema")
+    def ddl_commits(scraped: dict[str, dict[str, float]]) -> dict[str, float]:
+        return {
+            member: total(scraped[member], COMMIT_LATENCY, outcome="success", kind="schema")
             for member in cluster.cms.members
-        )
+        }
 
     async def scenario() -> None:
         await start_ring(cluster, num_tokens=4)
@@ -79,18 +81,34 @@ def test_every_process_exports_the_seeds_metrics_during_a_workload(tmp_path: Pat
         await reconciler.wait_serving(time.monotonic() + 60)
         before = await scrape_all()
         assert len(before) == 7
+        leader = await cluster.cms.leader()
+        follower = next(m for m in cluster.cms.members if m != leader)
         async with AsyncClient(cluster.addresses) as client:
+            # Through the SDK (its CMS client asks cms1 first) ...
             await client.create_keyspace("shop", replication_factor=3, tracked=True)
             for table in ("carts", "orders"):
                 await client.create_table(
                     "shop", table, {"user": "text", "qty": "int"}, partition_key=["user"]
                 )
+            # ... and through a follower, which forwards them to the leader.
+            async with CMSClient([cluster.cms.members[follower].address]) as cms:
+                for name in FORWARDED_TABLES:
+                    columns = (Column("id", ColumnType.TEXT),)
+                    await cms.commit(
+                        CreateTable(
+                            keyspace="shop", name=name, columns=columns, partition_key=("id",)
+                        )
+                    )
             for n in range(50):
                 await client.write("shop", "carts", {"user": f"u{n}", "qty": n})
                 await client.read("shop", "carts", {"user": f"u{n}"})
             after = await scrape_all()
-        # Counted once per client commit, on the member the client called.
-        assert ddl_commits(after) - ddl_commits(before) == DDL_COMMITS
+        # Counted once per client commit, on the member the client called: the forwarded ones
+        # at the follower, not again at the leader.
+        grew = {m: ddl_commits(after)[m] - ddl_commits(before)[m] for m in cluster.cms.members}
+        assert sum(grew.values()) == DDL_COMMITS + len(FORWARDED_TABLES), grew
+        assert grew[follower] >= len(FORWARDED_TABLES), grew
+        assert grew[leader] == (DDL_COMMITS if leader == "cms1" else 0), grew
 
         async def every_process_at_the_last_epoch() -> bool:
             last = (await cluster.cms.describe(await cluster.cms.leader())).epoch
@@ -125,17 +143,25 @@ def test_every_process_exports_the_seeds_metrics_during_a_workload(tmp_path: Pat
         leaders = [m for m in cluster.cms.members if sample(scraped[m], "epochal_cms_is_leader")]
         assert len(leaders) == 1
 
-        # One member stopped (SIGSTOP: its sockets stay open, it answers nothing).
+        # One member stopped (SIGSTOP: its sockets stay open, it answers nothing): the other
+        # members, the replicas and the reconciler count it, and stop counting it once it runs.
         stopped = cluster.cms.members["cms3"]
+        watching = ["cms1", "cms2", *cluster.nodes, *cluster.reconcilers]
+
+        async def unreachable_counts() -> list[float]:
+            scraped = await scrape_all(watching)  # not the stopped one: it would not answer
+            return [sample(scraped[n], "epochal_cms_unreachable_members") for n in watching]
+
         with paused_processes(stopped):
 
             async def seen_unreachable() -> bool:
-                others = [
-                    await asyncio.to_thread(scrape, cluster.cms.members[m].metrics_address)
-                    for m in ("cms1", "cms2")
-                ]
-                return all(sample(s, "epochal_cms_unreachable_members") >= 1 for s in others)
+                return all(count >= 1 for count in await unreachable_counts())
 
-            await until("the other members count the stopped one unreachable", seen_unreachable)
+            await until("every other process counts the stopped member", seen_unreachable)
+
+        async def reachable_again() -> bool:
+            return all(count == 0 for count in await unreachable_counts())
+
+        await until("no process counts it once it runs again", reachable_again)
 
     run(cluster, scenario, timeout_s=240)
