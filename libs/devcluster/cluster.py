@@ -274,7 +274,7 @@ class LocalCluster:
         metrics = (await self.describe(name)).metrics
         if metric not in metrics:
             family = metric.partition("{")[0]
-            alike = sorted(k for k in metrics if k.startswith(family)) or sorted(metrics)
+            alike = sorted(k for k in metrics if family in k) or sorted(metrics)  # renamed?
             raise KeyError(f"{name} exports no metric {metric!r} (it has {alike[:8]}…)")
         return metrics[metric]
 

@@ -26,7 +26,7 @@ def scrape(address: str) -> dict[str, float]:
 def sample(samples: dict[str, float], key: str) -> float:
     if key not in samples:
         family = key.partition("{")[0]
-        alike = sorted(k for k in samples if k.startswith(family)) or sorted(samples)[:8]
+        alike = sorted(k for k in samples if family in k) or sorted(samples)
         raise KeyError(f"no sample {key!r} (there are {alike[:8]}…)")
     return samples[key]
 

@@ -144,8 +144,8 @@ def test_every_process_exports_the_seeds_metrics_during_a_workload(tmp_path: Pat
         assert len(leaders) == 1
         # The harness's lookup raises on a name no longer exported, rather than answering 0.
         assert await cluster.metric("replica1", "epochal_current_epoch") > 0
-        with pytest.raises(KeyError, match="exports no metric 'current_epoch'"):
-            await cluster.metric("replica1", "current_epoch")
+        with pytest.raises(KeyError, match=r"exports no metric .*epochal_current_epoch"):
+            await cluster.metric("replica1", "current_epoch")  # the name before issue 34
 
         # One member stopped (SIGSTOP: its sockets stay open, it answers nothing): the other
         # members, the replicas and the reconciler count it, and stop counting it once it runs.
