@@ -197,6 +197,13 @@ class AsyncClient(SchemaChanges):
             )
         return self._view.table(keyspace, table)
 
+    async def _table(self, keyspace: str, table: str) -> Table:
+        """``table``, after one refresh from the replicas when the client's metadata lacks it:
+        the replica the client learnt the metadata from may not have applied the DDL yet."""
+        if not self._connected:
+            return self.table(keyspace, table)  # raises: not connected
+        return await self._view.table_or_refresh(keyspace, table)
+
     def suspected(self) -> list[str]:
         """The replicas the client tries last, sorted: requests have waited on them without an
         answer for a while, or they could not be reached lately (``epochal.sessions``)."""
@@ -313,7 +320,7 @@ class AsyncClient(SchemaChanges):
         settings = self.profiles.resolve(
             profile, consistency, timeout_s, pinned=coordinator is not None
         )
-        schema = self.table(keyspace, table)
+        schema = await self._table(keyspace, table)
         encoded = encoding.write_rows(schema, self._types.of(schema), rows, settings.consistency)
         return await self._write(encoded, settings, coordinator, f"{keyspace}.{table}")
 
@@ -334,7 +341,7 @@ class AsyncClient(SchemaChanges):
         settings = self.profiles.resolve(
             profile, consistency, timeout_s, pinned=coordinator is not None
         )
-        schema = self.table(keyspace, table)
+        schema = await self._table(keyspace, table)
         level = settings.consistency
         encoded = encoding.delete(schema, self._types.of(schema), key, columns, level)
         return await self._write(encoded, settings, coordinator, f"{keyspace}.{table}")
@@ -370,7 +377,7 @@ class AsyncClient(SchemaChanges):
         settings = self.profiles.resolve(
             profile, consistency, timeout_s, pinned=coordinator is not None
         )
-        schema = self.table(keyspace, table)
+        schema = await self._table(keyspace, table)
         bounds = Slice(start, end, start_exclusive, end_exclusive)
         encoded = encoding.read(
             schema, self._types.of(schema), partition_key, bounds, columns, settings.consistency

@@ -147,6 +147,26 @@ class MetadataView:
         known = [n.address for n in self.metadata.nodes.values() if n.state is NodeState.JOINED]
         return known or self.seeds
 
+    async def table_or_refresh(self, keyspace: str, table: str) -> Table:
+        """``table``; when the metadata lacks it, after fetching from each known replica once
+        (the one the metadata came from may have lagged the CMS; a table that does not exist
+        costs each call that one round)."""
+        try:
+            return self.table(keyspace, table)
+        except InvalidRequest:
+            pass
+        for address in self.replicas():
+            try:
+                await self.fetch_from(address)
+            except EpochalError as error:
+                if not _retryable(error):
+                    raise
+                continue
+            found = self.metadata.keyspaces.get(keyspace)
+            if found is not None and table in found.tables:
+                break
+        return self.table(keyspace, table)
+
     def table(self, keyspace: str, table: str) -> Table:
         found = self.metadata.keyspaces.get(keyspace)
         schema = found.tables.get(table) if found is not None else None

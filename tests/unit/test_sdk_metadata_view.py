@@ -142,3 +142,21 @@ def test_refresh_waits_for_the_epoch_and_gives_up_naming_it() -> None:
         assert len(replicas.asked) == asked + 1
 
     asyncio.run(scenario())
+
+
+def test_a_table_missing_from_the_view_is_looked_for_again_before_it_is_refused() -> None:
+    """The replica the view came from may not have applied a new DDL yet: the lookup fetches
+    from the replicas once more, then refuses naming the epoch it reached."""
+
+    async def scenario() -> tuple[str, list[tuple[str, int]], int]:
+        replicas = Replicas(2)
+        view = MetadataView(["a"], replicas)
+        await view.connect()
+        replicas.latest = 5  # the CMS moved on (ks1..ks4 created)
+        with pytest.raises(EpochalError) as refused:
+            await view.table_or_refresh("ks3", "events")
+        return str(refused.value), replicas.asked, view.metadata.epoch
+
+    message, asked, epoch = asyncio.run(scenario())
+    assert epoch == 5 and asked[1:] == [("a", 2), ("a", 4)]  # looked again, to the newest
+    assert "table ks3.events is not in the client's metadata (epoch 5)" in message
