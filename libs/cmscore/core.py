@@ -365,6 +365,15 @@ class MemberCore(CatchingUp):
 
     # ------------------------------------------------------------------ apply
 
+    def carries_own(self, chosen: Sequence[ChosenSlot]) -> int:
+        """The slot among ``chosen`` that holds the value this leader has in flight, else 0: the
+        moment a quorum accepted it, before it is applied (a shell times its commits' spans by
+        it; followers learn it from messages sent after)."""
+        proposal = self._proposal
+        if proposal is None:
+            return 0
+        return next((r.slot for r in chosen if r.value == proposal.values), 0)
+
     def apply(self, chosen: Sequence[ChosenSlot]) -> None:
         """Apply chosen slots, in order, answer the commits waiting on them, and queue what
         they wrote for the next lazy flush."""

@@ -492,11 +492,12 @@ class MetadataFollower:
         if applied:
             self.metrics.epochs_applied.inc(len(applied))
             if wanted():
-                for entry in applied:
+                for entry in applied:  # at the apply time AppliedEpochs reports, exactly
                     self._tracer.start_span(
                         attr.EPOCH_APPLY,
                         attributes={attr.EPOCH: entry.epoch, attr.NODE_ID: self.node_id},
-                    ).end()
+                        start_time=now_ns,
+                    ).end(end_time=now_ns)
         self.metrics.current_epoch.set(metadata.epoch)
         self.metrics.epochs_behind.set(max(self.cms_epoch - metadata.epoch, 0))
         voters = sum(1 for m in metadata.cms_members if m.role is CMSRole.VOTER)

@@ -33,6 +33,9 @@ REPLICA_PROGRESS_BARRIER = "replica.progress_barrier"
 REPLICA_PULL_RANGES = "replica.pull_ranges"
 REPLICA_STREAM_RANGE = "replica.stream_range"
 REPLICA_RECONCILE_RANGE = "replica.reconcile_range"
+# A replica's own commit to the CMS (its registration, a step of its topology operation): the
+# parent of the CMS's cms.commit, so the trace crosses from the replica to the CMS.
+REPLICA_COMMIT = "replica.commit"
 # Any process following the CMS log.
 EPOCH_APPLY = "epoch.apply"  # one epoch applied on this node
 CATCH_UP = "follower.catch_up"  # waiting for an epoch (a request named one not applied yet)
@@ -44,6 +47,7 @@ CMS_STATE_TRANSFER = "cms.state_transfer"
 PAXOS_ROUND = "paxos.round"  # a slot this leader proposed; linked to the commits it carries
 # The reconciler.
 RECONCILE_ROUND = "reconciler.round"  # parent of its calls to replicas
+RECONCILER_COMMIT = "reconciler.commit"  # its registration, a lease grant or release
 # A unary gRPC call whose method has no span of its own: "rpc.<Service>/<Method>".
 RPC_PREFIX = "rpc."
 
@@ -54,6 +58,9 @@ PHASE_ACCEPTED = "accepted"  # by a quorum
 PHASE_APPLIED = "applied"
 PHASE_ANSWERED = "answered"
 COMMIT_PHASES = (PHASE_QUEUED, PHASE_VALIDATED, PHASE_ACCEPTED, PHASE_APPLIED, PHASE_ANSWERED)
+# An event of replica.progress_barrier: a level timed out and the barrier fell back to a weaker
+# one (epochal.relaxed_from -> epochal.consistency).
+BARRIER_RELAXED = "relaxed"
 
 # --------------------------------------------------------------------------- span attributes
 EPOCH = "epochal.epoch"
@@ -62,6 +69,9 @@ TABLE = "epochal.table"
 TOKEN = "epochal.token"
 RANGE = "epochal.range"  # a token range, "(left, right]"
 CONSISTENCY = "epochal.consistency"
+RELAXED_FROM = "epochal.relaxed_from"  # the barrier level that timed out
+# What a coordinator's plan missed, found by a replica's newer epoch: "schema", "placements".
+BEHIND = "epochal.behind"
 REPLICAS_CONTACTED = "epochal.replicas.contacted"  # node ids
 REPLICAS_ANSWERED = "epochal.replicas.answered"  # node ids that acknowledged or answered
 REQUEST_BYTES = "epochal.bytes"

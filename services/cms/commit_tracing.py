@@ -6,8 +6,10 @@
   serves it in a ``cms.commit`` span of its own, a child of the follower's: one trace.
 - On the member that leads, the commit's span gets an event per phase: ``queued`` (in the next
   batch), ``validated`` (the batch was checked against the metadata and proposed), ``accepted``
-  and ``applied`` (the slot was chosen by a quorum and applied: the leader applies a slot in the
-  step that learns it chosen, so the two share a time), ``answered`` (the caller was answered).
+  (the leader learnt its slot chosen by a quorum — before it sends what tells the others, so no
+  node applies the epoch earlier), ``applied`` (applied at the leader: in that step, or a loop
+  step later when writes are queued, by which time a follower may have applied it too),
+  ``answered`` (the caller was answered).
 - A ``paxos.round`` span covers one slot this leader proposed, from its proposal to its apply
   (or abandonment), linked to the commit span of every commit it carries: a round carries many
   commits of many traces, so it is a root of its own with links, not anyone's child.
@@ -51,6 +53,7 @@ class CommitTraces:
         self._queued: dict[str, trace.Span] = {}
         self._round: trace.Span | None = None
         self._round_commits: list[trace.Span] = []
+        self._round_chosen = 0  # the slot the current round's value was chosen at, once it was
 
     def queued(self, entry_id: str, answer: asyncio.Future[CommitResult]) -> None:
         """A commit joined the leader's queue, in its span (the current one), if it has one."""
@@ -65,6 +68,19 @@ class CommitTraces:
         span.add_event(attr.PHASE_ANSWERED)
         if self._queued.get(entry_id) is span:
             del self._queued[entry_id]
+
+    def round_in_flight(self) -> bool:
+        return self._round is not None
+
+    def round_chosen(self, slot: int) -> None:
+        """A quorum accepted the current round's value at ``slot`` (0: chose another value):
+        its commits' ``accepted`` event, now — before the leader tells the others, so no node
+        can apply the epoch before this time; it applies it a step later or more."""
+        if not slot or self._round is None or self._round_chosen:
+            return
+        self._round_chosen = slot
+        for commit in self._round_commits:
+            commit.add_event(attr.PHASE_ACCEPTED, {attr.SLOT: slot})
 
     def round_headers(self) -> dict[str, str]:
         """The current round's context, for the Paxos messages sent while it runs."""
@@ -83,6 +99,7 @@ class CommitTraces:
         for span in commits:
             span.add_event(attr.PHASE_VALIDATED)
         self._round_commits = commits
+        self._round_chosen = 0
         self._round = _tracer.start_span(
             attr.PAXOS_ROUND,
             context=otel_context.Context(),  # a root: it carries many traces' commits
@@ -97,13 +114,15 @@ class CommitTraces:
     def _round_ended(self, effect: fx.RoundEnded) -> None:
         span, self._round = self._round, None
         commits, self._round_commits = self._round_commits, []
+        chosen, self._round_chosen = self._round_chosen, 0
         if span is None:
             return
         if effect.slot:
             span.set_attribute(attr.SLOT, effect.slot)
             span.set_attribute(attr.OUTCOME, attr.OK)
             for commit in commits:
-                commit.add_event(attr.PHASE_ACCEPTED, {attr.SLOT: effect.slot})
+                if chosen != effect.slot:  # learnt otherwise (a state transfer): now, then
+                    commit.add_event(attr.PHASE_ACCEPTED, {attr.SLOT: effect.slot})
                 commit.add_event(attr.PHASE_APPLIED, {attr.SLOT: effect.slot})
         else:
             span.set_attribute(attr.OUTCOME, "abandoned")

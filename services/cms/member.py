@@ -245,6 +245,9 @@ class CMSMemberLoop(CommitPath):
                     continue  # it proposed: take the Ready with the Accepts
                 return
             self._unadvanced.append(ready)
+            if ready.chosen and self.traces.round_in_flight():
+                # chosen by a quorum: before the others learn it from these messages
+                self.traces.round_chosen(self.core.carries_own(ready.chosen))
             self._send(ready.messages)
             if ready.needs_persist or self._to_persist:  # replies wait for earlier writes too
                 self._persist_then_send(ready)

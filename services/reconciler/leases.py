@@ -42,9 +42,11 @@ from epochal.mtrack.range_calls import RangeRef
 from epochal.reconciler.metrics import ReconcilerMetrics
 from epochal.reconciler.replica_client import ReplicaClient
 from epochal.reconciler.status import ReplicaRefused
+from epochal.runtime.commit_tracing import traced_commit
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.leases import GrantReconcileLease, LeaseGrant
 from epochal.tcm.tokens import TokenRange, covers
+from epochal.telemetry import attributes as attr
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +186,9 @@ class Leases:
             keyspace=target.keyspace, range=target.range, holder=self.id, replaces=replaces
         )
         try:
-            committed = await self.cms.commit(grant, uuid.uuid4().hex)
+            committed = await traced_commit(
+                self.cms, attr.RECONCILER_COMMIT, grant, uuid.uuid4().hex
+            )
         except EpochalError as error:
             log.info("lease grant of %s in %s refused: %s", target.range, target.keyspace, error)
             return 0
@@ -260,7 +264,7 @@ class Leases:
                 keyspace=keyspace, range=token_range, holder="", replaces=lease.token
             )
             try:
-                await self.cms.commit(release, uuid.uuid4().hex)
+                await traced_commit(self.cms, attr.RECONCILER_COMMIT, release, uuid.uuid4().hex)
                 self.metrics.lease_changes.labels("released").inc()
             except EpochalError as error:
                 log.info("releasing %s of %s failed: %s", token_range, keyspace, error)

@@ -31,8 +31,10 @@ import uuid
 from epochal.cms_client import CMSClient
 from epochal.errors import EpochalError, InvalidRequest, Rejected
 from epochal.reconciler.metrics import ReconcilerMetrics
+from epochal.runtime.commit_tracing import traced_commit
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm.reconcilers import DEREGISTERED, NOT_REGISTERED, RegisterReconciler
+from epochal.telemetry import attributes as attr
 
 log = logging.getLogger(__name__)
 
@@ -129,4 +131,5 @@ class Registration:
 
     async def _commit(self, address: str, entry_id: str) -> int:
         transformation = RegisterReconciler(reconciler_id=self.id, address=address)
-        return (await self.cms.commit(transformation, entry_id)).epoch
+        committed = await traced_commit(self.cms, attr.RECONCILER_COMMIT, transformation, entry_id)
+        return committed.epoch

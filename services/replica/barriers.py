@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from epochal.errors import EpochalError
 from epochal.replica.metrics import ReplicaMetrics
 from epochal.replica.peer_client import PeerClient
@@ -63,7 +65,7 @@ class BarrierDriver:
             traced.set_attribute(attr.OPERATION, what)
             traced.set_attribute(attr.EPOCH, barrier.epoch)
             traced.set_attribute(attr.NODES, len(barrier.nodes))
-            outcome = await self._wait(barrier, what, on_level)
+            outcome = await self._wait(barrier, what, on_level, traced)
             traced.set_attribute(attr.CONSISTENCY, outcome.level.value)
             traced.set_attribute(attr.VERDICT, outcome.verdict)
         return outcome
@@ -73,6 +75,7 @@ class BarrierDriver:
         barrier: ProgressBarrier,
         what: str,
         on_level: Callable[[BarrierLevel], None],
+        traced: trace.Span,
     ) -> BarrierOutcome:
         started = time.monotonic()
         key = object()
@@ -123,6 +126,10 @@ class BarrierDriver:
                     target.value,
                 )
                 self.metrics.barrier_downgrades.labels(level.value, target.value).inc()
+                traced.add_event(
+                    attr.BARRIER_RELAXED,
+                    {attr.RELAXED_FROM: level.value, attr.CONSISTENCY: target.value},
+                )
                 level = target
                 on_level(level)
         finally:

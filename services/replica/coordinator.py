@@ -230,6 +230,15 @@ class Coordinator:
                 self.metrics.coordinator_behind_placements.inc()
             if missed.schema:
                 self.metrics.coordinator_behind_schema.inc()
+            if missed.placements or missed.schema:
+                trace.get_current_span().set_attribute(
+                    attr.BEHIND,
+                    [
+                        w
+                        for w, hit in (("schema", missed.schema), ("placements", missed.placements))
+                        if hit
+                    ],
+                )
             progress.view = newer
             decision = self.planner.recheck(plan, newer, newer.epoch, progress.answered)
         assert decision is not Recheck.CATCH_UP, "the view is the newest epoch seen"

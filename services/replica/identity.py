@@ -14,8 +14,10 @@ from epochal.cms_client import CMSClient, CommitObserver
 from epochal.errors import EpochalError, InvalidRequest, Rejected
 from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
+from epochal.runtime.commit_tracing import traced_commit
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import ClusterMetadata, Register
+from epochal.telemetry import attributes as attr
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ async def register(
     )
     async with CMSClient(settings.cms, total_timeout_s=60.0, observer=observer) as cms:
         try:
-            committed = await cms.commit(transformation, entry_id=entry_id)
+            committed = await traced_commit(cms, attr.REPLICA_COMMIT, transformation, entry_id)
         except (Rejected, InvalidRequest) as error:
             raise RegistrationFailed(
                 f"the CMS refused to register {settings.address}: {error.message}",

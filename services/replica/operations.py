@@ -43,6 +43,7 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_receiver import StreamProgressView, StreamReceiver
 from epochal.replica.stream_values import PullRequest
+from epochal.runtime.commit_tracing import traced_commit
 from epochal.runtime.follower import MetadataFollower
 from epochal.tcm import (
     AdvanceSequence,
@@ -62,6 +63,7 @@ from epochal.tcm.barrier import BarrierLevel, barrier_for_step
 from epochal.tcm.movements import movements
 from epochal.tcm.tokens import TokenRange
 from epochal.tcm.topology import placements_before_last_change
+from epochal.telemetry import attributes as attr
 
 log = logging.getLogger(__name__)
 MAX_UNDO_PASSES = 64
@@ -451,7 +453,7 @@ class Operations:
         async with CMSClient(
             self.settings.cms, total_timeout_s=COMMIT_TIMEOUT_S, observer=self.metrics.commits
         ) as cms:
-            committed = await cms.commit(transformation, entry_id=entry_id)
+            committed = await traced_commit(cms, attr.REPLICA_COMMIT, transformation, entry_id)
         log.info("committed %s at epoch %d", transformation, committed.epoch)
         if not await self.follower.catch_up(committed.epoch, APPLY_TIMEOUT_S):
             raise OperationRefused(
