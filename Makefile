@@ -13,33 +13,39 @@ HISTORY_RUNS ?= 5
 FUZZ_INPUTS ?= 20000
 FUZZ_SEED ?= 0
 
-.PHONY: install deps run test lint format protos sim history fuzz bench prometheus clean-venv
+.PHONY: install deps run test lint format protos sim history fuzz bench prometheus analyze clean-venv
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,analytics]'
 	touch $(STAMP)
 
-# The Debian packages the suite and `make prometheus` need (Prometheus and promtool), installed
-# when missing (as root: CI is). The package's own service is not started (policy-rc.d).
+# The Debian packages the suite needs, installed when missing (as root: CI is): Prometheus and
+# promtool (the scrape and alert tests, `make prometheus`; its own service is not started:
+# policy-rc.d) and a Java runtime for PySpark (the analytics job and its test).
 deps:
-	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+	@missing=""; \
+	if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+		missing="prometheus"; \
+	fi; \
+	if ! command -v java >/dev/null 2>&1; then missing="$$missing openjdk-17-jre-headless"; fi; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \
-			echo "make deps: Debian's prometheus is missing and this is not root: run" \
-				"'sudo make deps' (or install prometheus); the tests that need it fail" >&2; \
+			echo "make deps: Debian's$$missing missing and this is not root: run" \
+				"'sudo make deps' (or install them); the tests that need them fail" >&2; \
 			exit 0; \
 		fi; \
-		echo "installing Debian's prometheus (for promtool and the scrape tests)"; \
+		echo "installing Debian's$$missing (for the tests, make prometheus and make analyze)"; \
 		if [ ! -e /usr/sbin/policy-rc.d ]; then \
 			trap 'rm -f /usr/sbin/policy-rc.d' EXIT INT TERM; \
 			printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
 			chmod +x /usr/sbin/policy-rc.d; \
 		fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends prometheus >/dev/null; \
+			--no-install-recommends $$missing >/dev/null; \
 	fi
 
 run: install
@@ -54,6 +60,13 @@ PROMETHEUS_LISTEN ?= 127.0.0.1:9090
 prometheus: install deps
 	prometheus --config.file=deploy/prometheus/prometheus.yml --storage.tsdb.path=var/prometheus \
 		--web.listen-address=$(PROMETHEUS_LISTEN)
+
+# The trace analytics job (epochal.analytics) on a folder of span files, by default the ones
+# `make run` leaves; the tables go to ANALYTICS_OUT. ARGS passes flags (--master, --window, …).
+TRACES ?= var/devcluster/traces
+ANALYTICS_OUT ?= var/analytics
+analyze: install deps
+	$(PY) -m epochal.analytics $(TRACES) --out $(ANALYTICS_OUT) $(ARGS)
 
 # mypy runs in the package tree the editable install's import hook hides from it.
 MYPY_TREE := build/mypy

@@ -328,7 +328,11 @@ def _metrics_line(data_dir: DataDir) -> str:
 def _traces_line(record: ClusterRecord) -> str:
     if not record.traces:
         return "  spans: no span files (--no-traces)"
-    return f"  spans in {_shown(record.traces)}/ (OTLP-JSON lines, a file per process)"
+    shown = _shown(record.traces)
+    return (
+        f"  spans in {shown}/ (OTLP-JSON lines, a file per process); analyse them: "
+        f"make analyze TRACES={shown}"
+    )
 
 
 def epochal_command() -> str:

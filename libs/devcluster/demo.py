@@ -79,6 +79,8 @@ def run_in_foreground(
         print(f"logs are in {data_dir.path}", file=sys.stderr)
         return 1
     print(f"stopped; logs and databases are in {data_dir.path}")
+    if trace_dir is not None:
+        print(f"spans in {trace_dir}: make analyze TRACES={trace_dir} (trace analytics on Spark)")
     return 0
 
 

@@ -84,7 +84,10 @@ def test_the_dev_cluster_forms_a_ring_writes_reads_and_reports(tmp_path: Path) -
     assert "epochal status | ring | health | cms describe" in out
     # Spans: a file per process in traces/ of the data directory, which the listing names.
     traces = tmp_path / "dc" / "traces"
-    assert f"  spans in {traces}/ (OTLP-JSON lines, a file per process)" in listing
+    assert (
+        f"  spans in {traces}/ (OTLP-JSON lines, a file per process); analyse them: "
+        f"make analyze TRACES={traces}"
+    ) in listing
     files = sorted(traces.glob("*.jsonl"))
     assert [f.name.split("-")[0] for f in files] == ["cms"] * 3 + ["reconciler"] + ["replica"] * 3
     spans = file_spans(files)

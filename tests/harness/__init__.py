@@ -17,7 +17,8 @@ module imports from another.
   must exist (``sample``), a family's total over some labels (``total``).
 - ``otlp``: spans as a collector sees them: an OTLP trace receiver (``otlp_receiver``) and a
   reader of the OTLP-JSON span files (``file_spans``, ``traces_data``), each span with its
-  resource's attributes.
+  resource's attributes; ``run_application`` (a traced application as a process of its own) and
+  ``QUICK_RECONCILER`` (a reconciler's flags for rounds every 100 ms).
 """
 
 from .cms import (
@@ -44,7 +45,15 @@ from .lifecycle import (
     until_logged,
 )
 from .metrics import sample, scrape, total
-from .otlp import ReceivedSpan, TraceReceiver, file_spans, otlp_receiver, traces_data
+from .otlp import (
+    QUICK_RECONCILER,
+    ReceivedSpan,
+    TraceReceiver,
+    file_spans,
+    otlp_receiver,
+    run_application,
+    traces_data,
+)
 from .processes import Pid
 from .ring import (
     EVENTS,
@@ -70,6 +79,7 @@ __all__ = [
     "GRACE_S",
     "HOLD_MS",
     "NOISE",
+    "QUICK_RECONCILER",
     "Committers",
     "Pid",
     "QuorumWriters",
@@ -99,6 +109,7 @@ __all__ = [
     "replica_db",
     "replica_rows",
     "run",
+    "run_application",
     "sample",
     "scrape",
     "signal_and_time_exit",

@@ -10,9 +10,11 @@ digits would be read as base64 and give ids of the wrong length, silently).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent import futures
@@ -27,6 +29,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 RECEIVER_THREADS = 4
+APPLICATION_TIMEOUT_S = 120
+# A reconciler that runs its rounds and advances its bounds every 100 ms: traces of rounds soon.
+QUICK_RECONCILER = ("--interval-ms", "100", "--advance-interval-ms", "100")
 STOP_GRACE_S = 1.0
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
@@ -43,6 +48,7 @@ class ReceivedSpan:
     resource: dict[str, Any]
     kind: int = 0  # OTLP SpanKind: 1 internal, 2 server, 3 client
     events: tuple[str, ...] = ()
+    event_times: tuple[tuple[str, int], ...] = ()  # (name, Unix ns) of each event
     links: tuple[tuple[str, str], ...] = ()  # (trace id, span id), hex
     start_ns: int = 0
     end_ns: int = 0
@@ -139,6 +145,7 @@ def spans_of(batches: Iterable[ResourceSpans]) -> list[ReceivedSpan]:
                         resource=resource,
                         kind=span.kind,
                         events=tuple(event.name for event in span.events),
+                        event_times=tuple((e.name, e.time_unix_nano) for e in span.events),
                         links=tuple((k.trace_id.hex(), k.span_id.hex()) for k in span.links),
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
@@ -164,3 +171,21 @@ def _ids_to_base64(span: dict[str, Any]) -> None:
     for field in _ID_FIELDS:
         if span.get(field):
             span[field] = base64.b64encode(bytes.fromhex(span[field])).decode()
+
+
+async def run_application(source: str, folder: Path, *args: str) -> dict[str, str]:
+    """Run ``source`` (an application with a tracer provider of its own, say) as a separate
+    process with ``args``; the JSON it printed last."""
+    script = folder / "application.py"
+    script.write_text(source)
+    application = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(application.communicate(), APPLICATION_TIMEOUT_S)
+    assert application.returncode == 0, err.decode()[-3000:]
+    loaded: dict[str, str] = json.loads(out.decode().strip().splitlines()[-1])
+    return loaded

@@ -11,9 +11,6 @@ provider of its own) using the SDK:
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -22,7 +19,7 @@ import pytest
 
 from epochal.devcluster.cluster import LocalCluster
 from epochal.telemetry import attributes as attr
-from tests.harness import run, start_ring, until
+from tests.harness import QUICK_RECONCILER, run, run_application, start_ring, until
 from tests.harness.otlp import ReceivedSpan, folder_spans, otlp_receiver
 from tests.harness.ring import replica_db
 
@@ -107,25 +104,6 @@ SAMPLING_APPLICATION = textwrap.dedent(
     """
 )
 
-RECONCILER = ("--interval-ms", "100", "--advance-interval-ms", "100")
-
-
-async def run_application(source: str, folder: Path, *args: str) -> dict[str, str]:
-    """Run ``source`` as a separate process with ``args``; the JSON it printed last."""
-    script = folder / "application.py"
-    script.write_text(source)
-    application = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(script),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(application.communicate(), 120)
-    assert application.returncode == 0, err.decode()[-3000:]
-    loaded: dict[str, str] = json.loads(out.decode().strip().splitlines()[-1])
-    return loaded
-
 
 def one(spans: list[ReceivedSpan], what: str) -> ReceivedSpan:
     assert len(spans) == 1, f"{len(spans)} spans of {what}: {spans}"
@@ -137,7 +115,7 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
 ) -> None:
     traces = tmp_path / "traces"
     cluster = LocalCluster(tmp_path / "cluster", env={"EPOCHAL_TRACE_DIR": str(traces)})
-    cluster.reconciler_args = RECONCILER
+    cluster.reconciler_args = QUICK_RECONCILER
     ids: dict[str, str] = {}
     members: dict[str, str] = {}
 
@@ -251,7 +229,7 @@ def test_the_spans_reach_a_collector_and_at_ratio_zero_only_a_sampled_parents_ch
             "OTEL_TRACES_SAMPLER_ARG": "0",
         }
         cluster = LocalCluster(tmp_path / "cluster", env=env)
-        cluster.reconciler_args = RECONCILER
+        cluster.reconciler_args = QUICK_RECONCILER
 
         async def scenario() -> None:
             await start_ring(cluster, num_tokens=4)

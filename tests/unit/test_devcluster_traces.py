@@ -42,7 +42,10 @@ def test_every_process_of_the_cluster_is_told_where_and_the_listing_says_it(
     assert cluster.cms.env == {"EPOCHAL_TRACE_DIR": str(traces)}
     record = ClusterRecord(phase="serving", supervisor_pid=1, traces=str(traces))
     lines = listing(record, DataDir(tmp_path / "dev"))
-    assert f"  spans in {traces}/ (OTLP-JSON lines, a file per process)" in lines
+    assert (
+        f"  spans in {traces}/ (OTLP-JSON lines, a file per process); analyse them: "
+        f"make analyze TRACES={traces}"
+    ) in lines
 
 
 def test_without_span_files_the_environment_is_overridden_and_the_listing_says_so(

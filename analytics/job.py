@@ -1,0 +1,196 @@
+"""The job: span files in, Parquet tables and a summary out.
+
+Stages, each timed: read the span files and write the ``spans`` table; then every other table
+from the ``spans`` table as written (Parquet, read back: columns read only where needed, and no
+second parse of the JSON); then the thresholds. Each table is a folder of Parquet files under the
+output directory, replaced when the job runs again; ``summary.json`` beside them says what was
+read, what each table holds, how long each stage took and which thresholds were crossed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import SparkConf
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from epochal.analytics import graph, latency, propagation, thresholds
+from epochal.analytics.spans import flatten, processes, read_lines, with_process_nodes
+
+log = logging.getLogger(__name__)
+
+LOCAL_MASTER = "local[*]"
+SUMMARY = "summary.json"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    traces: tuple[str, ...]  # folders or files; any Hadoop path (file:, hdfs:, s3a:)
+    out: str  # where the tables go, on storage the driver and executors share
+    master: str = ""  # "" = spark-submit's, else local[*]
+    shuffle_partitions: int = 8
+    driver_memory: str = "4g"  # used only when this process starts the JVM
+    window_s: int = 60
+    accuracy: int = latency.ACCURACY
+    ui: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.traces:
+            raise ValueError("no span files or folders to read")
+        if self.shuffle_partitions < 1:
+            raise ValueError(
+                f"--shuffle-partitions must be at least 1, got {self.shuffle_partitions}"
+            )
+        if self.window_s < 1:
+            raise ValueError(f"--window must be at least 1 second, got {self.window_s}")
+        if self.accuracy < 1:
+            raise ValueError(f"--accuracy must be at least 1, got {self.accuracy}")
+
+
+@dataclass(slots=True)
+class Summary:
+    inputs: list[str]
+    out: str
+    spark: dict[str, str]
+    spans: int = 0
+    traces: int = 0
+    bad_lines: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # name -> rows
+    stage_s: dict[str, float] = field(default_factory=dict)
+    thresholds: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def crossed(self) -> list[dict[str, Any]]:
+        return [t for t in self.thresholds if t["state"] in ("warning", "critical")]
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "crossed": self.crossed}, indent=2, default=str)
+
+
+def session(settings: JobSettings) -> SparkSession:
+    """The Spark session: spark-submit's master and settings when it launched this process,
+    else ``settings.master`` or local[*] bound to 127.0.0.1."""
+    conf = SparkConf()
+    master = settings.master or conf.get("spark.master", "") or LOCAL_MASTER
+    builder = SparkSession.builder.appName("epochal-analytics").master(master)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    builder = (
+        builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.driver.memory", settings.driver_memory)
+        .config("spark.ui.enabled", str(settings.ui).lower())
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # a key repeated in an attribute list or among a span's events: the last one wins
+        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+class _Writer:
+    """Writes tables under ``out`` and times each stage."""
+
+    def __init__(self, spark: SparkSession, out: str, summary: Summary) -> None:
+        self.spark, self.out, self.summary = spark, out.rstrip("/"), summary
+
+    def path(self, name: str) -> str:
+        return f"{self.out}/{name}"
+
+    def write(self, name: str, build: Callable[[], DataFrame], *, small: bool = True) -> DataFrame:
+        started = time.monotonic()
+        table = build()
+        if small:  # an aggregate: one file, not one per shuffle partition
+            table = table.coalesce(1)
+        table.write.mode("overwrite").parquet(self.path(name))
+        written = self.spark.read.parquet(self.path(name))
+        self.summary.tables[name] = written.count()
+        self.summary.stage_s[name] = round(time.monotonic() - started, 3)
+        return written
+
+
+def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
+    """Run every stage; the summary is also written to ``<out>/summary.json``."""
+    spark = spark or session(settings)
+    summary = Summary(
+        inputs=list(settings.traces),
+        out=settings.out,
+        spark={
+            "master": spark.sparkContext.master,
+            "version": spark.version,
+            "shuffle_partitions": str(settings.shuffle_partitions),
+        },
+    )
+    w = _Writer(spark, settings.out, summary)
+    started = time.monotonic()
+    lines = read_lines(spark, settings.traces)
+    flat = w.write("spans", lambda: flatten(lines), small=False)
+    summary.spans = summary.tables["spans"]
+    spans = with_process_nodes(flat, w.write("processes", lambda: processes(flat)))
+    summary.bad_lines = _bad_lines(lines)
+    summary.stage_s["bad_lines"] = round(time.monotonic() - started - summary.stage_s["spans"], 3)
+    summary.traces = spans.select("trace_id").distinct().count()
+    acc = settings.accuracy
+    w.write("latency", lambda: latency.latency(spans, acc))
+    w.write("latency_windows", lambda: latency.latency_windows(spans, acc, settings.window_s))
+    w.write("commit_phases", lambda: latency.commit_phases(spans, acc))
+    w.write("consistency_mix", lambda: latency.consistency_mix(spans))
+    w.write("errors", lambda: latency.errors(spans))
+    epochs = w.write("epoch_propagation", lambda: propagation.epoch_propagation(spans))
+    w.write("epoch_propagation_nodes", lambda: propagation.propagation_by_node(epochs, acc))
+    behind = w.write(
+        "epochs_behind", lambda: propagation.longest_behind(epochs, thresholds.BEHIND_EPOCHS)
+    )
+    lag = w.write("reconciliation_lag", lambda: propagation.reconciliation_lag(spans))
+    w.write("reconciliation_lag_ranges", lambda: propagation.reconciliation_lag_by_range(lag, acc))
+    w.write("dependencies", lambda: graph.dependencies(spans, acc))
+    paths = w.write("critical_paths", lambda: graph.critical_paths(spark, spans), small=False)
+    w.write("critical_path_summary", lambda: graph.critical_path_summary(paths))
+    measured_at = time.monotonic()
+    summary.thresholds = thresholds.rows(thresholds.measure(spans, behind, acc))
+    summary.stage_s["thresholds_measure"] = round(time.monotonic() - measured_at, 3)
+    w.write("thresholds", lambda: spark.createDataFrame(summary.thresholds, _THRESHOLD_SCHEMA))
+    summary.stage_s["total"] = round(time.monotonic() - started, 3)
+    _write_summary(spark, settings.out, summary)
+    return summary
+
+
+_THRESHOLD_SCHEMA = (
+    "metric string, unit string, warning double, critical double, measured double, "
+    "state string, how string"
+)
+
+
+def _bad_lines(lines: DataFrame) -> int:
+    """Lines that held no span data: not JSON (a truncated last line), or not a TracesData."""
+    return int(lines.where(F.col("resourceSpans").isNull()).select("resourceSpans").count())
+
+
+def _write_summary(spark: SparkSession, out: str, summary: Summary) -> None:
+    """``summary.json`` under ``out``: a local file, or through Hadoop's file system for a
+    cluster's storage (``hdfs:``, ``s3a:``)."""
+    text = summary.to_json()
+    if "://" not in out or out.startswith("file:"):
+        Path(out.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        Path(out.removeprefix("file://"), SUMMARY).write_text(text + "\n")
+        return
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(f"{out.rstrip('/')}/{SUMMARY}")
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    stream = fs.create(hadoop_path, True)
+    try:
+        stream.write(bytearray((text + "\n").encode()))
+    finally:
+        stream.close()
