@@ -1,13 +1,18 @@
-"""Shared fixtures: PostgreSQL on 127.0.0.1:5432 (skipped with a reason, or failed under CI)."""
+"""Shared fixtures: PostgreSQL on 127.0.0.1:5432 (skipped with a reason, or failed under CI);
+a local Spark session for the analytics job's tests (one per run: starting one costs seconds)."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -57,3 +62,15 @@ def storage_backend(request: pytest.FixtureRequest, tmp_path) -> tuple[str, str 
         return f"sqlite:///{tmp_path}/db/cms.db", None
     url = request.getfixturevalue("postgres_url")
     return url, request.getfixturevalue("pg_schema")()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The analytics job's own session (``epochal.analytics.job.session``) on local[2]."""
+    from epochal.analytics.job import JobSettings, session
+
+    out = tmp_path_factory.mktemp("analytics")
+    settings = JobSettings(traces=("-",), out=str(out), master="local[2]", shuffle_partitions=2)
+    spark = session(settings)
+    yield spark
+    spark.stop()

@@ -4,75 +4,20 @@ the column of every project attribute."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
 from pyspark.sql import SparkSession
 
 from epochal.analytics import columns
-from epochal.analytics.job import JobSettings, session
-from epochal.analytics.spans import flatten, read_lines
+from epochal.analytics.spans import flatten, processes, read_lines, with_process_nodes
 from epochal.telemetry import attributes as attr
+from tests.harness.span_files import line, span, write_file
 
 BASE_COLUMNS = (
     "trace_id", "span_id", "parent_span_id", "name", "kind", "scope", "start_ns", "end_ns",
     "duration_ms", "start_time", "status", "status_message", "events", "links", "attributes",
     "error",
 )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    out = tmp_path_factory.mktemp("out")
-    spark = session(JobSettings(traces=("unused",), out=str(out), shuffle_partitions=2))
-    yield spark
-    spark.stop()
-
-
-def value(v: Any) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [value(x) for x in v]}}
-    return {"stringValue": v}
-
-
-def line(service: str, *spans: dict[str, Any]) -> str:
-    resource = {"service.name": service, attr.NODE_ID: f"{service}-node"}
-    return json.dumps(
-        {
-            "resourceSpans": [
-                {
-                    "resource": {
-                        "attributes": [{"key": k, "value": value(v)} for k, v in resource.items()]
-                    },
-                    "scopeSpans": [{"scope": {"name": "epochal"}, "spans": list(spans)}],
-                }
-            ]
-        }
-    )
-
-
-def otlp_span(span_id: str, parent: str, name: str, start: int, end: int, **attrs: Any) -> dict:
-    return {
-        "traceId": "AB" * 16,
-        "spanId": span_id,
-        "parentSpanId": parent,
-        "name": name,
-        "kind": 2,
-        "startTimeUnixNano": str(start),
-        "endTimeUnixNano": str(end),
-        "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()],
-        "events": [{"timeUnixNano": str(start + 5), "name": "queued", "attributes": []}],
-        "status": {"code": 2, "message": "boom"} if attrs.get(attr.OUTCOME) == "timeout" else {},
-    }
 
 
 def test_the_column_names_are_unique_and_none_is_a_base_column() -> None:
@@ -88,25 +33,28 @@ def test_spans_are_flattened_with_their_types_and_bad_lines_are_skipped(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     big = 2**62 + 1  # a 64-bit integer survives (the file has it as a string)
-    write = otlp_span(
-        "00000000000000A1", "", attr.REPLICA_WRITE, 1_000_000_000, 1_003_000_000,
+    write = span(
+        attr.REPLICA_WRITE, 1_000_000_000, 1_003_000_000, span_id="00000000000000A1",
+        trace_id="AB" * 16, events=[("queued", 1_000_000_005)], error=True,
         **{attr.EPOCH: 7, attr.TOKEN: big, attr.CONSISTENCY: "QUORUM",
            attr.REPLICAS_CONTACTED: ["n1", "n2"], attr.REPAIR: True, attr.NODE_ID: "n1",
            attr.OUTCOME: "timeout", attr.STATUS_CODE: 4, "application.thing": 1.5},
     )  # fmt: skip
-    child = otlp_span("00000000000000a2", "00000000000000a1", attr.REPLICA_APPLY, 1_001_000_000,
-                      1_002_000_000)  # fmt: skip
+    child = span(attr.REPLICA_APPLY, 1_001_000_000, 1_002_000_000, span_id="00000000000000a2",
+                 parent="00000000000000a1")  # fmt: skip
     run1, run2 = tmp_path / "run1", tmp_path / "run2" / "deeper"
-    run1.mkdir()
-    run2.mkdir(parents=True)
-    (run1 / "replica-a.jsonl").write_text(line("replica", write) + "\n" + '{"resourceSpans": [{')
-    (run2 / "replica-b.jsonl").write_text(line("replica", child) + "\n")
+    node = "replica-node"
+    write_file(
+        run1 / "replica-a.jsonl", line("replica", [write], node=node), '{"resourceSpans": [{'
+    )
+    write_file(run2 / "replica-b.jsonl", line("replica", [child], node=node))
     (run2 / "ignored.txt").write_text("not spans\n")
     # a copy of a file (a folder copied into another): its spans are read twice, kept once
     (run2 / "copy.jsonl").write_text((run1 / "replica-a.jsonl").read_text())
     lines = read_lines(spark, [str(tmp_path), str(run1)])  # run1 twice: its files read once
     assert lines.where("resourceSpans IS NULL").select("resourceSpans").count() == 2
-    rows = {r["span_id"]: r.asDict() for r in flatten(lines).collect()}
+    spans = flatten(lines)
+    rows = {r["span_id"]: r.asDict() for r in spans.collect()}
     assert set(rows) == {"00000000000000a1", "00000000000000a2"}  # ids lowercased
     w = rows["00000000000000a1"]
     assert w["trace_id"] == "ab" * 16 and w["parent_span_id"] is None
@@ -114,9 +62,10 @@ def test_spans_are_flattened_with_their_types_and_bad_lines_are_skipped(
     assert (w["epoch"], w["token"], w["consistency"]) == (7, big, "QUORUM")
     assert w["replicas_contacted"] == ["n1", "n2"] and w["repair"] is True
     assert (w["status"], w["error"], w["grpc_status_code"]) == (2, True, 4)
-    assert (w["service"], w["resource_node"], w["node_id"]) == ("replica", "replica-node", "n1")
+    assert (w["service"], w["resource_node"], w["node_id"]) == ("replica", node, "n1")
     assert w["attributes"]["application.thing"] == "1.5"
     assert [(e["name"], e["time_ns"]) for e in w["events"]] == [("queued", 1_000_000_005)]
     c = rows["00000000000000a2"]
     assert c["parent_span_id"] == "00000000000000a1" and c["node_id"] is None
+    assert [r["node"] for r in with_process_nodes(spans, processes(spans)).collect()] == ["n1"] * 2
     assert c["error"] is False and c["replicas_contacted"] is None

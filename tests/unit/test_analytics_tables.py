@@ -1,0 +1,190 @@
+"""The analytics job's tables on span files written by hand (local Spark): the commit's phases,
+epoch propagation and how long a node was behind, reconciliation lag from HLC times, the
+dependency edges between processes, and seed 001's thresholds — crossed just above them, not at
+them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from epochal.analytics import graph, latency, propagation, thresholds
+from epochal.analytics.spans import flatten, processes, read_lines, with_process_nodes
+from epochal.mtrack.hlc import make_hlc
+from epochal.telemetry import attributes as attr
+from tests.harness.span_files import line, span, write_file
+
+S = 1_000_000_000  # ns
+MS = 1_000_000
+T0 = 1_800_000_000 * S  # an instant in 2027, on a minute's start
+
+
+def table(
+    spark: SparkSession, folder: Path, *files: tuple[str, str, list[dict[str, Any]]]
+) -> DataFrame:
+    """The span table (with nodes) of ``files``: (service, node, spans) each, a file each."""
+    for i, (service, node, spans) in enumerate(files):
+        write_file(folder / f"{service}-{i}.jsonl", line(service, spans, f"{service}-{i}", node))
+    flat = flatten(read_lines(spark, [str(folder)]))
+    return with_process_nodes(flat, processes(flat))
+
+
+def test_the_leaders_commit_is_split_into_its_phases(spark: SparkSession, tmp_path: Path) -> None:
+    commit = span(
+        attr.CMS_COMMIT, T0, T0 + 10 * MS,
+        events=[(attr.PHASE_QUEUED, T0 + 1 * MS), (attr.PHASE_VALIDATED, T0 + 3 * MS),
+                (attr.PHASE_ACCEPTED, T0 + 6 * MS), (attr.PHASE_APPLIED, T0 + 7 * MS),
+                (attr.PHASE_ANSWERED, T0 + 9 * MS)],
+        **{attr.TRANSFORMATION: "create_table", attr.EPOCH: 5},
+    )  # fmt: skip
+    follower = span(attr.CMS_COMMIT, T0, T0 + 11 * MS, **{attr.FORWARDED: True})
+    spans = table(spark, tmp_path, ("cms", "cms1", [commit]), ("cms", "cms2", [follower]))
+    phases = {r["phase"]: r["duration_ms"] for r in latency.commit_phase_times(spans).collect()}
+    assert phases == {
+        "received": 1.0,
+        "queued": 2.0,
+        "validated": 3.0,
+        "accepted": 1.0,
+        "applied": 2.0,
+    }
+    rows = latency.commit_phases(spans, 100).collect()
+    assert {(r["transformation"], r["phase"]) for r in rows} >= {
+        ("create_table", "queued"),
+        ("*", "queued"),
+    }
+
+
+def test_propagation_runs_from_the_first_member_to_learn_the_epoch_to_each_apply(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    led = span(
+        attr.CMS_COMMIT,
+        T0,
+        T0 + 9 * MS,
+        events=[(attr.PHASE_ACCEPTED, T0 + 6 * MS)],
+        **{attr.EPOCH: 2, attr.TRANSFORMATION: "create_table", attr.OUTCOME: "committed"},
+    )
+    forwarded = span(
+        attr.CMS_COMMIT,
+        T0,
+        T0 + 4 * MS,  # learnt from the votes: first
+        **{attr.EPOCH: 2, attr.FORWARDED: True, attr.OUTCOME: "committed"},
+    )
+    untraced = span(attr.EPOCH_APPLY, T0 + 1 * MS, T0 + 1 * MS, **{attr.EPOCH: 1})
+    applies = [
+        span(attr.EPOCH_APPLY, T0 + 5 * MS, T0 + 5 * MS, **{attr.EPOCH: 2}),
+        untraced,
+    ]
+    other = [
+        span(attr.EPOCH_APPLY, T0 + 14 * MS, T0 + 14 * MS, **{attr.EPOCH: 2}),
+        span(attr.EPOCH_APPLY, T0 + 3 * MS, T0 + 3 * MS, **{attr.EPOCH: 1}),
+    ]
+    spans = table(
+        spark, tmp_path, ("cms", "cms1", [led, forwarded]),
+        ("replica", "node-1", applies), ("replica", "node-2", other),
+    )  # fmt: skip
+    rows = {(r["epoch"], r["node"]): r for r in propagation.epoch_propagation(spans).collect()}
+    assert rows[(2, "node-1")]["propagation_ms"] == 1.0  # from the forwarding member's answer
+    assert rows[(2, "node-2")]["propagation_ms"] == 10.0
+    assert rows[(2, "node-1")]["reference"] == "commit"
+    assert rows[(1, "node-2")]["propagation_ms"] == 2.0  # from the first apply anywhere
+    assert rows[(1, "node-2")]["reference"] == "first_apply"
+
+
+def test_the_longest_a_node_was_more_than_ten_epochs_behind(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    commits = [
+        span(attr.CMS_COMMIT, T0 + e * S, T0 + e * S + MS,
+             events=[(attr.PHASE_ACCEPTED, T0 + e * S)], **{attr.EPOCH: e})
+        for e in range(1, 16)
+    ]  # fmt: skip
+    prompt = [span(attr.EPOCH_APPLY, T0 + e * S + MS, T0 + e * S + MS, **{attr.EPOCH: e})
+              for e in range(1, 16)]  # fmt: skip
+    # epoch 2 reaches node-2 70 s after epoch 13 (2 + 10 + 1) was committed
+    late = [span(attr.EPOCH_APPLY, T0 + 83 * S, T0 + 83 * S, **{attr.EPOCH: e})
+            for e in range(2, 16)]  # fmt: skip
+    early = span(attr.EPOCH_APPLY, T0 + S + MS, T0 + S + MS, **{attr.EPOCH: 1})
+    spans = table(
+        spark, tmp_path, ("cms", "cms1", commits), ("replica", "node-1", prompt),
+        ("replica", "node-2", [early, *late]),
+    )  # fmt: skip
+    epochs = propagation.epoch_propagation(spans)
+    behind = {r["node"]: r["behind_s"] for r in propagation.longest_behind(epochs, 10).collect()}
+    assert behind["node-2"] == pytest.approx(70.0) and behind["node-1"] == 0.0
+    measured = thresholds.measure(spans, propagation.longest_behind(epochs, 10), 100)
+    assert (
+        thresholds.state_of(thresholds.EPOCH_SPREAD, measured[thresholds.EPOCH_SPREAD.metric])
+        == "warning"
+    )
+
+
+def test_reconciliation_lag_is_the_rounds_end_less_the_newest_bound_reached(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    base_ms = T0 // MS
+
+    def round_(end_s: int, reached_ms: int) -> dict[str, Any]:
+        reached = make_hlc(reached_ms, 3) if reached_ms else 0
+        return span(attr.RECONCILE_ROUND, T0 + end_s * S - MS, T0 + end_s * S,
+                    **{attr.KEYSPACE: "shop", attr.RANGE: "(0, 10]", attr.OUTCOME: "advanced",
+                       attr.RECONCILIATION_TIME: reached, attr.DELIVERED: 1})  # fmt: skip
+
+    rounds = [round_(10, base_ms + 5_000), round_(20, 0), round_(30, base_ms + 28_000)]
+    spans = table(spark, tmp_path, ("reconciler", "reconciler1", rounds))
+    lag = propagation.reconciliation_lag(spans)
+    assert [r["lag_s"] for r in lag.orderBy("end_ns").collect()] == [5.0, 15.0, 2.0]
+    (summary,) = propagation.reconciliation_lag_by_range(lag, 100).collect()
+    assert (summary["count"], summary["max_s"], summary["last_lag_s"]) == (3, 15.0, 2.0)
+
+
+def test_a_call_is_an_edge_between_processes_even_of_one_service(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write = span(attr.REPLICA_WRITE, T0, T0 + 5 * MS, span_id="0000000000000001")
+    local = span(attr.REPLICA_APPLY, T0 + MS, T0 + 2 * MS, parent="0000000000000001")
+    remote = span(attr.REPLICA_APPLY, T0 + MS, T0 + 3 * MS, parent="0000000000000001", error=True)
+    spans = table(spark, tmp_path, ("replica", "node-1", [write, local]),
+                  ("replica", "node-2", [remote]))  # fmt: skip
+    (edge,) = graph.dependencies(spans, 100).collect()
+    assert (edge["caller"], edge["callee"], edge["operation"]) == (
+        "replica",
+        "replica",
+        attr.REPLICA_APPLY,
+    )
+    assert (edge["calls"], edge["errors"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("barrier_s", "relaxed", "behind", "retries", "state"),
+    [
+        (5.0, 1, 10, 5, "ok"),  # at every warning threshold: not crossed
+        (5.5, 2, 11, 6, "warning"),
+        (30.5, 6, 51, 21, "critical"),
+    ],
+)
+def test_thresholds_are_crossed_just_above_them_not_at_them(
+    spark: SparkSession, tmp_path: Path, barrier_s: float, relaxed: int, behind: int,
+    retries: int, state: str,
+) -> None:  # fmt: skip
+    barrier = span(
+        attr.REPLICA_PROGRESS_BARRIER, T0, T0 + int(barrier_s * S),
+        events=[(attr.BARRIER_RELAXED, T0 + MS)] * relaxed,
+    )  # fmt: skip
+    coordinators = [
+        span(attr.REPLICA_WRITE, T0 + i * MS, T0 + i * MS + MS, **{attr.BEHIND: ["schema"]})
+        for i in range(behind)
+    ]
+    commit = span(latency.CLIENT_COMMIT, T0, T0 + MS, **{attr.ATTEMPTS: retries + 1})
+    spans = table(spark, tmp_path, ("replica", "node-1", [barrier, *coordinators]),
+                  ("application", "", [commit]))  # fmt: skip
+    empty = spark.createDataFrame([], "node string, behind_s double")
+    rows = {r["metric"]: r for r in thresholds.rows(thresholds.measure(spans, empty, 100))}
+    for threshold in (thresholds.BARRIER, thresholds.RELAXATIONS, thresholds.COORDINATOR_BEHIND,
+                      thresholds.COMMIT_RETRIES):  # fmt: skip
+        assert rows[threshold.metric]["state"] == state, rows[threshold.metric]
+    assert rows[thresholds.UNREACHABLE.metric]["state"] == "not measured"
+    assert rows[thresholds.COMMIT_LATENCY.metric]["measured"] is None  # no commit at a member
