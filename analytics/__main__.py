@@ -2,7 +2,8 @@
 
 The same entry runs under spark-submit (``spark-submit analytics/__main__.py TRACE_DIR --out
 DIR``, or the installed package's module file): the master and settings spark-submit gives win
-over the defaults here. Every flag has an environment variable (``EPOCHAL_ANALYTICS_<FLAG>``).
+over the defaults here. Flags have environment variables: ``EPOCHAL_ANALYTICS_OUT``, ``_MASTER``,
+``_SHUFFLE_PARTITIONS``, ``_DRIVER_MEMORY``, ``_WINDOW_S``, ``_ACCURACY``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from epochal.analytics import latency
-from epochal.analytics.job import JobSettings, Summary, run
+from epochal.analytics.job import DEFAULT_SHUFFLE_PARTITIONS, JobSettings, Summary, run
 
 ENV_PREFIX = "EPOCHAL_ANALYTICS_"
 
@@ -48,9 +49,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shuffle-partitions",
         type=int,
-        default=int(_env("SHUFFLE_PARTITIONS", "8")),
-        help="spark.sql.shuffle.partitions (default 8: a 2-core machine; raise it on a "
-        "cluster) [EPOCHAL_ANALYTICS_SHUFFLE_PARTITIONS]",
+        default=int(_env("SHUFFLE_PARTITIONS", "0")) or None,
+        help="spark.sql.shuffle.partitions (default: spark-submit's, else "
+        f"{DEFAULT_SHUFFLE_PARTITIONS}, for a 2-core machine; raise it on a cluster) "
+        "[EPOCHAL_ANALYTICS_SHUFFLE_PARTITIONS]",
     )
     p.add_argument(
         "--driver-memory",
@@ -121,11 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    missing = [t for t in settings.traces if "://" not in t and not os.path.exists(t)]
-    if missing:
-        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+    try:
+        summary = run(settings)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    print(report(run(settings)))
+    print(report(summary))
     return 0
 
 

@@ -18,8 +18,9 @@ moment]``. A span whose parent is not in the trace (sampled out, or in a file no
 tree of its own; the trace's root is the earliest-starting parentless span.
 
 A span with phase events (the leader's ``cms.commit``: queued, validated, accepted, applied,
-answered) has its own time split at them: the time after ``queued`` until the next event is the
-``queued`` phase, and the time before its first event is ``received``.
+answered; a barrier's ``relaxed``) has its own time split at them: the time after ``queued``
+until the next event is the ``queued`` phase; the time before the first event is ``received``
+for a commit (before ``queued``), else the span's name.
 
 Pure Python on plain tuples, importing only the standard library: Spark ships it to the
 executors by value.
@@ -27,10 +28,10 @@ executors by value.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
-FIRST_PHASE = "received"
+FIRST_PHASE = "received"  # a commit's time before it was queued
 
 
 class PathSpan(NamedTuple):
@@ -69,8 +70,12 @@ def root_of(spans: list[PathSpan]) -> PathSpan | None:
     return min(roots, key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
 
 
-def critical_path(spans: list[PathSpan]) -> list[Segment]:
-    """The segments of the trace's critical path, latest first, tiling its root's interval."""
+def critical_path(
+    spans: list[PathSpan], first_phases: Mapping[str, str] | None = None
+) -> list[Segment]:
+    """The segments of the trace's critical path, latest first, tiling its root's interval.
+    ``first_phases`` names the phase before a span's first event by that event (a commit's
+    ``queued``: ``received``); otherwise it is the span's name."""
     root = root_of(spans)
     if root is None:
         return []
@@ -81,7 +86,7 @@ def critical_path(spans: list[PathSpan]) -> list[Segment]:
     for siblings in children.values():
         siblings.sort(key=lambda s: (s.end_ns, s.start_ns, s.span_id), reverse=True)
     segments: list[Segment] = []
-    _walk(root, root.start_ns, root.end_ns, children, segments, frozenset())
+    _walk(root, root.start_ns, root.end_ns, children, segments, frozenset(), first_phases or {})
     return segments
 
 
@@ -92,6 +97,7 @@ def _walk(
     children: dict[str, list[PathSpan]],
     out: list[Segment],
     ancestors: frozenset[str],
+    first_phases: Mapping[str, str],
 ) -> None:
     """Append the path through ``span`` within ``[start_ns, end_ns]`` to ``out``, latest first.
     ``ancestors`` guards against a span listed as its own descendant (bad input)."""
@@ -107,19 +113,22 @@ def _walk(
         child_start, child_end = max(child.start_ns, start_ns), min(child.end_ns, now)
         if child_start >= child_end:
             continue
-        _own(span, child_end, now, out)
-        _walk(child, child_start, child_end, children, out, inside)
+        _own(span, child_end, now, out, first_phases)
+        _walk(child, child_start, child_end, children, out, inside, first_phases)
         now = child_start
-    _own(span, start_ns, now, out)
+    _own(span, start_ns, now, out, first_phases)
 
 
-def _own(span: PathSpan, start_ns: int, end_ns: int, out: list[Segment]) -> None:
+def _own(
+    span: PathSpan, start_ns: int, end_ns: int, out: list[Segment], first_phases: Mapping[str, str]
+) -> None:
     """``span``'s own time in ``[start_ns, end_ns]``, split at its phase events, latest first.
     The first phase reaches back, and the last forward, past the span's own bounds (clipping)."""
     if end_ns <= start_ns:
         return
     events = sorted(span.events, key=lambda e: e[1])
-    phases = [(FIRST_PHASE if events else span.name, start_ns)]
+    first = first_phases.get(events[0][0], span.name) if events else span.name
+    phases = [(first, start_ns)]
     phases += [(name, min(max(t, start_ns), end_ns)) for name, t in events]
     pieces = []
     for i, (phase, begins) in enumerate(phases):
@@ -132,7 +141,10 @@ def _own(span: PathSpan, start_ns: int, end_ns: int, out: list[Segment]) -> None
 
 
 def path_row(
-    trace_id: str, spans: Sequence[Any], phase_events: Collection[str]
+    trace_id: str,
+    spans: Sequence[Any],
+    phase_events: Collection[str],
+    first_phases: Mapping[str, str] | None = None,
 ) -> tuple[Any, ...] | None:
     """A trace's row of the ``critical_paths`` table from its spans as Spark rows (``span_id``,
     ``parent_span_id``, ``name``, ``service``, ``node``, ``start_ns``, ``end_ns``, ``events``):
@@ -147,7 +159,11 @@ def path_row(
             s["node"] or "",
             s["start_ns"],
             s["end_ns"],
-            tuple((e["name"], e["time_ns"]) for e in s["events"] if e["name"] in phase_events),
+            tuple(
+                (e["name"], e["time_ns"])
+                for e in s["events"]
+                if e["name"] in phase_events and e["time_ns"] is not None
+            ),
         )
         for s in spans
         if s["start_ns"] is not None and s["end_ns"] is not None
@@ -157,7 +173,7 @@ def path_row(
         return None
     segments = [
         (g.service, g.node, g.name, g.phase, g.span_id, g.start_ns, g.duration_ns / 1e6)
-        for g in reversed(critical_path(path_spans))
+        for g in reversed(critical_path(path_spans, first_phases))
     ]
     return (
         trace_id,

@@ -104,7 +104,10 @@ def critical_paths(spark: SparkSession, spans: DataFrame) -> DataFrame:
         ).alias("spans")
     )
     path_row = cp.path_row  # a function of a module sent by value: no epochal on executors
-    rows = per_trace.rdd.map(lambda row: path_row(row["trace_id"], row["spans"], PHASE_EVENTS))
+    first_phases = {attr.PHASE_QUEUED: cp.FIRST_PHASE}
+    rows = per_trace.rdd.map(
+        lambda row: path_row(row["trace_id"], row["spans"], PHASE_EVENTS, first_phases)
+    )
     return spark.createDataFrame(rows.filter(lambda r: r is not None), PATH)
 
 

@@ -15,10 +15,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -28,6 +27,7 @@ from epochal.analytics.spans import flatten, processes, read_lines, with_process
 log = logging.getLogger(__name__)
 
 LOCAL_MASTER = "local[*]"
+DEFAULT_SHUFFLE_PARTITIONS = 8  # 2 cores: a few tasks per core, not Spark's 200
 SUMMARY = "summary.json"
 
 
@@ -36,7 +36,7 @@ class JobSettings:
     traces: tuple[str, ...]  # folders or files; any Hadoop path (file:, hdfs:, s3a:)
     out: str  # where the tables go, on storage the driver and executors share
     master: str = ""  # "" = spark-submit's, else local[*]
-    shuffle_partitions: int = 8
+    shuffle_partitions: int | None = None  # None: spark-submit's, else DEFAULT_SHUFFLE_PARTITIONS
     driver_memory: str = "4g"  # used only when this process starts the JVM
     window_s: int = 60
     accuracy: int = latency.ACCURACY
@@ -45,7 +45,7 @@ class JobSettings:
     def __post_init__(self) -> None:
         if not self.traces:
             raise ValueError("no span files or folders to read")
-        if self.shuffle_partitions < 1:
+        if self.shuffle_partitions is not None and self.shuffle_partitions < 1:
             raise ValueError(
                 f"--shuffle-partitions must be at least 1, got {self.shuffle_partitions}"
             )
@@ -75,26 +75,47 @@ class Summary:
         return json.dumps({**asdict(self), "crossed": self.crossed}, indent=2, default=str)
 
 
+def submitted() -> bool:
+    """Whether spark-submit launched this process (it hands the driver its JVM's gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def session(settings: JobSettings) -> SparkSession:
-    """The Spark session: spark-submit's master and settings when it launched this process,
-    else ``settings.master`` or local[*] bound to 127.0.0.1."""
-    conf = SparkConf()
-    master = settings.master or conf.get("spark.master", "") or LOCAL_MASTER
-    builder = SparkSession.builder.appName("epochal-analytics").master(master)
-    if master.startswith("local"):
+    """The Spark session. A flag given wins; then what spark-submit was given (its ``--master``,
+    its ``--conf``s), when it launched this process; then the defaults here: local[*] bound to
+    127.0.0.1, settings for a 2-core machine."""
+    given: dict[str, str] = {}
+    if submitted():
+        SparkContext._ensure_initialized()  # spark-submit's JVM, holding its settings
+        given = dict(SparkConf().getAll())
+    builder = SparkSession.builder.appName("epochal-analytics")
+    chosen: dict[str, str] = {}
+
+    def default(key: str, value: str) -> None:
+        if key not in given:
+            chosen[key] = value
+
+    master = settings.master or given.get("spark.master", "") or LOCAL_MASTER
+    chosen["spark.master"] = master
+    if master.startswith("local") and not submitted():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
-    builder = (
-        builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-        .config("spark.driver.memory", settings.driver_memory)
-        .config("spark.ui.enabled", str(settings.ui).lower())
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        # a key repeated in an attribute list or among a span's events: the last one wins
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-    )
+        default("spark.driver.host", "127.0.0.1")
+        default("spark.driver.bindAddress", "127.0.0.1")
+    if settings.shuffle_partitions is not None:
+        chosen["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
+    else:
+        default("spark.sql.shuffle.partitions", str(DEFAULT_SHUFFLE_PARTITIONS))
+    default("spark.driver.memory", settings.driver_memory)  # only before the JVM starts
+    if settings.ui:
+        chosen["spark.ui.enabled"] = "true"
+    else:
+        default("spark.ui.enabled", "false")
+    default("spark.ui.showConsoleProgress", "false")
+    chosen["spark.sql.session.timeZone"] = "UTC"  # windows and timestamps in UTC, always
+    # a key repeated in an attribute list or among a span's events: the last one wins
+    chosen["spark.sql.mapKeyDedupPolicy"] = "LAST_WIN"
+    for key, value in chosen.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -130,9 +151,12 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
         spark={
             "master": spark.sparkContext.master,
             "version": spark.version,
-            "shuffle_partitions": str(settings.shuffle_partitions),
+            "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions") or "",
         },
     )
+    missing = [path for path in settings.traces if not _exists(spark, path)]
+    if missing:
+        raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
     w = _Writer(spark, settings.out, summary)
     started = time.monotonic()
     lines = read_lines(spark, settings.traces)
@@ -148,12 +172,13 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     w.write("commit_phases", lambda: latency.commit_phases(spans, acc))
     w.write("consistency_mix", lambda: latency.consistency_mix(spans))
     w.write("errors", lambda: latency.errors(spans))
-    epochs = w.write("epoch_propagation", lambda: propagation.epoch_propagation(spans))
+    epochs = w.write("epoch_propagation", lambda: propagation.epoch_propagation(spans), small=False)
     w.write("epoch_propagation_nodes", lambda: propagation.propagation_by_node(epochs, acc))
     behind = w.write(
-        "epochs_behind", lambda: propagation.longest_behind(epochs, thresholds.BEHIND_EPOCHS)
+        "epochs_behind",
+        lambda: propagation.longest_behind(spans, epochs, thresholds.BEHIND_EPOCHS),
     )
-    lag = w.write("reconciliation_lag", lambda: propagation.reconciliation_lag(spans))
+    lag = w.write("reconciliation_lag", lambda: propagation.reconciliation_lag(spans), small=False)
     w.write("reconciliation_lag_ranges", lambda: propagation.reconciliation_lag_by_range(lag, acc))
     w.write("dependencies", lambda: graph.dependencies(spans, acc))
     paths = w.write("critical_paths", lambda: graph.critical_paths(spark, spans), small=False)
@@ -178,19 +203,26 @@ def _bad_lines(lines: DataFrame) -> int:
     return int(lines.where(F.col("resourceSpans").isNull()).select("resourceSpans").count())
 
 
-def _write_summary(spark: SparkSession, out: str, summary: Summary) -> None:
-    """``summary.json`` under ``out``: a local file, or through Hadoop's file system for a
-    cluster's storage (``hdfs:``, ``s3a:``)."""
-    text = summary.to_json()
-    if "://" not in out or out.startswith("file:"):
-        Path(out.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-        Path(out.removeprefix("file://"), SUMMARY).write_text(text + "\n")
-        return
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(file system, path) of ``path`` as Spark resolves it: a path without a scheme is on the
+    cluster's default file system (the local one on local[*], HDFS on YARN)."""
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(f"{out.rstrip('/')}/{SUMMARY}")
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    return hadoop_path.getFileSystem(conf), hadoop_path
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    fs, hadoop_path = _hadoop_path(spark, path)
+    return bool(fs.exists(hadoop_path))
+
+
+def _write_summary(spark: SparkSession, out: str, summary: Summary) -> None:
+    """``summary.json`` under ``out``, through Hadoop's file system API: where the tables are,
+    whatever the storage (``file:``, ``hdfs:``, ``s3a:``, or the default file system)."""
+    fs, hadoop_path = _hadoop_path(spark, f"{out.rstrip('/')}/{SUMMARY}")
     stream = fs.create(hadoop_path, True)
     try:
-        stream.write(bytearray((text + "\n").encode()))
+        stream.write(bytearray((summary.to_json() + "\n").encode()))
     finally:
         stream.close()

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from epochal.analytics.critical_path import FIRST_PHASE
+from epochal.analytics.spans import attribute
 from epochal.telemetry import attributes as attr
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
@@ -44,7 +45,7 @@ def _grouped(spans: DataFrame) -> DataFrame:
         "service",
         F.col("name").alias("operation"),
         F.coalesce("node", F.lit("")).alias("node"),
-        F.coalesce("consistency", F.lit("")).alias("consistency"),
+        F.coalesce(attribute(attr.CONSISTENCY), F.lit("")).alias("consistency"),
         "duration_ms",
         "error",
         "start_time",
@@ -54,15 +55,28 @@ def _grouped(spans: DataFrame) -> DataFrame:
 def latency(spans: DataFrame, accuracy: int) -> DataFrame:
     """Per service, operation, consistency level and node; and per level over all nodes, and
     per operation over all levels and nodes (``*``)."""
-    keys = ("service", "operation", "consistency", "node")
-    grouped = _grouped(spans).groupingSets([list(keys), list(keys[:3]), list(keys[:2])], *keys)
-    table = grouped.agg(
+    return _by_level_and_node(_grouped(spans), (), accuracy)
+
+
+def latency_windows(spans: DataFrame, accuracy: int, window_s: int) -> DataFrame:
+    """The same per time window (``window_s`` long, by span start: ``window_start``)."""
+    windowed = _grouped(spans).withColumn(
+        "window_start", F.window("start_time", f"{window_s} seconds")["start"]
+    )
+    return _by_level_and_node(windowed, ("window_start",), accuracy)
+
+
+def _by_level_and_node(grouped: DataFrame, first: tuple[str, ...], accuracy: int) -> DataFrame:
+    keys = (*first, "service", "operation", "consistency", "node")
+    sets = [list(keys), list(keys[:-1]), list(keys[:-2])]  # by node; all nodes; all levels too
+    table = grouped.groupingSets(sets, *keys).agg(
         *percentiles("duration_ms", accuracy),
         F.sum(F.col("error").cast("int")).alias("errors"),
         F.grouping("node").alias("_all_nodes"),
         F.grouping("consistency").alias("_all_levels"),
     )
     return table.select(
+        *first,
         "service",
         "operation",
         F.when(F.col("_all_levels") == 1, ALL).otherwise(F.col("consistency")).alias("consistency"),
@@ -71,23 +85,17 @@ def latency(spans: DataFrame, accuracy: int) -> DataFrame:
     )
 
 
-def latency_windows(spans: DataFrame, accuracy: int, window_s: int) -> DataFrame:
-    """Per time window (``window_s`` long, by span start), service, operation and level."""
-    windowed = _grouped(spans).withColumn(
-        "window_start", F.window("start_time", f"{window_s} seconds")["start"]
-    )
-    return windowed.groupBy("window_start", "service", "operation", "consistency").agg(
-        *percentiles("duration_ms", accuracy), F.sum(F.col("error").cast("int")).alias("errors")
-    )
-
-
 def consistency_mix(spans: DataFrame) -> DataFrame:
     """Writes and reads by consistency level, as the SDK asked them (``client.*``) and as the
     coordinators served them (``replica.write``/``replica.read``): count and share."""
     operations = [attr.REPLICA_WRITE, attr.REPLICA_READ, CLIENT_WRITE, CLIENT_READ]
     counted = (
-        spans.where(F.col("name").isin(operations) & F.col("consistency").isNotNull())
-        .groupBy("service", F.col("name").alias("operation"), "consistency")
+        spans.where(F.col("name").isin(operations) & attribute(attr.CONSISTENCY).isNotNull())
+        .groupBy(
+            "service",
+            F.col("name").alias("operation"),
+            attribute(attr.CONSISTENCY).alias("consistency"),
+        )
         .agg(F.count(F.lit(1)).alias("count"), F.sum(F.col("error").cast("int")).alias("errors"))
     )
     total = F.sum("count").over(Window.partitionBy("service", "operation"))
@@ -96,11 +104,13 @@ def consistency_mix(spans: DataFrame) -> DataFrame:
 
 def errors(spans: DataFrame) -> DataFrame:
     """Per service, operation and gRPC status (``OK`` for a span that did not fail, the status
-    it was answered with, else ``ERROR``): spans and their share of the operation's."""
+    it was answered with, else ``ERROR``: a failed span with no code, or code 0): spans and their
+    share of the operation's."""
+    code = attribute(attr.STATUS_CODE)
     names = F.create_map(*(F.lit(x) for pair in STATUS_NAMES.items() for x in pair))
     status = (
         F.when(~F.col("error"), F.lit("OK"))
-        .when(F.col("grpc_status_code").isNotNull(), names[F.col("grpc_status_code")])
+        .when(code.isNotNull() & (code != 0), names[code])
         .otherwise(F.lit("ERROR"))
     )
     counted = spans.groupBy(
@@ -123,7 +133,11 @@ def commit_phase_times(spans: DataFrame) -> DataFrame:
     times = F.map_from_entries(F.transform("events", lambda e: F.struct(e["name"], e["time_ns"])))
     queued = F.exists("events", lambda e: e["name"] == attr.PHASE_QUEUED)
     led = spans.where((F.col("name") == attr.CMS_COMMIT) & queued).select(
-        "trace_id", "span_id", "transformation", "start_ns", times.alias("t")
+        "trace_id",
+        "span_id",
+        attribute(attr.TRANSFORMATION).alias("transformation"),
+        "start_ns",
+        times.alias("t"),
     )
     bounds = ["start", *attr.COMMIT_PHASES]
     phases = [FIRST_PHASE, *attr.COMMIT_PHASES[:-1]]

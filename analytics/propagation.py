@@ -11,62 +11,72 @@ name the same epoch). A node applied it at the start of its ``epoch.apply`` span
 follower recorded (one for a batch of epochs), the one ``Replica.AppliedEpochs`` reports.
 ``propagation_ms`` is the difference. An epoch with no traced commit (its commit was sampled
 out, or made before tracing began) is measured from its first apply anywhere (``reference``
-says which: ``commit`` or ``first_apply``).
+says which: ``commit`` or ``first_apply``). Nodes are replicas and reconcilers (the processes
+that follow the log); CMS members write no ``epoch.apply``. Everything is per run (the folder of
+the span files: epoch numbers start again in a new cluster).
 
-**Reconciliation lag.** Each ``reconciler.round`` reports the HLC time up to which its range
-agrees (``epochal.reconciliation_time``); the lag at the round's end is that end less the newest
-such time reached so far for the range — the same definition as the reconciler's
-``epochal_reconcile_lag_seconds`` — so rounds that reach nothing let the lag grow.
+**Reconciliation lag.** A ``reconciler.round`` that advanced its range's low bound reports the
+HLC time up to which the range agrees (``epochal.reconciliation_time``); the lag at a round's
+end is that end less the newest such time reached so far for the range — the definition of the
+reconciler's ``epochal_reconcile_lag_seconds`` — so rounds that advance nothing (they failed,
+were superseded, or only delivered) let the lag grow.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from epochal.analytics.latency import percentiles
+from epochal.analytics.spans import attribute
 from epochal.mtrack.hlc import LOGICAL_BITS
 from epochal.telemetry import attributes as attr
 
-ADVANCED = "advanced"  # the outcome of a round that moved its range's low bound
-COMMITTED = ("committed", "duplicate")  # the outcomes of a cms.commit that names its epoch
+
+def _instant(ns: Column) -> Column:
+    return F.timestamp_micros(F.floor(ns / 1000).cast("long"))
 
 
 def epoch_commits(spans: DataFrame) -> DataFrame:
-    """Per epoch, the first moment a CMS member is known to have learnt it chosen
+    """Per run and epoch, the first moment a CMS member is known to have learnt it chosen
     (``commit_ns``), and its transformation."""
+    epoch, outcome = attribute(attr.EPOCH), attribute(attr.OUTCOME)
     chosen = F.filter("events", lambda e: e["name"] == attr.PHASE_ACCEPTED)
-    learnt = F.when(F.size(chosen) > 0, chosen[0]["time_ns"]).when(
-        F.col("forwarded") & F.col("outcome").isin(*COMMITTED), F.col("end_ns")
-    )
+    forwarded = attribute(attr.FORWARDED) & outcome.isin(attr.COMMITTED, attr.DUPLICATE_COMMIT)
+    learnt = F.when(F.size(chosen) > 0, chosen[0]["time_ns"]).when(forwarded, F.col("end_ns"))
     return (
-        spans.where(
-            (F.col("name") == attr.CMS_COMMIT) & F.col("epoch").isNotNull() & (F.col("epoch") > 0)
+        spans.where((F.col("name") == attr.CMS_COMMIT) & (epoch > 0))
+        .select(
+            "run",
+            epoch.alias("epoch"),
+            attribute(attr.TRANSFORMATION).alias("kind"),
+            learnt.alias("at"),
         )
-        .select("epoch", "transformation", learnt.alias("learnt_ns"))
-        .where(F.col("learnt_ns").isNotNull())
-        .groupBy("epoch")
+        .where(F.col("at").isNotNull())
+        .groupBy("run", "epoch")
         .agg(
-            F.min("learnt_ns").alias("commit_ns"), F.first("transformation").alias("transformation")
+            F.min("at").alias("commit_ns"),
+            F.first("kind", ignorenulls=True).alias("transformation"),
         )
     )
 
 
 def epoch_propagation(spans: DataFrame) -> DataFrame:
-    """Per epoch and node that applied it: commit time, apply time, propagation."""
+    """Per run, epoch and node that applied it: commit time, apply time, propagation."""
+    epoch = attribute(attr.EPOCH)
     applies = (
-        spans.where((F.col("name") == attr.EPOCH_APPLY) & F.col("epoch").isNotNull())
-        .groupBy("epoch", "node")
+        spans.where((F.col("name") == attr.EPOCH_APPLY) & epoch.isNotNull())
+        .groupBy("run", epoch.alias("epoch"), "node")
         .agg(F.min("start_ns").alias("apply_ns"), F.first("service").alias("service"))
     )
-    first = Window.partitionBy("epoch")
-    joined = applies.join(epoch_commits(spans), "epoch", "left").withColumn(
+    first = Window.partitionBy("run", "epoch")
+    joined = applies.join(epoch_commits(spans), ["run", "epoch"], "left").withColumn(
         "first_apply_ns", F.min("apply_ns").over(first)
     )
-    started = spans.groupBy("node").agg(F.min("start_ns").alias("node_first_ns"))
-    joined = joined.join(F.broadcast(started), "node", "left")
+    joined = joined.join(F.broadcast(node_spans(spans)), ["run", "node"], "left")
     reference = F.coalesce("commit_ns", "first_apply_ns")
     return joined.select(
+        "run",
         "epoch",
         "node",
         "service",
@@ -77,57 +87,83 @@ def epoch_propagation(spans: DataFrame) -> DataFrame:
         F.when(F.col("commit_ns").isNotNull(), "commit")
         .otherwise("first_apply")
         .alias("reference"),
-        # committed before the node's first span: it was not running yet (it started later, or
-        # joined later), so the time includes its start
-        (reference < F.col("node_first_ns")).alias("before_node_started"),
-        F.timestamp_micros(F.floor(F.col("apply_ns") / 1000).cast("long")).alias("apply_time"),
+        # committed before the node's first span: it was not running yet (it started or joined
+        # later), so the time includes its start
+        (reference < F.col("first_ns")).alias("before_node_started"),
+        _instant(F.col("apply_ns")).alias("apply_time"),
+    )
+
+
+def node_spans(spans: DataFrame) -> DataFrame:
+    """Per run and node: its first and last span's start (when it is known to have run)."""
+    return spans.groupBy("run", "node").agg(
+        F.min("start_ns").alias("first_ns"), F.max("start_ns").alias("last_ns")
     )
 
 
 def propagation_by_node(propagation: DataFrame, accuracy: int) -> DataFrame:
-    """Per node, the distribution of its propagation times: epochs measured from a commit made
-    while the node ran (``before_node_started`` ones measure its start, not the log's spread)."""
+    """Per run and node, the distribution of its propagation times: epochs measured from a
+    commit made while the node ran (``before_node_started`` ones measure its start)."""
     measured = propagation.where((F.col("reference") == "commit") & ~F.col("before_node_started"))
-    return measured.groupBy("node", "service").agg(
+    return measured.groupBy("run", "node", "service").agg(
         *percentiles("propagation_ms", accuracy),
         F.min("epoch").alias("first_epoch"),
         F.max("epoch").alias("last_epoch"),
     )
 
 
-def longest_behind(propagation: DataFrame, epochs: int) -> DataFrame:
-    """Per node, the longest time it was more than ``epochs`` epochs behind the leader: epoch
-    ``e + epochs + 1`` committed at the leader while the node had not applied ``e``. One row
-    per node (``behind_s``: 0 when it never was)."""
-    commits = (
-        propagation.where(F.col("reference") == "commit")
-        .select((F.col("epoch") - epochs - 1).alias("epoch"), F.col("commit_ns").alias("ahead_ns"))
-        .distinct()
+def longest_behind(spans: DataFrame, propagation: DataFrame, epochs: int) -> DataFrame:
+    """Per run and node, the longest it was more than ``epochs`` epochs behind the leader, while
+    it ran. Until it applies ``e`` a node is at ``e - 1`` at most, so once the leader has
+    committed ``e + epochs`` it is more than ``epochs`` behind: from that commit to its apply of
+    ``e`` — or, for an epoch it never applied, to its last span. One row per node (``behind_s``:
+    0 when it never was)."""
+    ahead = epoch_commits(spans).select(  # every epoch committed, applied anywhere or not
+        "run", (F.col("epoch") - epochs).alias("epoch"), F.col("commit_ns").alias("ahead_ns")
     )
-    gaps = propagation.join(commits, "epoch").select(
-        "node", F.greatest(F.lit(0.0), (F.col("apply_ns") - F.col("ahead_ns")) / 1e9).alias("s")
+    ran = propagation.where(~F.col("before_node_started"))
+    applied = ran.join(ahead, ["run", "epoch"]).select(
+        "run", "node", ((F.col("apply_ns") - F.col("ahead_ns")) / 1e9).alias("s")
     )
-    nodes = propagation.select("node").distinct()
-    longest = gaps.groupBy("node").agg(F.max("s").alias("behind_s"))
-    return nodes.join(longest, "node", "left").fillna({"behind_s": 0.0})
+    nodes = node_spans(spans).join(
+        propagation.groupBy("run", "node").agg(F.max("epoch").alias("last_epoch")),
+        ["run", "node"],
+    )
+    stuck = (
+        nodes.join(ahead, ["run"])
+        .where(F.col("epoch") > F.col("last_epoch"))
+        .select("run", "node", ((F.col("last_ns") - F.col("ahead_ns")) / 1e9).alias("s"))
+    )  # epochs committed far ahead of the last it applied, while it still ran
+    longest = (
+        applied.unionByName(stuck)
+        .groupBy("run", "node")
+        .agg(F.greatest(F.max("s"), F.lit(0.0)).alias("behind_s"))
+    )
+    return (
+        nodes.select("run", "node").join(longest, ["run", "node"], "left").fillna({"behind_s": 0.0})
+    )
 
 
 def reconciliation_lag(spans: DataFrame) -> DataFrame:
     """One row per reconciliation round: its range, outcome, what it delivered, and the lag."""
+    outcome = attribute(attr.OUTCOME)
+    advanced = outcome == attr.ROUND_ADVANCED
+    reached = attribute(attr.RECONCILIATION_TIME)
     rounds = spans.where(F.col("name") == attr.RECONCILE_ROUND).select(
-        "keyspace",
-        "range",
+        "run",
+        attribute(attr.KEYSPACE).alias("keyspace"),
+        attribute(attr.RANGE).alias("range"),
         "end_ns",
-        F.timestamp_micros(F.floor(F.col("end_ns") / 1000).cast("long")).alias("time"),
-        "outcome",
-        "delivered",
-        "delivered_bytes",
-        "collected",
+        _instant(F.col("end_ns")).alias("time"),
+        outcome.alias("outcome"),
+        attribute(attr.DELIVERED).alias("delivered"),
+        attribute(attr.DELIVERED_BYTES).alias("delivered_bytes"),
+        attribute(attr.COLLECTED).alias("collected"),
         "node",
-        F.when(F.col("reconciliation_time") > 0, F.col("reconciliation_time")).alias("reached"),
+        F.when(advanced & (reached > 0), reached).alias("reached"),
     )
     so_far = (
-        Window.partitionBy("keyspace", "range")
+        Window.partitionBy("run", "keyspace", "range")
         .orderBy("end_ns")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
@@ -140,17 +176,20 @@ def reconciliation_lag(spans: DataFrame) -> DataFrame:
 
 
 def reconciliation_lag_by_range(lag: DataFrame, accuracy: int) -> DataFrame:
-    """Per keyspace and range: rounds (``count``) and those that advanced, the lag's
+    """Per run, keyspace and range: rounds (``count``) and those that advanced, the lag's
     distribution, the last lag."""
-    last = Window.partitionBy("keyspace", "range").orderBy(F.col("end_ns").desc())
+    keys = ["run", "keyspace", "range"]
+    last = Window.partitionBy(*keys).orderBy(F.col("end_ns").desc())
     latest = (
         lag.withColumn("_n", F.row_number().over(last))
         .where("_n = 1")
-        .select("keyspace", "range", F.col("lag_s").alias("last_lag_s"))
+        .select(*keys, F.col("lag_s").alias("last_lag_s"))
     )
-    summary = lag.groupBy("keyspace", "range").agg(
+    summary = lag.groupBy(*keys).agg(
         *percentiles("lag_s", accuracy, suffix="_s"),
-        F.sum(F.when(F.col("outcome") == ADVANCED, 1).otherwise(0)).alias("rounds_advanced"),
+        F.sum(F.when(F.col("outcome") == attr.ROUND_ADVANCED, 1).otherwise(0)).alias(
+            "rounds_advanced"
+        ),
         F.sum("delivered").alias("delivered"),
     )
-    return summary.join(latest, ["keyspace", "range"], "left")
+    return summary.join(latest, keys, "left")

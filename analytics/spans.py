@@ -3,8 +3,12 @@
 The reader takes every ``*.jsonl`` file under the paths given, in folders at any depth (a
 dev cluster's ``traces/``, several runs' folders side by side). A line that is not JSON — a
 process killed mid-write leaves a truncated last line — is dropped and counted, never fatal. A
-restart appends to its file, so one file may hold several runs; a span read twice (the same file
-given twice, a copied folder) is kept once, by trace and span id.
+span read twice (a copied file) is kept once, by trace and span id.
+
+**Runs.** Each span's ``run`` is the folder its file is in: a cluster's processes write their
+files side by side, a restart appends to its own file (the same run), and another cluster's files
+are in another folder. Epoch numbers start again in a new cluster, so everything keyed by epoch,
+range or process is keyed by run too.
 
 Times: ``start_ns``/``end_ns`` (Unix nanoseconds, cast from the file's strings), ``duration_ms``
 (double) and ``start_time`` (a timestamp, for time windows).
@@ -24,16 +28,32 @@ SPAN_FILES = "*.jsonl"
 STATUS_ERROR = 2  # OTLP Status.code: 0 unset, 1 ok, 2 error
 
 
+def is_file(path: str) -> bool:
+    """A path named as a file (its last part has an extension: ``spans.json``), not a folder."""
+    return "." in path.rstrip("/").rsplit("/", 1)[-1]
+
+
 def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """The files' lines, parsed by the explicit schema (``_corrupt_record`` set on a bad one)."""
-    return (
+    """The files' lines, parsed by the explicit schema (``_corrupt_record`` set on a bad one),
+    with the folder each came from (``run``). Folders are searched for ``*.jsonl`` at any depth;
+    a file named is read whatever its name."""
+    reader = (
         spark.read.schema(TRACES_DATA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", SPAN_FILES)
-        .json(list(paths))
     )
+    files = [p for p in paths if is_file(p)]
+    folders = [p for p in paths if not is_file(p)]
+    parts = []
+    if folders:
+        found = reader.option("recursiveFileLookup", "true").option("pathGlobFilter", SPAN_FILES)
+        parts.append(found.json(folders))
+    if files:
+        parts.append(reader.json(files))
+    lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    # a run: the folder its file is in (a cluster's processes write side by side; a restart
+    # appends to its file: the same run)
+    return lines.withColumn("run", F.regexp_replace("_metadata.file_path", "/[^/]*$", ""))
 
 
 def _text(value: Column) -> Column:
@@ -46,36 +66,60 @@ def _text(value: Column) -> Column:
     )
 
 
+def _elements(value: Column) -> Column:
+    """A list AnyValue's elements as text (``"arrayValue": {}`` is an empty list)."""
+    return F.transform(F.coalesce(value["arrayValue"]["values"], F.array()), _text)
+
+
 def _as_text(value: Column) -> Column:
-    """Any AnyValue as text; a list's elements joined by commas."""
-    listed = F.array_join(F.transform(value["arrayValue"]["values"], _text), ",")
+    """Any AnyValue as text; a list's elements joined by commas (for the text map only: its
+    column keeps the elements)."""
+    listed = F.when(value["arrayValue"].isNotNull(), F.array_join(_elements(value), ","))
     return F.coalesce(_text(value), listed)
+
+
+def _keyed(key_values: Column) -> Column:
+    """The attribute list without entries that have no key (a map cannot hold them)."""
+    return F.filter(F.coalesce(key_values, F.array()), lambda kv: kv["key"].isNotNull())
 
 
 def _attribute_map(key_values: Column) -> Column:
     """An OTLP attribute list as a map of text (the last value of a key repeated wins)."""
-    pairs = F.transform(key_values, lambda kv: F.struct(kv["key"], _as_text(kv["value"])))
-    return F.map_from_entries(F.coalesce(pairs, F.array()))
+    pairs = F.transform(_keyed(key_values), lambda kv: F.struct(kv["key"], _as_text(kv["value"])))
+    return F.map_from_entries(pairs)
 
 
-def _typed(attributes: Column, name: str) -> Column:
-    text = attributes[name]
+def _list_map(key_values: Column) -> Column:
+    """The list attributes of an OTLP attribute list: key -> elements as text."""
+    listed = F.filter(_keyed(key_values), lambda kv: kv["value"]["arrayValue"].isNotNull())
+    return F.map_from_entries(
+        F.transform(listed, lambda kv: F.struct(kv["key"], _elements(kv["value"])))
+    )
+
+
+def _typed(attributes: Column, lists: Column, name: str) -> Column:
     kind = columns.type_of(name)
     if kind == "array<string>":
-        return F.when(text == "", F.array().cast(kind)).otherwise(F.split(text, ","))
-    return text.try_cast(kind)  # a value of another type: null, not a failed job
+        return lists[name]
+    return attributes[name].try_cast(kind)  # a value of another type: null, not a failed job
 
 
 def flatten(lines: DataFrame) -> DataFrame:
     """The span table of parsed lines (bad lines dropped)."""
     spans = (
         lines.where(F.col("resourceSpans").isNotNull())
-        .select(F.explode("resourceSpans").alias("rs"))
+        .select("run", F.explode("resourceSpans").alias("rs"))
         .select(
+            "run",
             _attribute_map(F.col("rs.resource.attributes")).alias("resource"),
             F.explode("rs.scopeSpans").alias("ss"),
         )
-        .select("resource", F.col("ss.scope.name").alias("scope"), F.explode("ss.spans").alias("s"))
+        .select(
+            "run",
+            "resource",
+            F.col("ss.scope.name").alias("scope"),
+            F.explode("ss.spans").alias("s"),
+        )
     )
     s = F.col("s")
     start_ns = s["startTimeUnixNano"].cast("long")
@@ -94,11 +138,14 @@ def flatten(lines: DataFrame) -> DataFrame:
         F.timestamp_micros(F.floor(start_ns / 1000).cast("long")).alias("start_time"),
         F.coalesce(s["status"]["code"], F.lit(0)).alias("status"),
         s["status"]["message"].alias("status_message"),
-        F.transform(
-            F.coalesce(s["events"], F.array()),
-            lambda e: F.struct(
-                e["name"].alias("name"), e["timeUnixNano"].cast("long").alias("time_ns")
+        F.filter(
+            F.transform(
+                F.coalesce(s["events"], F.array()),
+                lambda e: F.struct(
+                    e["name"].alias("name"), e["timeUnixNano"].cast("long").alias("time_ns")
+                ),
             ),
+            lambda e: e["time_ns"].isNotNull(),  # an event with no time marks no moment
         ).alias("events"),
         F.transform(
             F.coalesce(s["links"], F.array()),
@@ -108,23 +155,28 @@ def flatten(lines: DataFrame) -> DataFrame:
             ),
         ).alias("links"),
         _attribute_map(s["attributes"]).alias("attributes"),
+        _list_map(s["attributes"]).alias("lists"),
         F.col("resource"),
+        F.col("run"),
     ).where(F.col("trace_id").isNotNull() & F.col("span_id").isNotNull())
     resource = F.col("resource")
-    attributes = F.col("attributes")
+    attributes, lists = F.col("attributes"), F.col("lists")
     typed = [
-        _typed(attributes, name).alias(columns.column_of(name))
+        _typed(attributes, lists, name).alias(columns.column_of(name))
         for name in columns.span_attribute_names()
     ]
     flat = base.select(
-        *(c for c in base.columns if c != "resource"),
+        *(c for c in base.columns if c not in ("resource", "lists")),
         *(resource[key].alias(column) for key, column in columns.RESOURCE_COLUMNS.items()),
         *typed,
         (F.col("status") == STATUS_ERROR).alias("error"),
     )
-    return flat.withColumn(
-        "node", F.coalesce(_named("node_id"), _named("resource_node"))
-    ).dropDuplicates(["trace_id", "span_id"])
+    return flat.dropDuplicates(["trace_id", "span_id"])
+
+
+def attribute(name: str) -> Column:
+    """The span table's column of span attribute ``name`` (``epochal.telemetry.attributes``)."""
+    return F.col(columns.column_of(name))
 
 
 def _named(column: str) -> Column:
@@ -138,7 +190,7 @@ def processes(spans: DataFrame) -> DataFrame:
     belong to that node too), its resource's node, location, and span counts."""
     named = F.max(_named("node_id"))
     resource = F.max(_named("resource_node"))
-    return spans.groupBy("service", "service_instance").agg(
+    return spans.groupBy("run", "service", "service_instance").agg(
         F.coalesce(named, resource, F.first("service_instance")).alias("node"),
         F.max("resource_node").alias("resource_node"),
         F.max("datacenter").alias("datacenter"),
@@ -152,9 +204,11 @@ def processes(spans: DataFrame) -> DataFrame:
 def with_process_nodes(spans: DataFrame, processes: DataFrame) -> DataFrame:
     """``spans`` with ``node``: the node the span names, else its process's (``processes``, a
     small table, broadcast)."""
-    nodes = processes.select("service", "service_instance", F.col("node").alias("_process_node"))
+    nodes = processes.select(
+        "run", "service", "service_instance", F.col("node").alias("_process_node")
+    )
     return (
-        spans.join(F.broadcast(nodes), ["service", "service_instance"], "left")
+        spans.join(F.broadcast(nodes), ["run", "service", "service_instance"], "left")
         .withColumn("node", F.coalesce(_named("node_id"), "_process_node"))
         .drop("_process_node")
     )

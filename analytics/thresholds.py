@@ -27,8 +27,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from epochal.analytics.latency import CLIENT_COMMIT
+from epochal.analytics.spans import attribute
 from epochal.telemetry import attributes as attr
 
+SLIDES = 6  # windows start every sixth of their length
 BEHIND_EPOCHS = 10  # the seed: epoch difference between nodes > 10 for > 60 s
 
 
@@ -84,15 +86,21 @@ THRESHOLDS = (
 
 
 def _worst_window(rows: DataFrame, value: F.Column, seconds: int) -> F.Column:
-    """An aggregate over ``rows`` per window of ``seconds`` by span start, then the worst."""
-    per_window = rows.groupBy(F.window("start_time", f"{seconds} seconds")).agg(value.alias("v"))
+    """An aggregate over ``rows`` per window of ``seconds`` by span start, then the worst: the
+    windows slide by a sixth of their length, so a burst across a boundary is seen whole (as
+    Prometheus's ``increase[1m]`` sees it, evaluated every 10 s)."""
+    slide = f"{max(seconds // SLIDES, 1)} seconds"
+    per_window = rows.groupBy(F.window("start_time", f"{seconds} seconds", slide)).agg(
+        value.alias("v")
+    )
     return per_window.agg(F.max("v")).first()[0]
 
 
 def measure(spans: DataFrame, behind: DataFrame, accuracy: int) -> dict[str, float | None]:
     """Each threshold's measured value (None: nothing to measure it by)."""
     called = spans.where(
-        (F.col("name") == attr.CMS_COMMIT) & (F.col("outcome").isin("committed", "duplicate"))
+        (F.col("name") == attr.CMS_COMMIT)
+        & (attribute(attr.OUTCOME).isin(attr.COMMITTED, attr.DUPLICATE_COMMIT))
     )
     parents = spans.select(
         "trace_id", F.col("span_id").alias("parent_span_id"), F.col("name").alias("parent")
@@ -110,10 +118,11 @@ def measure(spans: DataFrame, behind: DataFrame, accuracy: int) -> dict[str, flo
         F.size(F.filter("events", lambda e: e["name"] == attr.BARRIER_RELAXED)).alias("n"),
     )
     coordinators = spans.where(
-        F.col("name").isin(attr.REPLICA_WRITE, attr.REPLICA_READ) & (F.size("behind") > 0)
+        F.col("name").isin(attr.REPLICA_WRITE, attr.REPLICA_READ)
+        & (F.size(attribute(attr.BEHIND)) > 0)
     )
     fetches = spans.where(F.col("name") == attr.CMS_FETCH_LOG)
-    retries = F.sum(F.greatest(F.coalesce("attempts", F.lit(1)) - 1, F.lit(0)))
+    retries = F.sum(F.greatest(F.coalesce(attribute(attr.ATTEMPTS), F.lit(1)) - 1, F.lit(0)))
     return {
         UNREACHABLE.metric: None,
         COMMIT_LATENCY.metric: _worst_window(at_member, p99, 300),

@@ -135,4 +135,10 @@ TO_EPOCH = "epochal.to_epoch"
 REACHED_EPOCH = "epochal.reached_epoch"
 
 OK = "ok"  # the outcome of work that succeeded
+# The outcomes of a cms.commit whose epoch is known: committed now, or an earlier commit of the
+# same entry id answered again.
+COMMITTED = "committed"
+DUPLICATE_COMMIT = "duplicate"
+# The outcome of a reconciler.round that moved its range's low bound (the reconciler's own word).
+ROUND_ADVANCED = "advanced"
 CANCELLED = "cancelled"  # the outcome of work whose caller went away or ran out of time

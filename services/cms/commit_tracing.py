@@ -42,7 +42,7 @@ def describe_commit(span: trace.Span, result: CommitResult, ballot: str) -> None
     span.set_attribute(attr.DUPLICATE, result.duplicate)
     if result.batch_size:
         span.set_attribute(attr.BATCH_SIZE, result.batch_size)
-    span.set_attribute(attr.OUTCOME, "duplicate" if result.duplicate else "committed")
+    span.set_attribute(attr.OUTCOME, attr.DUPLICATE_COMMIT if result.duplicate else attr.COMMITTED)
 
 
 class CommitTraces:

@@ -76,6 +76,7 @@ from epochal.reconciler.status import (
     Unreachable,
     VersionMismatch,
 )
+from epochal.telemetry import attributes as attr
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class Round:
         try:
             await self._run()
             self.result.outcome = (
-                "advanced" if self.result.outcome == "running" else (self.result.outcome)
+                attr.ROUND_ADVANCED if self.result.outcome == "running" else self.result.outcome
             )
         except RoundEnded as ended:
             self.result.outcome = ended.outcome

@@ -297,6 +297,11 @@ def critical_paths_are_chains_that_tile_their_roots(out: Path, spans: list[Recei
         assert path[0]["start_ns"] == root.start_ns
         total_ms = sum(g["exclusive_ms"] for g in path)
         assert math.isclose(total_ms, (root.end_ns - root.start_ns) / 1e6, abs_tol=1e-3), row
+        ends = [g["start_ns"] + g["exclusive_ms"] * 1e6 for g in path]
+        for end, after in zip(ends, path[1:], strict=False):  # contiguous, earliest first
+            assert abs(end - after["start_ns"]) < 1_000, row
+        if row["operation"] == "client.write":  # the client waited on the coordinator's work
+            assert {attr.REPLICA_WRITE, attr.REPLICA_APPLY} <= {g["span"] for g in path}, path
         for g in path:
             chain = [trace[g["span_id"]]]  # a span of the trace, under the root
             while chain[-1].span_id != root.span_id:

@@ -104,7 +104,7 @@ def test_the_longest_a_node_was_more_than_ten_epochs_behind(
     ]  # fmt: skip
     prompt = [span(attr.EPOCH_APPLY, T0 + e * S + MS, T0 + e * S + MS, **{attr.EPOCH: e})
               for e in range(1, 16)]  # fmt: skip
-    # epoch 2 reaches node-2 70 s after epoch 13 (2 + 10 + 1) was committed
+    # epoch 2 reaches node-2 71 s after epoch 12 (2 + 10) was committed: at epoch 1 till then
     late = [span(attr.EPOCH_APPLY, T0 + 83 * S, T0 + 83 * S, **{attr.EPOCH: e})
             for e in range(2, 16)]  # fmt: skip
     early = span(attr.EPOCH_APPLY, T0 + S + MS, T0 + S + MS, **{attr.EPOCH: 1})
@@ -113,13 +113,57 @@ def test_the_longest_a_node_was_more_than_ten_epochs_behind(
         ("replica", "node-2", [early, *late]),
     )  # fmt: skip
     epochs = propagation.epoch_propagation(spans)
-    behind = {r["node"]: r["behind_s"] for r in propagation.longest_behind(epochs, 10).collect()}
-    assert behind["node-2"] == pytest.approx(70.0) and behind["node-1"] == 0.0
-    measured = thresholds.measure(spans, propagation.longest_behind(epochs, 10), 100)
+    longest = propagation.longest_behind(spans, epochs, 10)
+    behind = {r["node"]: r["behind_s"] for r in longest.collect()}
+    assert behind["node-2"] == pytest.approx(71.0) and behind["node-1"] == 0.0
+    measured = thresholds.measure(spans, longest, 100)
     assert (
         thresholds.state_of(thresholds.EPOCH_SPREAD, measured[thresholds.EPOCH_SPREAD.metric])
         == "warning"
     )
+
+
+def test_a_node_that_stopped_applying_is_behind_until_its_last_span(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    commits = [
+        span(attr.CMS_COMMIT, T0 + e * S, T0 + e * S + MS,
+             events=[(attr.PHASE_ACCEPTED, T0 + e * S)], **{attr.EPOCH: e})
+        for e in range(1, 16)
+    ]  # fmt: skip
+    stuck = [
+        span(attr.EPOCH_APPLY, T0 + S + MS, T0 + S + MS, **{attr.EPOCH: 1}),
+        span(attr.REPLICA_WRITE, T0 + 100 * S, T0 + 100 * S + MS),  # still serving, at epoch 1
+    ]
+    spans = table(spark, tmp_path, ("cms", "cms1", commits), ("replica", "node-1", stuck))
+    longest = propagation.longest_behind(spans, propagation.epoch_propagation(spans), 10)
+    # more than 10 behind since epoch 12 (at epoch 1, the leader at 12) was committed at 12 s
+    assert [r["behind_s"] for r in longest.collect()] == [pytest.approx(88.0)]
+
+
+def test_runs_are_kept_apart(spark: SparkSession, tmp_path: Path) -> None:
+    """Two clusters' folders: each has its own epoch 1, measured against its own commit."""
+    for run, offset in (("monday", 0), ("tuesday", 3600 * S)):
+        commit = span(attr.CMS_COMMIT, T0 + offset, T0 + offset + MS,
+                      events=[(attr.PHASE_ACCEPTED, T0 + offset)], **{attr.EPOCH: 1})  # fmt: skip
+        apply = span(attr.EPOCH_APPLY, T0 + offset + 2 * MS, T0 + offset + 2 * MS,
+                     **{attr.EPOCH: 1})  # fmt: skip
+        write_file(tmp_path / run / "cms.jsonl", line("cms", [commit], "cms1", "cms1"))
+        write_file(tmp_path / run / "replica.jsonl", line("replica", [apply], "r1", "node-1"))
+    flat = flatten(read_lines(spark, [str(tmp_path)]))
+    spans = with_process_nodes(flat, processes(flat))
+    rows = propagation.epoch_propagation(spans).collect()
+    assert sorted(r["run"].rsplit("/", 1)[-1] for r in rows) == ["monday", "tuesday"]
+    assert [r["propagation_ms"] for r in rows] == [2.0, 2.0]
+
+
+def test_a_replicas_spans_before_it_registered_belong_to_its_node(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    before = span(attr.EPOCH_APPLY, T0, T0, **{attr.EPOCH: 1, attr.NODE_ID: ""})
+    after = span(attr.EPOCH_APPLY, T0 + S, T0 + S, **{attr.EPOCH: 2, attr.NODE_ID: "node-7"})
+    spans = table(spark, tmp_path, ("replica", "127.0.0.1_4000", [before, after]))
+    assert {r["node"] for r in spans.collect()} == {"node-7"}
 
 
 def test_reconciliation_lag_is_the_rounds_end_less_the_newest_bound_reached(

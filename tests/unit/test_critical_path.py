@@ -16,8 +16,10 @@ def span(span_id: str, parent: str, start: int, end: int, *events: tuple[str, in
 
 
 def walked(spans: list[PathSpan]) -> list[tuple[str, str, int, int]]:
-    """(span id, phase, start, end) of each segment, earliest first."""
-    return [(g.span_id, g.phase, g.start_ns, g.end_ns) for g in reversed(critical_path(spans))]
+    """(span id, phase, start, end) of each segment, earliest first (a commit's time before it
+    was queued is its ``received`` phase)."""
+    path = critical_path(spans, {"queued": "received"})
+    return [(g.span_id, g.phase, g.start_ns, g.end_ns) for g in reversed(path)]
 
 
 def test_a_lone_span_is_its_own_path() -> None:
@@ -74,6 +76,11 @@ def test_a_span_with_phase_events_is_split_at_them() -> None:
         ("c", "validated", 30, 95),
         ("c", "answered", 95, 100),
     ]
+
+
+def test_a_span_whose_first_event_is_not_queued_keeps_its_name_before_it() -> None:
+    barrier = span("b", "", 0, 100, ("relaxed", 40))
+    assert walked([barrier]) == [("b", "op.b", 0, 40), ("b", "relaxed", 40, 100)]
 
 
 def test_phases_split_only_the_spans_own_time() -> None:
