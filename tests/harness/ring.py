@@ -146,6 +146,15 @@ def replica_db(cluster: LocalCluster, name: str) -> Iterator[sqlite3.Connection]
         yield db
 
 
+def low_bounds_everywhere(cluster: LocalCluster, keyspace: str) -> bool:
+    """Has every replica of ``cluster`` a low bound of ``keyspace`` (a reconciliation round of
+    its ranges went through)?"""
+    sql = (
+        f"SELECT count(*) FROM reconcile_marks WHERE keyspace = '{keyspace}' AND kind = 'low_bound'"
+    )
+    return all(replica_rows(cluster, name, sql)[0][0] for name in cluster.nodes)
+
+
 def replica_rows(cluster: LocalCluster, name: str, sql: str) -> list[tuple]:  # type: ignore[type-arg]
     """The rows ``sql`` selects from the replica's database (opened read-only)."""
     with replica_db(cluster, name) as db:

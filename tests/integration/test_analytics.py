@@ -34,7 +34,7 @@ from epochal.telemetry import attributes as attr
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 from tests.harness import QUICK_RECONCILER, run, run_application, start_ring, until
 from tests.harness.otlp import ReceivedSpan, folder_spans
-from tests.harness.ring import replica_db
+from tests.harness.ring import low_bounds_everywhere
 
 pytestmark = pytest.mark.integration
 
@@ -125,18 +125,11 @@ def test_the_job_turns_a_real_clusters_spans_into_tables_that_match_the_workload
         cluster.start_replica(joining)
         await cluster.wait_joined([joining])
 
-        def bounds_advanced() -> bool:  # a reconciliation round of shop's ranges went through
-            for name in cluster.nodes:
-                with replica_db(cluster, name) as db:
-                    marks = db.execute(
-                        "SELECT count(*) FROM reconcile_marks "
-                        "WHERE keyspace = 'shop' AND kind = 'low_bound'"
-                    ).fetchone()
-                if not marks[0]:
-                    return False
-            return True
-
-        await until("a reconciliation round reaches every replica", bounds_advanced, 90)
+        await until(
+            "a reconciliation round reaches every replica",
+            lambda: low_bounds_everywhere(cluster, "shop"),
+            90,
+        )
         for name, replica in cluster.nodes.items():
             node_id = (await cluster.describe(name)).node_id
             reported[node_id] = await applied_epochs(replica.address)

@@ -21,7 +21,7 @@ from epochal.devcluster.cluster import LocalCluster
 from epochal.telemetry import attributes as attr
 from tests.harness import QUICK_RECONCILER, run, run_application, start_ring, until
 from tests.harness.otlp import ReceivedSpan, folder_spans, otlp_receiver
-from tests.harness.ring import replica_db
+from tests.harness.ring import low_bounds_everywhere
 
 pytestmark = pytest.mark.integration
 
@@ -134,18 +134,11 @@ def test_an_sdk_write_a_forwarded_commit_and_a_reconciliation_round_are_each_one
             )
         )
 
-        def bounds_advanced() -> bool:  # a reconciliation round of shop's ranges went through
-            for name in cluster.nodes:
-                with replica_db(cluster, name) as db:
-                    marks = db.execute(
-                        "SELECT count(*) FROM reconcile_marks "
-                        "WHERE keyspace = 'shop' AND kind = 'low_bound'"
-                    ).fetchone()
-                if not marks[0]:
-                    return False
-            return True
-
-        await until("a reconciliation round reaches every replica", bounds_advanced, 60)
+        await until(
+            "a reconciliation round reaches every replica",
+            lambda: low_bounds_everywhere(cluster, "shop"),
+            60,
+        )
         cluster.stop()  # gracefully: every process flushes its spans
 
     run(cluster, scenario, timeout_s=240)

@@ -32,6 +32,15 @@ def table(
     return with_process_nodes(flat, processes(flat))
 
 
+def commits_every_second(last: int) -> list[dict[str, Any]]:
+    """The leader's commits of epochs 1 to ``last``, epoch e chosen at T0 + e seconds."""
+    return [
+        span(attr.CMS_COMMIT, T0 + e * S, T0 + e * S + MS,
+             events=[(attr.PHASE_ACCEPTED, T0 + e * S)], **{attr.EPOCH: e})
+        for e in range(1, last + 1)
+    ]  # fmt: skip
+
+
 def test_the_leaders_commit_is_split_into_its_phases(spark: SparkSession, tmp_path: Path) -> None:
     commit = span(
         attr.CMS_COMMIT, T0, T0 + 10 * MS,
@@ -97,11 +106,7 @@ def test_propagation_runs_from_the_first_member_to_learn_the_epoch_to_each_apply
 def test_the_longest_a_node_was_more_than_ten_epochs_behind(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    commits = [
-        span(attr.CMS_COMMIT, T0 + e * S, T0 + e * S + MS,
-             events=[(attr.PHASE_ACCEPTED, T0 + e * S)], **{attr.EPOCH: e})
-        for e in range(1, 16)
-    ]  # fmt: skip
+    commits = commits_every_second(15)
     prompt = [span(attr.EPOCH_APPLY, T0 + e * S + MS, T0 + e * S + MS, **{attr.EPOCH: e})
               for e in range(1, 16)]  # fmt: skip
     # epoch 2 reaches node-2 71 s after epoch 12 (2 + 10) was committed: at epoch 1 till then
@@ -126,11 +131,7 @@ def test_the_longest_a_node_was_more_than_ten_epochs_behind(
 def test_a_node_that_stopped_applying_is_behind_until_its_last_span(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    commits = [
-        span(attr.CMS_COMMIT, T0 + e * S, T0 + e * S + MS,
-             events=[(attr.PHASE_ACCEPTED, T0 + e * S)], **{attr.EPOCH: e})
-        for e in range(1, 16)
-    ]  # fmt: skip
+    commits = commits_every_second(15)
     stuck = [
         span(attr.EPOCH_APPLY, T0 + S + MS, T0 + S + MS, **{attr.EPOCH: 1}),
         span(attr.REPLICA_WRITE, T0 + 100 * S, T0 + 100 * S + MS),  # still serving, at epoch 1
