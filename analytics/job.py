@@ -163,8 +163,9 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     flat = w.write("spans", lambda: flatten(lines), small=False)
     summary.spans = summary.tables["spans"]
     spans = with_process_nodes(flat, w.write("processes", lambda: processes(flat)))
+    counted_at = time.monotonic()
     summary.bad_lines = _bad_lines(lines)
-    summary.stage_s["bad_lines"] = round(time.monotonic() - started - summary.stage_s["spans"], 3)
+    summary.stage_s["bad_lines"] = round(time.monotonic() - counted_at, 3)
     summary.traces = spans.select("trace_id").distinct().count()
     acc = settings.accuracy
     w.write("latency", lambda: latency.latency(spans, acc))
