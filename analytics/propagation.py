@@ -116,8 +116,9 @@ def longest_behind(spans: DataFrame, propagation: DataFrame, epochs: int) -> Dat
     """Per run and node, the longest it was more than ``epochs`` epochs behind the leader, while
     it ran. Until it applies ``e`` a node is at ``e - 1`` at most, so once the leader has
     committed ``e + epochs`` it is more than ``epochs`` behind: from that commit to its apply of
-    ``e`` — or, for an epoch it never applied, to its last span. One row per node (``behind_s``:
-    0 when it never was)."""
+    ``e`` — or, for an epoch it never applied, from that commit (or its first span, if later) to
+    its last span. One row per node that applied an epoch (``behind_s``: 0 when it never was
+    behind; a node that applied none is not in it)."""
     ahead = epoch_commits(spans).select(  # every epoch committed, applied anywhere or not
         "run", (F.col("epoch") - epochs).alias("epoch"), F.col("commit_ns").alias("ahead_ns")
     )
@@ -132,8 +133,12 @@ def longest_behind(spans: DataFrame, propagation: DataFrame, epochs: int) -> Dat
     stuck = (
         nodes.join(ahead, ["run"])
         .where(F.col("epoch") > F.col("last_epoch"))
-        .select("run", "node", ((F.col("last_ns") - F.col("ahead_ns")) / 1e9).alias("s"))
-    )  # epochs committed far ahead of the last it applied, while it still ran
+        .select(
+            "run",
+            "node",
+            ((F.col("last_ns") - F.greatest("ahead_ns", "first_ns")) / 1e9).alias("s"),
+        )
+    )  # epochs committed far ahead of the last it applied, while it ran
     longest = (
         applied.unionByName(stuck)
         .groupBy("run", "node")
@@ -176,8 +181,9 @@ def reconciliation_lag(spans: DataFrame) -> DataFrame:
 
 
 def reconciliation_lag_by_range(lag: DataFrame, accuracy: int) -> DataFrame:
-    """Per run, keyspace and range: rounds (``count``) and those that advanced, the lag's
-    distribution, the last lag."""
+    """Per run, keyspace and range: its rounds, those that advanced, the lag's distribution
+    (``count``: rounds since the first bound; a range that never advanced has none), the last
+    lag."""
     keys = ["run", "keyspace", "range"]
     last = Window.partitionBy(*keys).orderBy(F.col("end_ns").desc())
     latest = (
@@ -186,6 +192,7 @@ def reconciliation_lag_by_range(lag: DataFrame, accuracy: int) -> DataFrame:
         .select(*keys, F.col("lag_s").alias("last_lag_s"))
     )
     summary = lag.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("rounds"),
         *percentiles("lag_s", accuracy, suffix="_s"),
         F.sum(F.when(F.col("outcome") == attr.ROUND_ADVANCED, 1).otherwise(0)).alias(
             "rounds_advanced"

@@ -16,44 +16,47 @@ Times: ``start_ns``/``end_ns`` (Unix nanoseconds, cast from the file's strings),
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
-from epochal.analytics import columns
+from epochal.analytics import columns, storage
 from epochal.analytics.schema import CORRUPT, TRACES_DATA
 
 SPAN_FILES = "*.jsonl"
 STATUS_ERROR = 2  # OTLP Status.code: 0 unset, 1 ok, 2 error
 
 
-def is_file(path: str) -> bool:
-    """A path named as a file (its last part has an extension: ``spans.json``), not a folder."""
-    return "." in path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """The files' lines, parsed by the explicit schema (``_corrupt_record`` set on a bad one),
-    with the folder each came from (``run``). Folders are searched for ``*.jsonl`` at any depth;
-    a file named is read whatever its name."""
-    reader = (
+def _reader(spark: SparkSession) -> DataFrameReader:
+    """A reader of span files by the explicit schema (``_corrupt_record`` set on a bad line);
+    a fresh one each time: a reader's options stick to it."""
+    return (
         spark.read.schema(TRACES_DATA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
     )
-    files = [p for p in paths if is_file(p)]
-    folders = [p for p in paths if not is_file(p)]
+
+
+def _with_run(lines: DataFrame) -> DataFrame:
+    """``lines`` with ``run``: the folder each line's file is in (a cluster's processes write
+    side by side; a restart appends to its file: the same run)."""
+    return lines.withColumn("run", F.regexp_replace("_metadata.file_path", "/[^/]*$", ""))
+
+
+def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The files' lines, parsed, each with its ``run``. A folder is searched for ``*.jsonl`` at
+    any depth; a file named is read whatever its name (the file system says which is which)."""
+    folders = [p for p in paths if storage.is_folder(spark, p)]
+    files = [p for p in paths if p not in folders]
     parts = []
     if folders:
-        found = reader.option("recursiveFileLookup", "true").option("pathGlobFilter", SPAN_FILES)
-        parts.append(found.json(folders))
+        found = _reader(spark).option("recursiveFileLookup", "true")
+        parts.append(_with_run(found.option("pathGlobFilter", SPAN_FILES).json(folders)))
     if files:
-        parts.append(reader.json(files))
-    lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    # a run: the folder its file is in (a cluster's processes write side by side; a restart
-    # appends to its file: the same run)
-    return lines.withColumn("run", F.regexp_replace("_metadata.file_path", "/[^/]*$", ""))
+        parts.append(_with_run(_reader(spark).json(files)))
+    return functools.reduce(DataFrame.unionByName, parts)
 
 
 def _text(value: Column) -> Column:
@@ -122,8 +125,8 @@ def flatten(lines: DataFrame) -> DataFrame:
         )
     )
     s = F.col("s")
-    start_ns = s["startTimeUnixNano"].cast("long")
-    end_ns = s["endTimeUnixNano"].cast("long")
+    start_ns = s["startTimeUnixNano"].try_cast("long")  # malformed: null, not a failed job
+    end_ns = s["endTimeUnixNano"].try_cast("long")
     parent = s["parentSpanId"]
     base = spans.select(
         F.lower(s["traceId"]).alias("trace_id"),
@@ -142,7 +145,7 @@ def flatten(lines: DataFrame) -> DataFrame:
             F.transform(
                 F.coalesce(s["events"], F.array()),
                 lambda e: F.struct(
-                    e["name"].alias("name"), e["timeUnixNano"].cast("long").alias("time_ns")
+                    e["name"].alias("name"), e["timeUnixNano"].try_cast("long").alias("time_ns")
                 ),
             ),
             lambda e: e["time_ns"].isNotNull(),  # an event with no time marks no moment

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from epochal.analytics.latency import CLIENT_COMMIT
@@ -85,7 +85,7 @@ THRESHOLDS = (
 )
 
 
-def _worst_window(rows: DataFrame, value: F.Column, seconds: int) -> F.Column:
+def _worst_window(rows: DataFrame, value: Column, seconds: int) -> float | None:
     """An aggregate over ``rows`` per window of ``seconds`` by span start, then the worst: the
     windows slide by a sixth of their length, so a burst across a boundary is seen whole (as
     Prometheus's ``increase[1m]`` sees it, evaluated every 10 s)."""

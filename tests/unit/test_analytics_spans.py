@@ -16,7 +16,7 @@ from tests.harness.span_files import line, span, write_file
 BASE_COLUMNS = (
     "trace_id", "span_id", "parent_span_id", "name", "kind", "scope", "start_ns", "end_ns",
     "duration_ms", "start_time", "status", "status_message", "events", "links", "attributes",
-    "error",
+    "error", "run",
 )  # fmt: skip
 
 
@@ -70,3 +70,16 @@ def test_spans_are_flattened_with_their_types_and_bad_lines_are_skipped(
     # a span's run is the folder its file is in (the copy's, if that one was kept)
     assert c["run"].endswith("/run2/deeper") and w["run"].endswith(("/run1", "/run2/deeper"))
     assert c["error"] is False and c["replicas_contacted"] is None
+
+
+def test_a_folder_and_a_named_file_of_any_name_are_read_together(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    folder = tmp_path / "traces.2026-11-29"  # a dot in a folder's name: still a folder
+    write_file(folder / "replica-a.jsonl", line("replica", [span(attr.REPLICA_WRITE, 1, 2)]))
+    named = write_file(
+        tmp_path / "extra" / "spans.json", line("cms", [span(attr.CMS_COMMIT, 3, 4)])
+    )
+    lines = read_lines(spark, [str(folder), str(named)])
+    found = {(r["name"], r["run"].rsplit("/", 1)[-1]) for r in flatten(lines).collect()}
+    assert found == {(attr.REPLICA_WRITE, "traces.2026-11-29"), (attr.CMS_COMMIT, "extra")}
