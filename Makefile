@@ -25,13 +25,17 @@ $(STAMP): pyproject.toml
 
 # The Debian packages the suite needs, installed when missing (as root: CI is): Prometheus and
 # promtool (the scrape and alert tests, `make prometheus`; its own service is not started:
-# policy-rc.d) and a Java runtime for PySpark (the analytics job and its test).
+# policy-rc.d), a Java runtime for PySpark (the analytics job and its test), and Chromium with
+# its driver (the analytics dashboard opened in a real browser).
 deps:
 	@missing=""; \
 	if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
 		missing="prometheus"; \
 	fi; \
 	if ! command -v java >/dev/null 2>&1; then missing="$$missing openjdk-17-jre-headless"; fi; \
+	if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		missing="$$missing chromium chromium-driver"; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \
 			echo "make deps: Debian's$$missing missing and this is not root: run" \

@@ -21,7 +21,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from epochal.analytics import graph, latency, propagation, thresholds
+from epochal.analytics import dashboard, graph, latency, propagation, storage, thresholds
 from epochal.analytics.spans import flatten, processes, read_lines, with_process_nodes
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 LOCAL_MASTER = "local[*]"
 DEFAULT_SHUFFLE_PARTITIONS = 8  # 2 cores: a few tasks per core, not Spark's 200
 SUMMARY = "summary.json"
+DASHBOARD = "dashboard.html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +155,7 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
             "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions") or "",
         },
     )
-    missing = [path for path in settings.traces if not _exists(spark, path)]
+    missing = [path for path in settings.traces if not storage.exists(spark, path)]
     if missing:
         raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
     w = _Writer(spark, settings.out, summary)
@@ -169,7 +170,11 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     summary.traces = spans.select("trace_id").distinct().count()
     acc = settings.accuracy
     w.write("latency", lambda: latency.latency(spans, acc))
-    w.write("latency_windows", lambda: latency.latency_windows(spans, acc, settings.window_s))
+    w.write(  # grows with the run's length: not merged into one task
+        "latency_windows",
+        lambda: latency.latency_windows(spans, acc, settings.window_s),
+        small=False,
+    )
     w.write("commit_phases", lambda: latency.commit_phases(spans, acc))
     w.write("consistency_mix", lambda: latency.consistency_mix(spans))
     w.write("errors", lambda: latency.errors(spans))
@@ -188,9 +193,27 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     summary.thresholds = thresholds.rows(thresholds.measure(spans, behind, acc))
     summary.stage_s["thresholds_measure"] = round(time.monotonic() - measured_at, 3)
     w.write("thresholds", lambda: spark.createDataFrame(summary.thresholds, _THRESHOLD_SCHEMA))
+    drawn_at = time.monotonic()
+    storage.write_text(spark, f"{w.out}/{DASHBOARD}", dashboard_of(w, lag, summary))
+    summary.stage_s["dashboard"] = round(time.monotonic() - drawn_at, 3)
     summary.stage_s["total"] = round(time.monotonic() - started, 3)
-    _write_summary(spark, settings.out, summary)
+    storage.write_text(spark, f"{w.out}/{SUMMARY}", summary.to_json() + "\n")
     return summary
+
+
+def dashboard_of(w: _Writer, lag: DataFrame, summary: Summary) -> str:
+    """The dashboard page of the tables written (each small), the lag as the worst per minute."""
+    minutes = lag.groupBy(
+        "run", "keyspace", "range", F.window("time", "1 minute")["start"].alias("minute")
+    ).agg(F.max("lag_s").alias("lag_s"))
+    frames = [
+        (
+            name,
+            minutes if name == "reconciliation_lag_minutes" else w.spark.read.parquet(w.path(name)),
+        )
+        for name in dashboard.TABLES
+    ]
+    return dashboard.render(dashboard.rows_of(frames), {**asdict(summary)})
 
 
 _THRESHOLD_SCHEMA = (
@@ -202,28 +225,3 @@ _THRESHOLD_SCHEMA = (
 def _bad_lines(lines: DataFrame) -> int:
     """Lines that held no span data: not JSON (a truncated last line), or not a TracesData."""
     return int(lines.where(F.col("resourceSpans").isNull()).select("resourceSpans").count())
-
-
-def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    """(file system, path) of ``path`` as Spark resolves it: a path without a scheme is on the
-    cluster's default file system (the local one on local[*], HDFS on YARN)."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-    return hadoop_path.getFileSystem(conf), hadoop_path
-
-
-def _exists(spark: SparkSession, path: str) -> bool:
-    fs, hadoop_path = _hadoop_path(spark, path)
-    return bool(fs.exists(hadoop_path))
-
-
-def _write_summary(spark: SparkSession, out: str, summary: Summary) -> None:
-    """``summary.json`` under ``out``, through Hadoop's file system API: where the tables are,
-    whatever the storage (``file:``, ``hdfs:``, ``s3a:``, or the default file system)."""
-    fs, hadoop_path = _hadoop_path(spark, f"{out.rstrip('/')}/{SUMMARY}")
-    stream = fs.create(hadoop_path, True)
-    try:
-        stream.write(bytearray((summary.to_json() + "\n").encode()))
-    finally:
-        stream.close()

@@ -28,11 +28,11 @@ import grpc
 import pyarrow.parquet as pq
 import pytest
 
-from epochal.analytics import columns, latency
+from epochal.analytics import columns, dashboard, latency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.telemetry import attributes as attr
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
-from tests.harness import QUICK_RECONCILER, run, run_application, start_ring, until
+from tests.harness import QUICK_RECONCILER, browser, run, run_application, start_ring, until
 from tests.harness.otlp import ReceivedSpan, folder_spans
 from tests.harness.ring import low_bounds_everywhere
 
@@ -152,6 +152,7 @@ def test_the_job_turns_a_real_clusters_spans_into_tables_that_match_the_workload
     percentiles_are_exact_within_the_stated_error(out, spans)
     edges_are_the_call_graph(out)
     critical_paths_are_chains_that_tile_their_roots(out, spans)
+    the_dashboard_draws_every_table_offline(out / "dashboard.html")
 
 
 def counts_match_the_workload(out: Path, spans: list[ReceivedSpan]) -> None:
@@ -306,3 +307,17 @@ def critical_paths_are_chains_that_tile_their_roots(out: Path, spans: list[Recei
     assert {(r["operation"], r["band"]) for r in summary if r["place"] == 1} == {
         (op, band) for op in operations for band in ("p50", "p99")
     }
+
+
+def the_dashboard_draws_every_table_offline(page: Path) -> None:
+    """In a real headless Chromium: no console error, every chart has data points, nothing
+    requested but the file itself; the screenshot is kept (build/test-artifacts)."""
+    assert browser.available() == ""
+    report = browser.open_page(page, "analytics-dashboard.png")
+    assert report.console_errors == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in report.requested), (
+        report.requested
+    )
+    assert set(report.chart_points) == {f"chart-{name}" for name in dashboard.CHARTS}
+    assert all(points > 0 for points in report.chart_points.values()), report.chart_points
+    assert report.screenshot.stat().st_size > 10_000
