@@ -92,9 +92,10 @@ def report(summary: Summary) -> str:
     crossed = summary.crossed
     lines.append(f"thresholds crossed: {len(crossed) or 'none'}")
     for row in crossed:
+        critical = "" if row["critical"] is None else f", critical > {row['critical']:g}"
         lines.append(
             f"  {row['state'].upper():<8} {row['metric']}: {row['measured']:.3f} {row['unit']} "
-            f"(warning > {row['warning']}, critical > {row['critical']})"
+            f"(warning > {row['warning']:g}{critical})"
         )
     return "\n".join(lines)
 

@@ -114,7 +114,8 @@ def critical_paths(spark: SparkSession, spans: DataFrame) -> DataFrame:
 def critical_path_summary(paths: DataFrame) -> DataFrame:
     """Per operation and band (``p50``, ``p99``): which service, span and phase hold the time."""
     ranked = paths.withColumn(
-        "rank", F.row_number().over(Window.partitionBy("operation").orderBy("duration_ms"))
+        "rank",
+        F.row_number().over(Window.partitionBy("operation").orderBy("duration_ms", "trace_id")),
     ).withColumn("traces", F.count(F.lit(1)).over(Window.partitionBy("operation")))
     median = F.ceil(F.col("traces") * 0.5)
     in_median = F.abs(F.col("rank") - median) <= F.floor(F.col("traces") * MEDIAN_BAND)
@@ -136,7 +137,9 @@ def critical_path_summary(paths: DataFrame) -> DataFrame:
         "operation", "band", "service", "span", "phase", "band_traces", "band_duration_ms"
     ).agg(F.sum("exclusive_ms").alias("_total_ms"))
     mean = F.col("_total_ms") / F.col("band_traces")
-    share = Window.partitionBy("operation", "band").orderBy(F.col("mean_exclusive_ms").desc())
+    share = Window.partitionBy("operation", "band").orderBy(  # ties broken: the same everywhere
+        F.col("mean_exclusive_ms").desc(), "service", "span", "phase"
+    )
     return (
         held.withColumn("mean_exclusive_ms", mean)
         .withColumn("share", F.col("mean_exclusive_ms") / F.col("band_duration_ms"))

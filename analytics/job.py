@@ -189,8 +189,11 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     w.write("dependencies", lambda: graph.dependencies(spans, acc))
     paths = w.write("critical_paths", lambda: graph.critical_paths(spark, spans), small=False)
     w.write("critical_path_summary", lambda: graph.critical_path_summary(paths))
+    commits = w.write(
+        "commit_latency_windows", lambda: thresholds.commit_latency_windows(spans, acc)
+    )
     measured_at = time.monotonic()
-    summary.thresholds = thresholds.rows(thresholds.measure(spans, behind, acc))
+    summary.thresholds = thresholds.rows(thresholds.measure(spans, behind, commits, acc))
     summary.stage_s["thresholds_measure"] = round(time.monotonic() - measured_at, 3)
     w.write("thresholds", lambda: spark.createDataFrame(summary.thresholds, _THRESHOLD_SCHEMA))
     drawn_at = time.monotonic()
@@ -202,15 +205,24 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
 
 
 def dashboard_of(w: _Writer, lag: DataFrame, summary: Summary) -> str:
-    """The dashboard page of the tables written (each small), the lag as the worst per minute."""
+    """The dashboard page of the tables written, as small as a page wants them: latency over
+    time over all nodes, the lag as the worst per range and minute; times as UTC text."""
+    read = w.spark.read.parquet
+    utc = "yyyy-MM-dd HH:mm:ss"
     minutes = lag.groupBy(
-        "run", "keyspace", "range", F.window("time", "1 minute")["start"].alias("minute")
+        "run", "keyspace", "range", F.window("time", "1 minute")["start"].alias("at")
     ).agg(F.max("lag_s").alias("lag_s"))
+    special = {
+        "latency_windows": read(w.path("latency_windows"))
+        .where(F.col("node") == latency.ALL)
+        .withColumn("window_start", F.date_format("window_start", utc)),
+        "commit_latency_windows": read(w.path("commit_latency_windows")).withColumn(
+            "window_start", F.date_format("window_start", utc)
+        ),
+        "reconciliation_lag_minutes": minutes.withColumn("minute", F.date_format("at", utc)),
+    }
     frames = [
-        (
-            name,
-            minutes if name == "reconciliation_lag_minutes" else w.spark.read.parquet(w.path(name)),
-        )
+        (name, special[name] if name in special else read(w.path(name)))
         for name in dashboard.TABLES
     ]
     return dashboard.render(dashboard.rows_of(frames), {**asdict(summary)})

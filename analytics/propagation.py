@@ -159,6 +159,7 @@ def reconciliation_lag(spans: DataFrame) -> DataFrame:
         attribute(attr.KEYSPACE).alias("keyspace"),
         attribute(attr.RANGE).alias("range"),
         "end_ns",
+        "span_id",
         _instant(F.col("end_ns")).alias("time"),
         outcome.alias("outcome"),
         attribute(attr.DELIVERED).alias("delivered"),
@@ -169,7 +170,7 @@ def reconciliation_lag(spans: DataFrame) -> DataFrame:
     )
     so_far = (
         Window.partitionBy("run", "keyspace", "range")
-        .orderBy("end_ns")
+        .orderBy("end_ns", "span_id")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     bound_ms = F.max(F.shiftright("reached", LOGICAL_BITS)).over(so_far)
@@ -185,7 +186,7 @@ def reconciliation_lag_by_range(lag: DataFrame, accuracy: int) -> DataFrame:
     (``count``: rounds since the first bound; a range that never advanced has none), the last
     lag."""
     keys = ["run", "keyspace", "range"]
-    last = Window.partitionBy(*keys).orderBy(F.col("end_ns").desc())
+    last = Window.partitionBy(*keys).orderBy(F.col("end_ns").desc(), F.col("span_id").desc())
     latest = (
         lag.withColumn("_n", F.row_number().over(last))
         .where("_n = 1")

@@ -22,13 +22,13 @@ ARTIFACTS = Path(os.environ.get("EPOCHAL_TEST_ARTIFACTS", "build/test-artifacts"
 LOAD_TIMEOUT_S = 60
 WIDTH_PX = 1400
 
-# Each plotly chart of the page: its id and how many data points its traces hold.
+# Each plotly chart of the page: its id and how many data points its traces hold (not null).
 CHART_POINTS = """
 return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
   id: gd.id,
   points: (gd.data || []).reduce((n, t) => n + (
-    (t.y && t.y.length) || (t.value && t.value.length) || (t.link && t.link.value.length) || 0
-  ), 0),
+    t.y || t.value || (t.link && t.link.value) || []
+  ).filter(v => v !== null && v !== undefined).length, 0),
 }));
 """
 

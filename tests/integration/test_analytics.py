@@ -44,6 +44,7 @@ TABLES = ("carts", "orders", "items")
 DDL_COMMITS = 1 + len(TABLES)  # the keyspace and its tables
 APPLY_TOLERANCE_NS = 1_000  # a span's start keeps the nanoseconds; Parquet's double ms does not
 JOB_TIMEOUT_S = 600
+CLUSTER_TIMEOUT_S = 300
 ACCURACY = 100  # small, so the rank error is seen: n / 100 ranks
 APPLICATION_SERVICE = "application"
 
@@ -107,6 +108,7 @@ async def applied_epochs(address: str) -> dict[int, int]:
     return {e.epoch: e.applied_unix_ns for e in answer.epochs}
 
 
+@pytest.mark.timeout(CLUSTER_TIMEOUT_S + JOB_TIMEOUT_S + browser.LOAD_TIMEOUT_S)
 def test_the_job_turns_a_real_clusters_spans_into_tables_that_match_the_workload(
     tmp_path: Path,
 ) -> None:
@@ -135,7 +137,7 @@ def test_the_job_turns_a_real_clusters_spans_into_tables_that_match_the_workload
             reported[node_id] = await applied_epochs(replica.address)
         cluster.stop()  # gracefully: every process flushes its spans
 
-    run(cluster, scenario, timeout_s=300)
+    run(cluster, scenario, timeout_s=CLUSTER_TIMEOUT_S)
     out = tmp_path / "tables"
     job = subprocess.run(
         [sys.executable, "-m", "epochal.analytics", str(traces), "--out", str(out),
@@ -315,6 +317,7 @@ def the_dashboard_draws_every_table_offline(page: Path) -> None:
     assert browser.available() == ""
     report = browser.open_page(page, "analytics-dashboard.png")
     assert report.console_errors == []
+    assert page.resolve().as_uri() in report.requested  # the log saw the page's own request
     assert all(url.startswith(("file:", "data:", "blob:")) for url in report.requested), (
         report.requested
     )

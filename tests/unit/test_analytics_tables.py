@@ -121,7 +121,9 @@ def test_the_longest_a_node_was_more_than_ten_epochs_behind(
     longest = propagation.longest_behind(spans, epochs, 10)
     behind = {r["node"]: r["behind_s"] for r in longest.collect()}
     assert behind["node-2"] == pytest.approx(71.0) and behind["node-1"] == 0.0
-    measured = thresholds.measure(spans, longest, 100)
+    measured = thresholds.measure(
+        spans, longest, thresholds.commit_latency_windows(spans, 100), 100
+    )
     assert (
         thresholds.state_of(thresholds.EPOCH_SPREAD, measured[thresholds.EPOCH_SPREAD.metric])
         == "warning"
@@ -204,16 +206,16 @@ def test_a_call_is_an_edge_between_processes_even_of_one_service(
 
 
 @pytest.mark.parametrize(
-    ("barrier_s", "relaxed", "behind", "retries", "state"),
+    ("barrier_s", "relaxed", "behind", "retries", "commit_s", "state"),
     [
-        (5.0, 1, 10, 5, "ok"),  # at every warning threshold: not crossed
-        (5.5, 2, 11, 6, "warning"),
-        (30.5, 6, 51, 21, "critical"),
+        (5.0, 1, 10, 5, 2.0, "ok"),  # at every warning threshold: not crossed
+        (5.5, 2, 11, 6, 2.5, "warning"),
+        (30.5, 6, 51, 21, 10.5, "critical"),
     ],
 )
 def test_thresholds_are_crossed_just_above_them_not_at_them(
     spark: SparkSession, tmp_path: Path, barrier_s: float, relaxed: int, behind: int,
-    retries: int, state: str,
+    retries: int, commit_s: float, state: str,
 ) -> None:  # fmt: skip
     barrier = span(
         attr.REPLICA_PROGRESS_BARRIER, T0, T0 + int(barrier_s * S),
@@ -224,12 +226,18 @@ def test_thresholds_are_crossed_just_above_them_not_at_them(
         for i in range(behind)
     ]
     commit = span(latency.CLIENT_COMMIT, T0, T0 + MS, **{attr.ATTEMPTS: retries + 1})
+    at_member = span(attr.CMS_COMMIT, T0, T0 + int(commit_s * S),
+                     **{attr.OUTCOME: attr.COMMITTED, attr.EPOCH: 2})  # fmt: skip
     spans = table(spark, tmp_path, ("replica", "node-1", [barrier, *coordinators]),
-                  ("application", "", [commit]))  # fmt: skip
+                  ("application", "", [commit]), ("cms", "cms1", [at_member]))  # fmt: skip
     empty = spark.createDataFrame([], "node string, behind_s double")
-    rows = {r["metric"]: r for r in thresholds.rows(thresholds.measure(spans, empty, 100))}
+    rows = {
+        r["metric"]: r
+        for r in thresholds.rows(
+            thresholds.measure(spans, empty, thresholds.commit_latency_windows(spans, 100), 100)
+        )
+    }
     for threshold in (thresholds.BARRIER, thresholds.RELAXATIONS, thresholds.COORDINATOR_BEHIND,
-                      thresholds.COMMIT_RETRIES):  # fmt: skip
+                      thresholds.COMMIT_RETRIES, thresholds.COMMIT_LATENCY):  # fmt: skip
         assert rows[threshold.metric]["state"] == state, rows[threshold.metric]
     assert rows[thresholds.UNREACHABLE.metric]["state"] == "not measured"
-    assert rows[thresholds.COMMIT_LATENCY.metric]["measured"] is None  # no commit at a member
