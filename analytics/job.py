@@ -1,10 +1,12 @@
 """The job: span files in, Parquet tables and a summary out.
 
-Stages, each timed: read the span files and write the ``spans`` table; then every other table
-from the ``spans`` table as written (Parquet, read back: columns read only where needed, and no
-second parse of the JSON); then the thresholds. Each table is a folder of Parquet files under the
-output directory, replaced when the job runs again; ``summary.json`` beside them says what was
-read, what each table holds, how long each stage took and which thresholds were crossed.
+Stages, each timed: read the span files and write the ``spans`` table (lines without spans
+counted as they are read; rewritten without repeats only if a span was read twice); then every
+other table from the ``spans`` table as written (Parquet, read back: columns read only where
+needed, and no second parse of the JSON); then the thresholds. Each table is a folder of
+Parquet files under the output directory, replaced when the job runs again; ``summary.json``
+beside them says what was read, what each table holds, how long each stage took and which
+thresholds were crossed.
 """
 
 from __future__ import annotations
@@ -12,23 +14,53 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyspark import SparkConf, SparkContext
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import SparkConf, SparkContext, inheritable_thread_target
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from epochal.analytics import dashboard, graph, latency, propagation, storage, thresholds
-from epochal.analytics.spans import flatten, processes, read_lines, with_process_nodes
+from epochal.analytics.spans import (
+    IDS,
+    bad_lines,
+    flatten,
+    processes,
+    read_lines,
+    repeated,
+    with_process_nodes,
+)
 
 log = logging.getLogger(__name__)
 
 LOCAL_MASTER = "local[*]"
 DEFAULT_SHUFFLE_PARTITIONS = 8  # 2 cores: a few tasks per core, not Spark's 200
 SUMMARY = "summary.json"
+CONCURRENT_CHAINS = 3  # chains of tables written at a time (they share the session's cores)
+TABLES = (  # what the job writes, in the order it reports them
+    "spans",
+    "processes",
+    "latency",
+    "latency_windows",
+    "commit_phases",
+    "consistency_mix",
+    "errors",
+    "epoch_propagation",
+    "epoch_propagation_nodes",
+    "epochs_behind",
+    "reconciliation_lag",
+    "reconciliation_lag_ranges",
+    "dependencies",
+    "critical_paths",
+    "critical_path_summary",
+    "commit_latency_windows",
+    "thresholds",
+)
 DASHBOARD = "dashboard.html"
 
 
@@ -102,6 +134,8 @@ def session(settings: JobSettings) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         default("spark.driver.host", "127.0.0.1")
         default("spark.driver.bindAddress", "127.0.0.1")
+        # the Python workers: this interpreter (with pyarrow), not whatever python3 PATH finds
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if settings.shuffle_partitions is not None:
         chosen["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
     else:
@@ -112,6 +146,14 @@ def session(settings: JobSettings) -> SparkSession:
     else:
         default("spark.ui.enabled", "false")
     default("spark.ui.showConsoleProgress", "false")
+    # HotSpot compiles no method over 8,000 bytes of bytecode: the flattening of spans (dozens
+    # of attribute columns) generated larger ones and ran interpreted, twice as slow as Spark's
+    # per-operator code, which this limit makes it fall back to (Spark's docs suggest 8000)
+    default("spark.sql.codegen.hugeMethodLimit", "8000")
+    # percentile_approx and collect_* aggregate in a hash map of objects that Spark turns into a
+    # sort after 128 groups per task: a window table has thousands. A group's digest holds at
+    # most its rows' values, so the map stays as big as the rows a task aggregates
+    default("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "16384")
     chosen["spark.sql.session.timeZone"] = "UTC"  # windows and timestamps in UTC, always
     # a key repeated in an attribute list or among a span's events: the last one wins
     chosen["spark.sql.mapKeyDedupPolicy"] = "LAST_WIN"
@@ -136,9 +178,12 @@ class _Writer:
         table = build()
         if small:  # an aggregate: one file, not one per shuffle partition
             table = table.coalesce(1)
-        table.write.mode("overwrite").parquet(self.path(name))
+        rows = Observation(f"rows of {name}")  # counted as written: no second job to count
+        table.observe(rows, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(
+            self.path(name)
+        )
         written = self.spark.read.parquet(self.path(name))
-        self.summary.tables[name] = written.count()
+        self.summary.tables[name] = int(rows.get["rows"])
         self.summary.stage_s[name] = round(time.monotonic() - started, 3)
         return written
 
@@ -161,47 +206,112 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     w = _Writer(spark, settings.out, summary)
     started = time.monotonic()
     lines = read_lines(spark, settings.traces)
-    flat = w.write("spans", lambda: flatten(lines), small=False)
+    flat = _write_spans(w, lines)
     summary.spans = summary.tables["spans"]
     spans = with_process_nodes(flat, w.write("processes", lambda: processes(flat)))
-    counted_at = time.monotonic()
-    summary.bad_lines = _bad_lines(lines)
-    summary.stage_s["bad_lines"] = round(time.monotonic() - counted_at, 3)
-    summary.traces = spans.select("trace_id").distinct().count()
     acc = settings.accuracy
-    w.write("latency", lambda: latency.latency(spans, acc))
-    w.write(  # grows with the run's length: not merged into one task
-        "latency_windows",
-        lambda: latency.latency_windows(spans, acc, settings.window_s),
-        small=False,
-    )
-    w.write("commit_phases", lambda: latency.commit_phases(spans, acc))
-    w.write("consistency_mix", lambda: latency.consistency_mix(spans))
-    w.write("errors", lambda: latency.errors(spans))
-    epochs = w.write("epoch_propagation", lambda: propagation.epoch_propagation(spans), small=False)
-    w.write("epoch_propagation_nodes", lambda: propagation.propagation_by_node(epochs, acc))
-    behind = w.write(
-        "epochs_behind",
-        lambda: propagation.longest_behind(spans, epochs, thresholds.BEHIND_EPOCHS),
-    )
-    lag = w.write("reconciliation_lag", lambda: propagation.reconciliation_lag(spans), small=False)
-    w.write("reconciliation_lag_ranges", lambda: propagation.reconciliation_lag_by_range(lag, acc))
-    w.write("dependencies", lambda: graph.dependencies(spans, acc))
-    paths = w.write("critical_paths", lambda: graph.critical_paths(spark, spans), small=False)
-    w.write("critical_path_summary", lambda: graph.critical_path_summary(paths))
-    commits = w.write(
-        "commit_latency_windows", lambda: thresholds.commit_latency_windows(spans, acc)
-    )
+
+    def latency_tables() -> None:
+        w.write("latency", lambda: latency.latency(spans, acc))
+        w.write(  # grows with the run's length: not merged into one task
+            "latency_windows",
+            lambda: latency.latency_windows(spans, acc, settings.window_s),
+            small=False,
+        )
+        w.write("commit_phases", lambda: latency.commit_phases(spans, acc))
+        w.write("consistency_mix", lambda: latency.consistency_mix(spans))
+        w.write("errors", lambda: latency.errors(spans))
+
+    def propagation_tables() -> DataFrame:
+        epochs = w.write(
+            "epoch_propagation", lambda: propagation.epoch_propagation(spans), small=False
+        )
+        w.write("epoch_propagation_nodes", lambda: propagation.propagation_by_node(epochs, acc))
+        return w.write(
+            "epochs_behind",
+            lambda: propagation.longest_behind(spans, epochs, thresholds.BEHIND_EPOCHS),
+        )
+
+    def lag_tables() -> DataFrame:
+        lag = w.write(
+            "reconciliation_lag", lambda: propagation.reconciliation_lag(spans), small=False
+        )
+        w.write(
+            "reconciliation_lag_ranges", lambda: propagation.reconciliation_lag_by_range(lag, acc)
+        )
+        return lag
+
+    def graph_tables() -> None:
+        w.write("dependencies", lambda: graph.dependencies(spans, acc))
+        paths = w.write("critical_paths", lambda: graph.critical_paths(spans), small=False)
+        w.write("critical_path_summary", lambda: graph.critical_path_summary(paths))
+
+    def commit_tables() -> DataFrame:
+        return w.write(
+            "commit_latency_windows", lambda: thresholds.commit_latency_windows(spans, acc)
+        )
+
+    def count_traces() -> None:
+        summary.traces = spans.select("trace_id").distinct().count()
+
+    # Independent chains of tables, three at a time: most stages are short, many end in one
+    # task, and one chain's planning and Parquet writing leave cores another's tasks can use (a
+    # stage's time is then its time while sharing the cores)
+    at_once = time.monotonic()
+    pool = ThreadPoolExecutor(CONCURRENT_CHAINS, thread_name_prefix="tables")
+    try:
+        chains = [  # inheritable: the caller's job group and local properties go along
+            pool.submit(inheritable_thread_target(spark)(chain))
+            for chain in (
+                graph_tables,
+                latency_tables,
+                propagation_tables,
+                lag_tables,
+                commit_tables,
+                count_traces,
+            )
+        ]
+        _, _, behind, lag, commits, _ = [chain.result() for chain in chains]
+    except BaseException:  # one chain failed: the others' queued and running work is moot
+        pool.shutdown(wait=False, cancel_futures=True)
+        spark.sparkContext.cancelAllJobs()
+        raise
+    pool.shutdown()
+    summary.stage_s["tables_at_once"] = round(time.monotonic() - at_once, 3)
     measured_at = time.monotonic()
     summary.thresholds = thresholds.rows(thresholds.measure(spans, behind, commits, acc))
     summary.stage_s["thresholds_measure"] = round(time.monotonic() - measured_at, 3)
     w.write("thresholds", lambda: spark.createDataFrame(summary.thresholds, _THRESHOLD_SCHEMA))
+    # the tables and stages in one order, whichever chain finished first
+    summary.tables = {name: summary.tables[name] for name in TABLES}
+    summary.stage_s = {
+        **{name: summary.stage_s[name] for name in TABLES},
+        **{k: v for k, v in summary.stage_s.items() if k not in TABLES},
+    }
     drawn_at = time.monotonic()
     storage.write_text(spark, f"{w.out}/{DASHBOARD}", dashboard_of(w, lag, summary))
     summary.stage_s["dashboard"] = round(time.monotonic() - drawn_at, 3)
     summary.stage_s["total"] = round(time.monotonic() - started, 3)
     storage.write_text(spark, f"{w.out}/{SUMMARY}", summary.to_json() + "\n")
     return summary
+
+
+def _write_spans(w: _Writer, lines: DataFrame) -> DataFrame:
+    """The spans table: written as read, then rewritten without the repeats only if a span was
+    read twice (a copied file) — dropping duplicates costs a sort of every wide row."""
+    started = time.monotonic()
+    counted = Observation("span_lines")  # the lines without spans, counted as they are read
+    observed = lines.observe(counted, bad_lines(lines).alias("bad_lines"))
+    flat = w.write("spans", lambda: flatten(observed, deduplicate=False), small=False)
+    w.summary.bad_lines = int(counted.get["bad_lines"] or 0)
+    if repeated(flat):
+        unique = w.path("_spans_unique")
+        flat.dropDuplicates(list(IDS)).write.mode("overwrite").parquet(unique)
+        storage.replace(w.spark, unique, w.path("spans"))
+        flat = w.spark.read.parquet(w.path("spans"))
+        w.summary.tables["spans"] = flat.count()  # rare: a count of its own is fine
+    w.summary.stage_s["spans"] = round(time.monotonic() - started, 3)
+    return flat
 
 
 def dashboard_of(w: _Writer, lag: DataFrame, summary: Summary) -> str:
@@ -232,8 +342,3 @@ _THRESHOLD_SCHEMA = (
     "metric string, unit string, warning double, critical double, measured double, "
     "state string, how string"
 )
-
-
-def _bad_lines(lines: DataFrame) -> int:
-    """Lines that held no span data: not JSON (a truncated last line), or not a TracesData."""
-    return int(lines.where(F.col("resourceSpans").isNull()).select("resourceSpans").count())

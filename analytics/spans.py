@@ -26,6 +26,7 @@ from epochal.analytics import columns, storage
 from epochal.analytics.schema import CORRUPT, TRACES_DATA
 
 SPAN_FILES = "*.jsonl"
+IDS = ("trace_id", "span_id")  # a span's identity
 STATUS_ERROR = 2  # OTLP Status.code: 0 unset, 1 ok, 2 error
 
 
@@ -57,6 +58,12 @@ def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     if files:
         parts.append(_with_run(_reader(spark).json(files)))
     return functools.reduce(DataFrame.unionByName, parts)
+
+
+def _hex(value: Column) -> Column:
+    """A hex id in lower case (OTLP's JSON ids are hex in either case; Spark's ``lower`` maps
+    case through ICU, slower than this)."""
+    return F.translate(value, "ABCDEF", "abcdef")
 
 
 def _text(value: Column) -> Column:
@@ -107,8 +114,10 @@ def _typed(attributes: Column, lists: Column, name: str) -> Column:
     return attributes[name].try_cast(kind)  # a value of another type: null, not a failed job
 
 
-def flatten(lines: DataFrame) -> DataFrame:
-    """The span table of parsed lines (bad lines dropped)."""
+def flatten(lines: DataFrame, *, deduplicate: bool = True) -> DataFrame:
+    """The span table of parsed lines (bad lines dropped), each span once unless
+    ``deduplicate`` is false. Spark drops duplicates of rows this wide (maps, lists, strings) by
+    sorting them all: the job writes the table as read and pays that only when ``repeated``."""
     spans = (
         lines.where(F.col("resourceSpans").isNotNull())
         .select("run", F.explode("resourceSpans").alias("rs"))
@@ -117,21 +126,24 @@ def flatten(lines: DataFrame) -> DataFrame:
             _attribute_map(F.col("rs.resource.attributes")).alias("resource"),
             F.explode("rs.scopeSpans").alias("ss"),
         )
+        # the scope's name and its spans taken apart before the spans are exploded: a column the
+        # explode's output still needs is copied into every row (the whole batch of spans, per span)
         .select(
             "run",
             "resource",
             F.col("ss.scope.name").alias("scope"),
-            F.explode("ss.spans").alias("s"),
+            F.col("ss.spans").alias("batch"),
         )
+        .select("run", "resource", "scope", F.explode("batch").alias("s"))
     )
     s = F.col("s")
     start_ns = s["startTimeUnixNano"].try_cast("long")  # malformed: null, not a failed job
     end_ns = s["endTimeUnixNano"].try_cast("long")
     parent = s["parentSpanId"]
     base = spans.select(
-        F.lower(s["traceId"]).alias("trace_id"),
-        F.lower(s["spanId"]).alias("span_id"),
-        F.when(parent == "", None).otherwise(F.lower(parent)).alias("parent_span_id"),
+        _hex(s["traceId"]).alias("trace_id"),
+        _hex(s["spanId"]).alias("span_id"),
+        F.when(parent == "", None).otherwise(_hex(parent)).alias("parent_span_id"),
         s["name"].alias("name"),
         s["kind"].alias("kind"),
         F.col("scope"),
@@ -153,8 +165,8 @@ def flatten(lines: DataFrame) -> DataFrame:
         F.transform(
             F.coalesce(s["links"], F.array()),
             lambda link: F.struct(
-                F.lower(link["traceId"]).alias("trace_id"),
-                F.lower(link["spanId"]).alias("span_id"),
+                _hex(link["traceId"]).alias("trace_id"),
+                _hex(link["spanId"]).alias("span_id"),
             ),
         ).alias("links"),
         _attribute_map(s["attributes"]).alias("attributes"),
@@ -174,7 +186,12 @@ def flatten(lines: DataFrame) -> DataFrame:
         *typed,
         (F.col("status") == STATUS_ERROR).alias("error"),
     )
-    return flat.dropDuplicates(["trace_id", "span_id"])
+    return flat.dropDuplicates(list(IDS)) if deduplicate else flat
+
+
+def repeated(spans: DataFrame) -> bool:
+    """Whether some span is in ``spans`` more than once (a narrow count over the two ids)."""
+    return bool(spans.groupBy(*IDS).count().where(F.col("count") > 1).limit(1).count())
 
 
 def attribute(name: str) -> Column:

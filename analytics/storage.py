@@ -1,7 +1,8 @@
 """Paths as Spark resolves them, through Hadoop's file system API: a path without a scheme is
 on the cluster's default file system (the local one on local[*], HDFS on YARN); ``file:``,
 ``hdfs:``, ``s3a:`` are what they say. The job asks it whether inputs exist and are folders, and
-writes its small files (summary, dashboard) through it, beside the tables."""
+writes its small files (summary, dashboard) through it, beside the tables, and moves a table
+rewritten into place."""
 
 from __future__ import annotations
 
@@ -36,3 +37,21 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         stream.write(bytearray(text.encode()))
     finally:
         stream.close()
+
+
+def replace(spark: SparkSession, source: str, target: str) -> None:
+    """Move folder ``source`` to ``target``, replacing what ``target`` held: the old folder is
+    moved aside first and deleted last, so a failure in between leaves one of them in place."""
+    fs, located = hadoop_path(spark, target)
+    _, moved = hadoop_path(spark, source)
+    aside = hadoop_path(spark, f"{target.rstrip('/')}._replaced")[1]
+    fs.delete(aside, True)  # a previous failure's leftover
+    had = bool(fs.exists(located))
+    if had and not fs.rename(located, aside):
+        raise OSError(f"could not move {target} aside")
+    if not fs.rename(moved, located):
+        if had:
+            fs.rename(aside, located)
+        raise OSError(f"could not move {source} to {target}")
+    if had:
+        fs.delete(aside, True)

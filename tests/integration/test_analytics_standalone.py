@@ -6,7 +6,6 @@ entry as ``python -m epochal.analytics`` — gives the same tables as on ``local
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import signal
@@ -15,15 +14,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 import epochal.analytics.__main__ as entry
 from epochal.analytics.job import DASHBOARD
 from epochal.analytics.synthetic import generate
 from epochal.runtime.processes import free_ports
+from tests.harness.span_files import rows, same
 
 pytestmark = pytest.mark.integration
 
@@ -74,34 +72,6 @@ def daemon(args: list[str], log: Path, ready: str) -> Iterator[subprocess.Popen[
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-
-
-def rows(folder: Path) -> list[tuple[Any, ...]]:
-    """A table's rows in a canonical order: lists of text sorted (collect_set's order is not
-    part of the answer), rows sorted by their fields other than floats (which two sums in
-    another order may give in another last bit: compared with ``same`` instead)."""
-
-    def canonical(value: Any) -> Any:
-        if isinstance(value, list):
-            items = [canonical(v) for v in value]
-            return tuple(sorted(items) if all(isinstance(i, str) for i in items) else items)
-        if isinstance(value, dict):
-            return tuple(sorted((k, canonical(v)) for k, v in value.items()))
-        return value
-
-    def key(row: tuple[Any, ...]) -> str:
-        return repr(tuple(v for v in row if not isinstance(v, float)))
-
-    table = pq.read_table(folder).to_pylist()
-    return sorted((tuple(canonical(v) for v in row.values()) for row in table), key=key)
-
-
-def same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def submit(master_url: str, script: str, args: list[str]) -> subprocess.CompletedProcess[str]:
