@@ -13,7 +13,7 @@ HISTORY_RUNS ?= 5
 FUZZ_INPUTS ?= 20000
 FUZZ_SEED ?= 0
 
-.PHONY: install deps run test lint format protos sim history fuzz bench prometheus analyze clean-venv
+.PHONY: install deps run test lint format protos sim history fuzz bench bench-analytics prometheus analyze clean-venv
 
 install: $(STAMP)
 
@@ -111,8 +111,12 @@ fuzz: install
 	EPOCHAL_FUZZ_INPUTS=$(FUZZ_INPUTS) EPOCHAL_FUZZ_SEED=$(FUZZ_SEED) \
 		$(PY) -m pytest tests/integration/test_fuzz.py -s -p no:cacheprovider
 
-bench: install
+bench: install deps
 	for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done
+
+# the analytics benchmark runs Spark: Java from `make deps`
+bench-analytics: install deps
+	$(PY) bench/analytics.py $(ARGS)
 
 bench-%: install
 	$(PY) bench/$*.py $(ARGS)
