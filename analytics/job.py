@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -258,10 +259,19 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
     # task, and one chain's planning and Parquet writing leave cores another's tasks can use (a
     # stage's time is then its time while sharing the cores)
     at_once = time.monotonic()
+    group = f"epochal-analytics-{uuid.uuid4().hex}"  # the chains' Spark jobs, to cancel them
+
+    def grouped(chain: Callable[[], Any]) -> Callable[[], Any]:
+        def in_group() -> Any:
+            spark.sparkContext.setJobGroup(group, "epochal analytics tables", True)
+            return chain()
+
+        return inheritable_thread_target(spark)(in_group)  # the caller's local properties too
+
     pool = ThreadPoolExecutor(CONCURRENT_CHAINS, thread_name_prefix="tables")
     try:
-        chains = [  # inheritable: the caller's job group and local properties go along
-            pool.submit(inheritable_thread_target(spark)(chain))
+        chains = [
+            pool.submit(grouped(chain))
             for chain in (
                 graph_tables,
                 latency_tables,
@@ -274,7 +284,7 @@ def run(settings: JobSettings, spark: SparkSession | None = None) -> Summary:
         _, _, behind, lag, commits, _ = [chain.result() for chain in chains]
     except BaseException:  # one chain failed: the others' queued and running work is moot
         pool.shutdown(wait=False, cancel_futures=True)
-        spark.sparkContext.cancelAllJobs()
+        spark.sparkContext.cancelJobGroup(group)  # theirs only: the session may run others'
         raise
     pool.shutdown()
     summary.stage_s["tables_at_once"] = round(time.monotonic() - at_once, 3)

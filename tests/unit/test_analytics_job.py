@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+import pytest
+from pyspark.sql import DataFrame, SparkSession
 
+from epochal.analytics import graph
 from epochal.analytics.job import JobSettings, run
 from epochal.analytics.synthetic import generate
 from tests.harness.span_files import rows, same
@@ -48,3 +50,18 @@ def test_each_span_counts_once_even_from_a_copied_file(spark: SparkSession, tmp_
         assert same(tuple(before), tuple(after)), name
     ids = pq.read_table(tmp_path / "copied" / "spans", columns=["trace_id", "span_id"]).to_pylist()
     assert len({(r["trace_id"], r["span_id"]) for r in ids}) == len(ids) == total
+
+
+def test_a_failing_table_fails_the_job_and_leaves_the_session_usable(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces = tmp_path / "traces"
+    generate(traces, 500, seed=5)
+
+    def broken(spans: DataFrame) -> DataFrame:
+        raise RuntimeError("the walk broke")
+
+    monkeypatch.setattr(graph, "critical_paths", broken)
+    with pytest.raises(RuntimeError, match="the walk broke"):
+        run(JobSettings(traces=(str(traces),), out=str(tmp_path / "out")), spark)
+    assert spark.range(10).count() == 10  # the chains' jobs were cancelled, not the session's
