@@ -219,9 +219,13 @@ def propagation_matches_what_the_replicas_report(
     # the first moment a member learnt each epoch chosen: the leader's accepted event, or a
     # forwarding member's answer (it gets the votes itself: it may learn before the leader)
     learnt: dict[int, int] = {}
+    asked: dict[int, int] = {}  # the first moment a member had a request that committed it
     for s in spans:
         if s.name != attr.CMS_COMMIT or not s.attributes.get(attr.EPOCH):
             continue
+        if s.attributes.get(attr.OUTCOME) == "committed":
+            epoch = s.attributes[attr.EPOCH]
+            asked[epoch] = min(asked.get(epoch, s.start_ns), s.start_ns)
         times = [t for name, t in s.event_times if name == attr.PHASE_ACCEPTED]
         if (
             not times
@@ -236,9 +240,12 @@ def propagation_matches_what_the_replicas_report(
         assert (row["reference"] == "commit") == (epoch in learnt), row
         if epoch in learnt:
             assert row["commit_ns"] == learnt[epoch], row
-            # a node applies what a member learnt and told it: after, up to the time a member
-            # takes between learning and the end of its span (a fraction of a millisecond)
-            assert row["propagation_ms"] >= -1.0, row
+        if epoch in asked:
+            # causality, not timing: no node applies an epoch before a member had the request
+            # that a round then chose as it (a forwarding member's answer, the commit time when
+            # the leader's event is missing, may end after a node applied: by a loaded core's
+            # delay, seen at 1.8 ms)
+            assert row["apply_ns"] >= asked[epoch], row
     per_node = {r["node"]: r for r in table(out, "epoch_propagation_nodes")}
     assert set(reported) <= set(per_node)
 
