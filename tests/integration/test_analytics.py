@@ -242,9 +242,9 @@ def propagation_matches_what_the_replicas_report(
             assert row["commit_ns"] == learnt[epoch], row
         if epoch in asked:
             # causality, not timing: no node applies an epoch before a member had the request
-            # that a round then chose as it (a forwarding member's answer, the commit time when
-            # the leader's event is missing, may end after a node applied: by a loaded core's
-            # delay, seen at 1.8 ms)
+            # that a round then chose as it. The commit time is recorded after the moment (the
+            # leader's event, a forwarding member's answer): on a loaded core a node applied
+            # 1.8 ms before it
             assert row["apply_ns"] >= asked[epoch], row
     per_node = {r["node"]: r for r in table(out, "epoch_propagation_nodes")}
     assert set(reported) <= set(per_node)
