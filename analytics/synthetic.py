@@ -39,14 +39,17 @@ DDL_EVERY = 200  # one DDL commit per this many requests
 RECONCILE_EVERY = 20
 
 
-def _value(v: Any) -> dict[str, Any]:
+def any_value(v: Any) -> dict[str, Any]:
+    """An OTLP AnyValue in the JSON encoding (64-bit integers as strings)."""
     if isinstance(v, bool):
         return {"boolValue": v}
     if isinstance(v, int):
         return {"intValue": str(v)}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [_value(x) for x in v]}}
-    return {"stringValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list | tuple):
+        return {"arrayValue": {"values": [any_value(x) for x in v]}}
+    return {"stringValue": v}
 
 
 @dataclass
@@ -60,7 +63,7 @@ class _Process:
         pairs = {attr.SERVICE_NAME: self.service, attr.SERVICE_INSTANCE: self.instance}
         if self.node:
             pairs[attr.NODE_ID] = self.node
-        return {"attributes": [{"key": k, "value": _value(v)} for k, v in pairs.items()]}
+        return {"attributes": [{"key": k, "value": any_value(v)} for k, v in pairs.items()]}
 
 
 class _Cluster:
@@ -112,7 +115,7 @@ class _Cluster:
                 "kind": kind,
                 "startTimeUnixNano": str(start),
                 "endTimeUnixNano": str(end),
-                "attributes": [{"key": k, "value": _value(v)} for k, v in attributes.items()],
+                "attributes": [{"key": k, "value": any_value(v)} for k, v in attributes.items()],
                 "events": [{"timeUnixNano": str(t), "name": n} for n, t in events or ()],
                 "links": [{"traceId": t, "spanId": s} for t, s in links or ()],
                 "status": {},

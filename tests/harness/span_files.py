@@ -13,23 +13,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from epochal.analytics.synthetic import any_value
 from epochal.telemetry import attributes as attr
 
 TRACE_ID = "ab" * 16
 _ids = itertools.count(1)
-
-
-def any_value(v: Any) -> dict[str, Any]:
-    """An OTLP AnyValue in the JSON encoding."""
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, list | tuple):
-        return {"arrayValue": {"values": [any_value(x) for x in v]}}
-    return {"stringValue": v}
 
 
 def key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
