@@ -18,7 +18,31 @@ from typing import Any
 FlagTable = Mapping[str, tuple[type, str]]
 
 # Settings every service also reads from a shared variable when its own is not set.
-SHARED_ENV = {"trace_dir": "EPOCHAL_TRACE_DIR"}
+SHARED_ENV = {
+    "trace_dir": "EPOCHAL_TRACE_DIR",
+    # transport security (epochal.runtime.security): the same files for every service
+    "tls_ca": "EPOCHAL_TLS_CA",
+    "tls_cert": "EPOCHAL_TLS_CERT",
+    "tls_key": "EPOCHAL_TLS_KEY",
+    "insecure": "EPOCHAL_INSECURE",
+}
+
+# transport security, the same in every service (epochal.runtime.security)
+SECURITY_FLAGS: FlagTable = {
+    "tls_ca": (str, "the CA certificate (PEM) the cluster's certificates are signed by"),
+    "tls_cert": (str, "this process's certificate (PEM), its role in a urn:epochal:role: SAN"),
+    "tls_key": (str, "this process's private key (PEM)"),
+    "insecure": (
+        bool,
+        "plain text: no TLS and no role checks (only for a cluster run so on every side)",
+    ),
+    "health_listen": (
+        str,
+        "host:port of a plaintext port that serves gRPC health only, for probes without a "
+        "certificate (off when empty)",
+    ),
+}
+
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from epochal.wire.standard import HealthProbe
+from epochal.wire.tls import Security
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -174,9 +175,10 @@ class LocalProcess:
         self.process.send_signal(signal.SIGTERM)
         return True
 
-    async def wait_serving(self, deadline: float) -> None:
-        """Until the process's gRPC health check answers SERVING (``deadline``: monotonic)."""
-        probe = HealthProbe(self.address)
+    async def wait_serving(self, deadline: float, security: Security | None = None) -> None:
+        """Until the process's gRPC health check answers SERVING (``deadline``: monotonic;
+        ``security``: how to call it, default the process's)."""
+        probe = HealthProbe(self.address, security)
         try:
             while True:
                 if not self.running:

@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from epochal.runtime.processes import die_with_parent
+from epochal.runtime.security import security_of
 from epochal.telemetry import check_environment as check_tracing_environment
+from epochal.wire import channels
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,8 @@ def run(
     die_with_parent()  # started by a local harness: never outlive it
     try:
         settings = settings_from(argv)
+        # TLS files or --insecure, checked before anything starts: the process's channels'
+        channels.use(security_of(settings))
         check_tracing_environment()  # OTEL_* variables as wrong as a flag would be
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)

@@ -11,6 +11,9 @@
   call; while it names a reason (the server is still starting, or shutting down) the call is
   answered UNAVAILABLE with that reason, which every client retries on another server
   (``epochal.status.RETRIES``). A method never runs against state that is not there yet.
+- **Who may call**: the caller's certificate's roles are checked against the method first
+  (``epochal.wire.roles``, the server's ``guard``), and for ``CMS.Commit`` against the kind of
+  its transformation once it parsed; a refusal is PERMISSION_DENIED naming the role needed.
 - **Bugs**: an exception a method does not turn into a status itself is logged with its
   traceback and answered INTERNAL naming the method, not the exception (gRPC would answer
   UNKNOWN, the status a transport failure also gets, and log it without saying which call;
@@ -44,6 +47,7 @@ from opentelemetry import trace
 
 from epochal.telemetry import attributes as attr
 from epochal.telemetry.context import attached, from_metadata, tracing, wanted
+from epochal.wire.roles import DEFAULT_GUARD, Guard
 from epochal.wire.status import abort_status
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,7 @@ def add_servicer(
     service: ServiceDescriptor,
     servicer: object,
     refusal: Refusal = always_open,
+    guard: Guard = DEFAULT_GUARD,
 ) -> None:
     handlers = {}
     traced_methods: frozenset[str] = getattr(servicer, "TRACED_METHODS", frozenset())
@@ -86,9 +91,9 @@ def add_servicer(
         full_name = f"/{service.full_name}/{method.name}"
         streaming_in = method.client_streaming
         if method.server_streaming:
-            guarded = _guard_stream(function, method.name, full_name, refusal, streaming_in)
+            guarded = _guard_stream(function, full_name, refusal, guard, streaming_in)
         else:
-            guarded = _guard_unary(function, method.name, full_name, refusal, streaming_in)
+            guarded = _guard_unary(function, full_name, refusal, guard, streaming_in)
         if tracing() and not streaming_in and not service.full_name.startswith("grpc."):
             # Around the guard, so that the span sees the status the guard answers with.
             guarded = _in_callers_trace(
@@ -189,13 +194,13 @@ def _describe_call(
 
 def _guard_unary(
     function: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]],
-    method: str,
     full_name: str,
     refusal: Refusal,
+    guard: Guard,
     streaming_in: bool,
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        request = await _admitted(refusal, method, request, context, streaming_in)
+        request = await _admitted(refusal, guard, full_name, request, context, streaming_in)
         try:
             return await function(request, context)
         except grpc.aio.BaseError:
@@ -210,13 +215,13 @@ def _guard_unary(
 
 def _guard_stream(
     function: Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]],
-    method: str,
     full_name: str,
     refusal: Refusal,
+    guard: Guard,
     streaming_in: bool,
 ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        request = await _admitted(refusal, method, request, context, streaming_in)
+        request = await _admitted(refusal, guard, full_name, request, context, streaming_in)
         try:
             responses = function(request, context)
             if inspect.isawaitable(responses):  # it writes its responses (context.write)
@@ -236,19 +241,28 @@ def _guard_stream(
 
 async def _admitted(
     refusal: Refusal,
-    method: str,
+    guard: Guard,
+    full_name: str,
     request: Any,
     context: grpc.aio.ServicerContext,
     streaming_in: bool,
 ) -> Any:
-    """The request (or, for a client stream, its messages) once the server is open and it
-    parsed: a method never sees bytes that did not parse."""
-    reason = refusal(method)
+    """The request (or, for a client stream, its messages) once the caller may call the
+    method (``epochal.wire.roles``: before anything about the server's state is said), the
+    server is open and the request parsed (a method never sees bytes that did not parse), and
+    the caller may make this request (a commit: of its kind)."""
+    denied = guard.method_refusal(full_name, context)
+    if denied is not None:
+        await abort_status(context, grpc.StatusCode.PERMISSION_DENIED, denied)
+    reason = refusal(full_name.rpartition("/")[2])
     if reason is not None:
         await abort_status(context, grpc.StatusCode.UNAVAILABLE, reason)
     if streaming_in:
         return _parsed(request, context)
     await require_parsed(request, context)
+    denied = guard.request_refusal(full_name, request, context)
+    if denied is not None:
+        await abort_status(context, grpc.StatusCode.PERMISSION_DENIED, denied)
     return request
 
 

@@ -13,9 +13,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
 from epochal.wire.handlers import add_servicer
+from epochal.wire.roles import DEFAULT_GUARD, Guard
 from epochal.wire.status import abort_status
+from epochal.wire.tls import Security
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION_SERVICE = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
@@ -47,20 +49,23 @@ class HealthServicer(health.aio.HealthServicer):
 
 
 def add_health_and_reflection(
-    server: grpc.aio.Server, health_servicer: HealthServicer, services: Sequence[str]
+    server: grpc.aio.Server,
+    health_servicer: HealthServicer,
+    services: Sequence[str],
+    guard: Guard = DEFAULT_GUARD,
 ) -> None:
     """Serve health (``health_servicer``) and reflection of ``services`` and of these two."""
-    add_servicer(server, HEALTH_SERVICE, health_servicer)
+    add_servicer(server, HEALTH_SERVICE, health_servicer, guard=guard)
     names = (*services, HEALTH_SERVICE.full_name, reflection.SERVICE_NAME)
-    add_servicer(server, REFLECTION_SERVICE, ReflectionServicer(names))
+    add_servicer(server, REFLECTION_SERVICE, ReflectionServicer(names), guard=guard)
 
 
 class HealthProbe:
     """Asks one server's health service whether it is SERVING (for harnesses that wait for a
     process to be ready); ``close`` when done."""
 
-    def __init__(self, address: str) -> None:
-        self._channel = insecure_channel(address)
+    def __init__(self, address: str, security: Security | None = None) -> None:
+        self._channel = channel(address, security)
         self._stub = health_pb2_grpc.HealthStub(self._channel)
 
     async def serving(self, timeout_s: float) -> bool:

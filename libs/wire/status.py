@@ -29,6 +29,7 @@ from epochal.errors import (
     InvalidRequest,
     NotLeader,
     Overloaded,
+    PermissionDenied,
     Rejected,
     ReplicaOutcome,
     ShuttingDown,
@@ -216,6 +217,8 @@ def error_for(
         return InvalidRequest(message, rule=rule, **fields)
     if code is grpc.StatusCode.FAILED_PRECONDITION:
         return Rejected(rule, message, **fields)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(message, rule=rule, **fields)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return Overloaded(message, rule=rule, **fields)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -25,7 +25,7 @@ from epochal.errors import NotLeader
 from epochal.paxos import Message
 from epochal.tcm import ClusterMetadata
 from epochal.telemetry.context import current_headers, detached, set_headers
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
 from epochal.wire.metadata import decode_metadata
 from epochal.wire.multiplex import describe, watch, why_broken
 from epochal.wire.paxos import messages_to_proto
@@ -81,9 +81,9 @@ class PeerTransport:
                 )
                 continue
             self._addresses[peer] = address
-            channel = self._channels[peer] = insecure_channel(address)
-            self._stubs[peer] = cms_pb2_grpc.CMSPeerStub(channel)
-            self.cms_stubs[peer] = cms_pb2_grpc.CMSStub(channel)
+            opened = self._channels[peer] = channel(address)
+            self._stubs[peer] = cms_pb2_grpc.CMSPeerStub(opened)
+            self.cms_stubs[peer] = cms_pb2_grpc.CMSStub(opened)
 
     def peers(self) -> list[str]:
         return list(self.cms_stubs)
@@ -158,8 +158,8 @@ class PeerTransport:
             stream.close()
         for forwarder in self._forwarders.values():
             forwarder.close()
-        for channel in self._channels.values():
-            await channel.close(grace=None)
+        for opened in self._channels.values():
+            await opened.close(grace=None)
 
 
 class _PeerStream:

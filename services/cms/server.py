@@ -26,12 +26,14 @@ from epochal.cms.metrics import CMSMetrics
 from epochal.cms.servicer import CMSMemberServicer, CMSServicer
 from epochal.cms.settings import CMSSettings
 from epochal.cms.storage import CMSStorage
+from epochal.runtime import security
 from epochal.runtime.cms_health import CMSHealth
 from epochal.runtime.service import DRAIN_SHARE, RPC_SHARE
 from epochal.telemetry import describe as describe_tracing
 from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import server_options
 from epochal.wire.handlers import add_servicer
+from epochal.wire.roles import CMS
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import cms_pb2
 
@@ -49,6 +51,7 @@ class CMSServer:
         self.health = HealthServicer()
         self.metrics = CMSMetrics()
         self.peer_health: CMSHealth | None = None
+        self.health_port = security.HealthPort()
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -78,16 +81,26 @@ class CMSServer:
         server = self.server = grpc.aio.server(
             options=server_options(max_receive_bytes=4 * settings.max_transformation_bytes)
         )
-        add_servicer(server, CMS_SERVICE, CMSServicer(member, self.metrics), self._refusal)
-        add_servicer(server, MEMBER_SERVICE, CMSMemberServicer(member), self._refusal)
+        chosen = security.security_of(settings)
+        guard = security.guard(self.metrics.metrics, chosen)
+        servicer = CMSServicer(member, self.metrics)
+        add_servicer(server, CMS_SERVICE, servicer, self._refusal, guard)
+        add_servicer(server, MEMBER_SERVICE, CMSMemberServicer(member), self._refusal, guard)
         add_health_and_reflection(
-            server, self.health, (CMS_SERVICE.full_name, MEMBER_SERVICE.full_name)
+            server, self.health, (CMS_SERVICE.full_name, MEMBER_SERVICE.full_name), guard
         )
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(settings.listen_address)
+        bound = security.listen(
+            server,
+            settings.listen_address,
+            chosen,
+            role=CMS,
+            name=f"CMS member {settings.member_id}",
+        )
         if bound == 0:
             raise OSError(f"cannot listen on {settings.listen_address}")
         await server.start()
+        await self.health_port.start(settings.health_listen, self.health)
         if settings.test_hold_start_ms:
             log.warning("holding the start for %d ms (a test hook)", settings.test_hold_start_ms)
             await asyncio.sleep(settings.test_hold_start_ms / 1000)
@@ -146,6 +159,7 @@ class CMSServer:
         if stopping is not None:
             await stopping
             log.debug("stop: gRPC server stopped after %.3f s", loop.time() - began)
+        await self.health_port.stop(None)
         if self.member is not None:
             await self.member.stop()
             log.debug("stop: member stopped after %.3f s", loop.time() - began)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from epochal.cmscore import MemberConfig
+from epochal.runtime.flags import SECURITY_FLAGS, check_numbers, values_from
 from epochal.runtime.flags import build_parser as build_flag_parser
-from epochal.runtime.flags import check_numbers, values_from
 
 ENV_PREFIX = "EPOCHAL_CMS_"
 
@@ -73,6 +73,11 @@ class CMSSettings:
     # loads its state, so that the starting window can be observed.
     test_hold_start_ms: int = 0
     metrics_listen: str = ""  # host:port of the Prometheus endpoint (off when empty)
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    insecure: bool = False
+    health_listen: str = ""
     trace_dir: str = ""
     log_level: str = "INFO"
 
@@ -182,6 +187,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
         "tests only: answer UNAVAILABLE (starting) this long before loading the state",
     ),
     "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
+    **SECURITY_FLAGS,
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),
 }

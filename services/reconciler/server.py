@@ -32,6 +32,7 @@ from epochal.reconciler.replica_client import ReplicaClient
 from epochal.reconciler.settings import ReconcilerSettings
 from epochal.reconciler.storage import ReconcilerStorage
 from epochal.reconciler.worker import Worker, targets
+from epochal.runtime import security
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import RPC_SHARE
 from epochal.telemetry import describe as describe_tracing
@@ -40,6 +41,7 @@ from epochal.wire.channels import Channels, server_options
 from epochal.wire.handlers import add_servicer
 from epochal.wire.log import LogClient
 from epochal.wire.reconcile import range_to_proto
+from epochal.wire.roles import RECONCILER
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import reconciler_pb2 as pb
 
@@ -56,6 +58,7 @@ class ReconcilerServer:
     def __init__(self, settings: ReconcilerSettings) -> None:
         self.settings = settings
         self.health = HealthServicer()
+        self.health_port = security.HealthPort()
         self.metrics = ReconcilerMetrics()
         self.channels = Channels()
         self.server: grpc.aio.Server | None = None
@@ -105,12 +108,16 @@ class ReconcilerServer:
             self.id, settings.address, self.follower, self.cms, self.metrics
         )
         server = self.server = grpc.aio.server(options=server_options())
-        add_servicer(server, RECONCILER_SERVICE, StatusServicer(self))
-        add_health_and_reflection(server, self.health, [RECONCILER_SERVICE.full_name])
+        chosen = security.security_of(settings)
+        guard = security.guard(self.metrics.metrics, chosen)
+        add_servicer(server, RECONCILER_SERVICE, StatusServicer(self), guard=guard)
+        add_health_and_reflection(server, self.health, [RECONCILER_SERVICE.full_name], guard)
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        if server.add_insecure_port(settings.listen) == 0:
+        name = "reconciler"
+        if security.listen(server, settings.listen, chosen, role=RECONCILER, name=name) == 0:
             raise OSError(f"cannot listen on {settings.listen}")
         await server.start()
+        await self.health_port.start(settings.health_listen, self.health)
         if settings.metrics_listen:
             self.metrics.metrics.serve(settings.metrics_listen)
         self.follower.start()
@@ -166,6 +173,7 @@ class ReconcilerServer:
             log.warning("deregistering %s ran out of time: it stays registered", self.id)
         if self.server is not None:
             await self.server.stop(grace_s * (RPC_SHARE - COMMITS_SHARE))
+        await self.health_port.stop(None)
         await self.follower.stop()
         await self.cms.close()
         await self.channels.close()

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochal.runtime.flags import SECURITY_FLAGS, check_numbers, parse_addresses, values_from
 from epochal.runtime.flags import build_parser as build_flag_parser
-from epochal.runtime.flags import check_numbers, parse_addresses, values_from
 from epochal.runtime.follower import FollowerSettings
 
 ENV_PREFIX = "EPOCHAL_RECONCILER_"
@@ -43,6 +43,11 @@ class ReconcilerSettings:
     metadata_snapshot_interval: int = 1_000
     metadata_log_retention: int = 10_000
     metrics_listen: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    insecure: bool = False
+    health_listen: str = ""
     shutdown_grace_s: float = 5.0
     trace_dir: str = ""
     log_level: str = "INFO"
@@ -177,6 +182,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "metadata_snapshot_interval": (int, "store the applied metadata every N epochs"),
     "metadata_log_retention": (int, "applied log entries kept"),
     "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
+    **SECURITY_FLAGS,
     "shutdown_grace_s": (float, "seconds to finish a round and release leases on SIGTERM"),
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR"),

@@ -49,6 +49,7 @@ from epochal.replica.settings import ReplicaSettings
 from epochal.replica.storage import ReplicaStorage
 from epochal.replica.stream_receiver import StreamReceiver
 from epochal.replica.stream_source import StreamSource
+from epochal.runtime import security
 from epochal.runtime.follower import MetadataFollower
 from epochal.runtime.service import RPC_SHARE
 from epochal.telemetry import describe as describe_tracing
@@ -56,6 +57,7 @@ from epochal.telemetry import setup_tracing, shutdown_tracing
 from epochal.wire.channels import Channels, server_options
 from epochal.wire.handlers import add_servicer
 from epochal.wire.log import LogClient
+from epochal.wire.roles import REPLICA
 from epochal.wire.standard import HealthServicer, add_health_and_reflection
 from epochal.wire.v1 import replica_pb2
 
@@ -75,6 +77,7 @@ class ReplicaServer:
     def __init__(self, settings: ReplicaSettings) -> None:
         self.settings = settings
         self.health = HealthServicer()
+        self.health_port = security.HealthPort()
         self.metrics = ReplicaMetrics()
         self.channels = Channels()
         self.storage: ReplicaStorage
@@ -123,6 +126,8 @@ class ReplicaServer:
         )
         self.follower.on_change.append(lambda _: self._update_readiness())
         server = self.server = grpc.aio.server(options=server_options())
+        chosen = security.security_of(settings)
+        guard = security.guard(self.metrics.metrics, chosen)
         add_servicer(
             server,
             REPLICA_SERVICE,
@@ -135,6 +140,7 @@ class ReplicaServer:
                 closing=self.closing,
             ),
             self._refusal,
+            guard,
         )
         peers = PeerClient(self.channels)
         faults = Faults()
@@ -164,9 +170,14 @@ class ReplicaServer:
                 closing=self.closing,
             ),
             self._refusal_until_registered,
+            guard,
         )
         add_servicer(
-            server, ADMIN_SERVICE, AdminServicer(self.operations), self._refusal_until_registered
+            server,
+            ADMIN_SERVICE,
+            AdminServicer(self.operations),
+            self._refusal_until_registered,
+            guard,
         )
         reconcile = ReconcileNode(
             settings, self.local, self.follower, self.coordinator, self.storage, self.metrics
@@ -176,6 +187,7 @@ class ReplicaServer:
             RECONCILE_SERVICE,
             ReconcileServicer(reconcile, faults),
             self._refusal_until_registered,
+            guard,
         )
         services = [
             REPLICA_SERVICE.full_name,
@@ -189,14 +201,16 @@ class ReplicaServer:
                 TESTING_SERVICE,
                 TestingServicer(self.follower, self.coordinator, self.receiver, faults),
                 self._refusal,
+                guard,
             )
             services.append(TESTING_SERVICE.full_name)
             log.warning("test hooks are enabled (--enable-test-hooks): never in production")
-        add_health_and_reflection(server, self.health, services)
+        add_health_and_reflection(server, self.health, services, guard)
         await self._set_status(health_pb2.HealthCheckResponse.NOT_SERVING)
-        if server.add_insecure_port(settings.listen) == 0:
+        if security.listen(server, settings.listen, chosen, role=REPLICA, name="replica") == 0:
             raise OSError(f"cannot listen on {settings.listen}")
         await server.start()
+        await self.health_port.start(settings.health_listen, self.health)
         if settings.metrics_listen:
             self.metrics.metrics.serve(settings.metrics_listen)
         self.follower.start()
@@ -312,6 +326,7 @@ class ReplicaServer:
                     await task
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s * RPC_SHARE)
+        await self.health_port.stop(None)
         self.coordinator.close()
         await self.follower.stop()
         await self.channels.close()

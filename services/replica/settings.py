@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochal.runtime.flags import SECURITY_FLAGS, check_numbers, parse_addresses, values_from
 from epochal.runtime.flags import build_parser as build_flag_parser
-from epochal.runtime.flags import check_numbers, parse_addresses, values_from
 from epochal.runtime.follower import FollowerSettings
 from epochal.tcm import Rejected
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS, MAX_NUM_TOKENS
@@ -59,6 +59,11 @@ class ReplicaSettings:
     num_tokens: int = DEFAULT_NUM_TOKENS
     initial_tokens: str = ""
     metrics_listen: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    insecure: bool = False
+    health_listen: str = ""
     enable_test_hooks: bool = False
     shutdown_grace_s: float = 5.0
     trace_dir: str = ""
@@ -211,6 +216,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "num_tokens": (int, "tokens the join allocates for balance, unless --initial-tokens"),
     "initial_tokens": (str, "explicit tokens for the join: t1,t2,... (signed 64-bit)"),
     "metrics_listen": (str, "host:port for the Prometheus endpoint (off when empty)"),
+    **SECURITY_FLAGS,
     "enable_test_hooks": (bool, "serve epochal.v1.ReplicaTesting (tests only)"),
     "shutdown_grace_s": (float, "seconds to finish in-flight RPCs on SIGTERM"),
     "trace_dir": (str, "write OTLP-JSON span files here (also EPOCHAL_TRACE_DIR)"),
