@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         InvalidRequest,
         NotLeader,
         Overloaded,
+        PermissionDenied,
         Rejected,
         ReplicaOutcome,
         ShuttingDown,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from epochal.status import Operation
     from epochal.sync_client import Client
     from epochal.tcm.consistency import Consistency
+    from epochal.wire.tls import TlsFiles
 
 _WHERE = {
     "Client": "epochal.sync_client",
@@ -61,6 +63,7 @@ _WHERE = {
     "Consistency": "epochal.tcm.consistency",
     "ExecutionProfile": "epochal.profiles",
     "Operation": "epochal.status",
+    "TlsFiles": "epochal.wire.tls",
     **dict.fromkeys(
         ["DefaultRetryPolicy", "FailedAttempt", "NeverRetryPolicy", "RetryDecision", "RetryPolicy"],
         "epochal.policies",
@@ -76,6 +79,7 @@ _WHERE = {
             "InvalidRequest",
             "NotLeader",
             "Overloaded",
+            "PermissionDenied",
             "Rejected",
             "ReplicaOutcome",
             "ShuttingDown",
@@ -106,6 +110,7 @@ __all__ = [
     "NotLeader",
     "Operation",
     "Overloaded",
+    "PermissionDenied",
     "ReadResult",
     "ReadStats",
     "Rejected",
@@ -115,6 +120,7 @@ __all__ = [
     "ShuttingDown",
     "StalePlan",
     "TimedOut",
+    "TlsFiles",
     "Unavailable",
     "WriteResult",
 ]

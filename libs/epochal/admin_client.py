@@ -36,7 +36,8 @@ from epochal.admin_encoding import (
     set_hooks_call,
 )
 from epochal.status import from_rpc_error
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
+from epochal.wire.tls import Security
 
 Reply = TypeVar("Reply")
 
@@ -45,9 +46,11 @@ QUICK_TIMEOUT_S = 5.0  # a call the replica answers at once
 
 
 class AdminClient:
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, security: Security | None = None) -> None:
+        """``security``: TLS files (an operator's certificate) or INSECURE; None: the
+        process's (``epochal.wire.channels.use``)."""
         self.address = address
-        self._channel = insecure_channel(address)
+        self._channel = channel(address, security)
 
     async def __aenter__(self) -> AdminClient:
         return self

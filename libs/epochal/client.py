@@ -68,6 +68,8 @@ from epochal.tcm import (
 from epochal.tcm.consistency import Consistency
 from epochal.telemetry import attributes as attr
 from epochal.telemetry.context import inject
+from epochal.transport import client_security
+from epochal.wire.tls import TlsFiles
 
 __all__ = [
     "AsyncClient",
@@ -90,7 +92,10 @@ def __getattr__(name: str) -> NoReturn:
 class AsyncClient(SchemaChanges):
     """A client of one cluster, for one event loop. The keyword arguments make the default
     execution profile (``profiles``, when it names ``"default"``, gives it instead: then leave
-    them unset); ``retries`` is the default retry policy's ``max_retries``."""
+    them unset); ``retries`` is the default retry policy's ``max_retries``. ``tls``: the CA,
+    certificate and key to connect with (mutual TLS; a certificate with the ``client`` role),
+    else ``EPOCHAL_TLS_CA``/``_CERT``/``_KEY``; ``insecure=True`` for a cluster that runs in
+    plain text (``epochal.transport``)."""
 
     def __init__(
         self,
@@ -102,6 +107,8 @@ class AsyncClient(SchemaChanges):
         retry_policy: RetryPolicy | None = None,
         local_dc: str | None = None,
         profiles: Mapping[str, ExecutionProfile] | None = None,
+        tls: TlsFiles | None = None,
+        insecure: bool = False,
     ) -> None:
         if isinstance(seeds, str) or not seeds:
             raise InvalidRequest(
@@ -115,7 +122,8 @@ class AsyncClient(SchemaChanges):
         self._pid = os.getpid()
         self._connected = False
         self._closed = False
-        self._sessions = Sessions()
+        self._security = client_security(tls, insecure)
+        self._sessions = Sessions(self._security)
         self._view = MetadataView(
             seeds,
             lambda address, since: self._sessions.fetch_log(
@@ -242,7 +250,7 @@ class AsyncClient(SchemaChanges):
             addresses = [m.address for m in self.metadata.cms_members]
             if not addresses:
                 raise Unavailable("the metadata names no CMS member yet")
-            self._cms = CMSClient(addresses)
+            self._cms = CMSClient(addresses, security=self._security)
         cms = self._cms
         request = cms.commit_request_of(transformation, uuid.uuid4().hex)
 

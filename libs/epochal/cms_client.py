@@ -28,10 +28,11 @@ from epochal.errors import EpochalError, InvalidRequest, Rejected, Unavailable
 from epochal.paxos import Ballot
 from epochal.status import Operation, code_of, from_rpc_error
 from epochal.tcm import Transformation
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
 from epochal.wire.log import LogPage, fetch_response, watch_event
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.paxos import ballot_from_proto
+from epochal.wire.tls import Security
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 Reply = TypeVar("Reply")
@@ -113,13 +114,16 @@ class CMSClient:
         total_timeout_s: float = 30.0,
         first_member: int = 0,
         observer: CommitObserver | None = None,
+        security: Security | None = None,
     ) -> None:
+        """``security``: TLS files or INSECURE; None: the process's
+        (``epochal.wire.channels.use``)."""
         if not addresses:
             raise ValueError("CMSClient needs at least one CMS address")
         self.addresses = list(addresses)
         self.attempt_timeout_s = attempt_timeout_s
         self.total_timeout_s = total_timeout_s
-        self._channels = [insecure_channel(a) for a in self.addresses]
+        self._channels = [channel(a, security) for a in self.addresses]
         self._stubs = [cms_pb2_grpc.CMSStub(c) for c in self._channels]
         self._next = first_member % len(self.addresses)
         self.observer = observer
@@ -131,8 +135,8 @@ class CMSClient:
         await self.close()
 
     async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close(grace=None)
+        for opened in self._channels:
+            await opened.close(grace=None)
 
     def rotate(self) -> None:
         """Ask the next member first from now on (a watcher whose member's stream ended)."""

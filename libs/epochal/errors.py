@@ -121,6 +121,11 @@ class InvalidRequest(EpochalError):
     RULE = "bad_request"
 
 
+class PermissionDenied(EpochalError):
+    """The server refused the caller's certificate for this call (PERMISSION_DENIED): the
+    message names the role it needs and the roles the certificate has. Not retried."""
+
+
 class Rejected(EpochalError):
     """A rule refused the request (a transformation that conflicts with the metadata, an entry id
     reused for another transformation, a topology step whose barrier was not met): ``rule``

@@ -28,8 +28,9 @@ import grpc
 from epochal.errors import EpochalError
 from epochal.status import error_for, from_rpc_error
 from epochal.tcm.tokens import TokenRange
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
 from epochal.wire.reconcile import range_from_proto
+from epochal.wire.tls import Security
 from epochal.wire.v1 import reconciler_pb2 as pb
 from epochal.wire.v1 import reconciler_pb2_grpc
 
@@ -131,11 +132,11 @@ def merge(answers: Sequence[ReconcilerAnswer]) -> ReconcileStatus:
 
 
 class ReconcileClient:
-    def __init__(self, addresses: Sequence[str]) -> None:
+    def __init__(self, addresses: Sequence[str], security: Security | None = None) -> None:
         if not addresses:
             raise ValueError("ReconcileClient needs at least one reconciler address")
         self.addresses = list(addresses)
-        self._channels = [insecure_channel(a) for a in self.addresses]
+        self._channels = [channel(a, security) for a in self.addresses]
 
     async def __aenter__(self) -> ReconcileClient:
         return self
@@ -144,8 +145,8 @@ class ReconcileClient:
         await self.close()
 
     async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close(grace=None)
+        for opened in self._channels:
+            await opened.close(grace=None)
 
     async def status(self, *, timeout_s: float = STATUS_TIMEOUT_S) -> ReconcileStatus:
         """Every reconciler's answer, asked at once, merged. The first failure, in the order

@@ -38,10 +38,11 @@ from epochal.encoding import reply_or_raise
 from epochal.errors import ConnectionFailed, EpochalError, TimedOut
 from epochal.status import error_for, from_rpc_error
 from epochal.telemetry.context import detached
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel
 from epochal.wire.log import LogPage, fetch_request, fetch_response
 from epochal.wire.multiplex import Multiplexer
 from epochal.wire.status import NO_ANSWER
+from epochal.wire.tls import Security
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 
@@ -68,7 +69,8 @@ class Health:
 
 
 class Sessions:
-    def __init__(self) -> None:
+    def __init__(self, security: Security | None = None) -> None:
+        self.security = security  # None: the process's (epochal.wire.channels.use)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, replica_pb2_grpc.ReplicaStub] = {}
         self._sessions: dict[tuple[str, bool], Multiplexer] = {}
@@ -87,8 +89,8 @@ class Sessions:
         for session in self._sessions.values():
             session.close()
         self._sessions.clear()
-        for channel in self._channels.values():
-            await channel.close(grace=None)
+        for opened in self._channels.values():
+            await opened.close(grace=None)
         self._channels.clear()
         self._stubs.clear()
 
@@ -153,7 +155,7 @@ class Sessions:
     def _stub(self, address: str) -> replica_pb2_grpc.ReplicaStub:
         stub = self._stubs.get(address)
         if stub is None:
-            self._channels[address] = insecure_channel(address)
+            self._channels[address] = channel(address, self.security)
             stub = self._stubs[address] = replica_pb2_grpc.ReplicaStub(self._channels[address])
         return stub
 

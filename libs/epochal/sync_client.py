@@ -46,6 +46,7 @@ from epochal.profiles import ExecutionProfile, Profiles
 from epochal.tcm import ClusterMetadata, Table
 from epochal.tcm.consistency import Consistency
 from epochal.telemetry.context import attached
+from epochal.wire.tls import TlsFiles
 
 __all__ = ["Client"]
 
@@ -151,8 +152,12 @@ class Client:
         retry_policy: RetryPolicy | None = None,
         local_dc: str | None = None,
         profiles: Mapping[str, ExecutionProfile] | None = None,
+        tls: TlsFiles | None = None,
+        insecure: bool = False,
     ) -> None:
         options = {
+            "tls": tls,
+            "insecure": insecure,
             "consistency": consistency,
             "timeout_s": timeout_s,
             "retries": retries,

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from epochal.cli import (
+    certs_commands,
     cluster_commands,
     cms_commands,
     log_commands,
@@ -29,6 +30,7 @@ from epochal.cli import (
 from epochal.cli.failures import USAGE_EXIT, Failure
 from epochal.cli.options import global_options
 from epochal.errors import EpochalError
+from epochal.wire import channels
 
 INTERRUPTED_EXIT = 130
 
@@ -73,12 +75,21 @@ for command in (
     log_commands.metadata,
     *topology_commands.COMMANDS,
     reconcile.reconcile,
+    certs_commands.certs,
 ):
     cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    before = channels.chosen_security()  # a command chooses its own; called in-process, undone
+    try:
+        return _main(arguments)
+    finally:
+        channels.use(before)
+
+
+def _main(arguments: list[str]) -> int:
     try:
         result = cli.main(args=arguments, prog_name="epochal", standalone_mode=False)
     except click.exceptions.Exit as done:  # --help, --version
@@ -93,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Failure as failure:
         _error(f"epochal: {failure.message}")
         return failure.exit_code
+    except channels.NoSecurity as error:
+        _error(f"epochal: {error}")
+        return USAGE_EXIT
     except EpochalError as error:  # an SDK error no command turned into a failure
         _error(f"epochal: {error.message}")
         return 1

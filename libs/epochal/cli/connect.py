@@ -47,7 +47,16 @@ MAX_LOG_PAGES = 10_000
 def not_answered(address: str, error: EpochalError) -> Unreachable:
     """The one line for a process that did not answer (the first line of gRPC's reason)."""
     said = error.message.splitlines()[0] if error.message else ""
-    return Unreachable(f"{address} did not answer ({error.status}{': ' + said if said else ''})")
+    hint = ""
+    if "handshake" in said.lower():
+        hint = (
+            "; the TLS handshake failed: check that --tls-ca (EPOCHAL_TLS_CA) is the CA that "
+            "signed the cluster's certificates and yours, that yours has not expired, and that "
+            "the cluster runs with TLS"
+        )
+    return Unreachable(
+        f"{address} did not answer ({error.status}{': ' + said if said else ''}){hint}"
+    )
 
 
 @dataclass
