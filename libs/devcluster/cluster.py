@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from epochal.admin import (
     JOIN_REFUSED,
@@ -30,6 +31,7 @@ from epochal.admin import (
 )
 from epochal.admin_client import OPERATION_TIMEOUT_S, AdminClient
 from epochal.devcluster.cms import LocalCMS
+from epochal.devcluster.pki import TLS_DIR, TLS_ENV, DevPki, process_pki, security_flags
 from epochal.errors import EpochalError
 from epochal.runtime.processes import (
     STOP_TIMEOUT_S,
@@ -39,6 +41,7 @@ from epochal.runtime.processes import (
     tail,
 )
 from epochal.tcm.allocation import DEFAULT_NUM_TOKENS
+from epochal.wire.roles import RECONCILER, REPLICA
 
 JOINED = "joined"
 # The states a replica's automatic join ends in (a node that left stays out).
@@ -72,15 +75,26 @@ class LocalCluster:
     reconciler_args: tuple[str, ...] = ()
     # Every process serves Prometheus metrics (--metrics-listen) on a port of its own.
     metrics: bool = False
+    # Mutual TLS with certificates of this PKI (default: the process's, epochal.devcluster.pki),
+    # or plain text when ``insecure``.
+    pki: DevPki | None = None
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.pki is None and not self.insecure:
+            self.pki = process_pki(self.data_dir / TLS_DIR)
+        if self.insecure:
+            # not the TLS files this process's environment may name: plain text, as asked
+            self.env = {**dict.fromkeys(TLS_ENV, ""), **self.env}
         self.cms = LocalCMS(
             self.data_dir / "cms",
             size=self.cms_size,
             extra_args=self.cms_args,
             env=self.env,
             metrics=self.metrics,
+            pki=self.pki,
+            insecure=self.insecure,
         )
         for index in range(self.replicas):
             self.add_replica(index)
@@ -103,6 +117,11 @@ class LocalCluster:
             replica.metrics_address = free_address({*self.taken(), replica.address})
         self.nodes[name] = replica
         return replica
+
+    def sdk_options(self) -> dict[str, Any]:
+        """The SDK's keyword arguments to call this cluster with the admin certificate (or in
+        plain text): whatever the environment's ``EPOCHAL_TLS_*`` name."""
+        return {"tls": self.pki.admin()} if self.pki is not None else {"insecure": True}
 
     def taken(self) -> set[str]:
         """Every address a process of this cluster holds (or will, once started)."""
@@ -131,6 +150,7 @@ class LocalCluster:
             str(self.data_dir / name),
             "--id",
             name,
+            *security_flags(self.pki, name, RECONCILER),
             *_metrics_flag(self.reconcilers[name]),
             *self.reconciler_args,
         ]
@@ -160,6 +180,7 @@ class LocalCluster:
             replica.rack,
             "--num-tokens",
             str(self.num_tokens),
+            *security_flags(self.pki, name, REPLICA),
             *_metrics_flag(replica),
             *self.replica_args,
         ]
@@ -208,7 +229,7 @@ class LocalCluster:
         await self.cms.wait_serving(timeout_s=timeout_s)
         for name in names or list(self.nodes):
             replica = self.nodes[name]
-            await replica.wait_serving(deadline)
+            await replica.wait_serving(deadline, self.cms.client_security)
             replica.node_id = (await self.describe(name)).node_id
 
     # ------------------------------------------------------------------ the ring
@@ -261,7 +282,7 @@ class LocalCluster:
 
     def admin(self, name: str) -> AdminClient:
         """A client of the replica's admin calls (``async with``: closed after)."""
-        return AdminClient(self.nodes[name].address)
+        return AdminClient(self.nodes[name].address, self.cms.client_security)
 
     async def describe(self, name: str, timeout_s: float = 5.0) -> ReplicaDescription:
         async with self.admin(name) as admin:

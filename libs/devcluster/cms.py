@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochal.cms_client import CMSClient, CMSView
+from epochal.devcluster.pki import TLS_DIR, TLS_ENV, DevPki, process_pki, security_flags
 from epochal.errors import EpochalError
 from epochal.runtime.processes import (
     STOP_TIMEOUT_S,
@@ -25,6 +26,8 @@ from epochal.runtime.processes import (
     free_ports,
     stop_all,
 )
+from epochal.wire.roles import CMS
+from epochal.wire.tls import INSECURE, Security
 
 
 @dataclass
@@ -48,9 +51,18 @@ class LocalCMS:
     # Each member serves Prometheus metrics (--metrics-listen) on a port of its own.
     metrics: bool = False
     members: dict[str, LocalMember] = field(default_factory=dict)
+    # Mutual TLS with certificates of this PKI (default: the process's, epochal.devcluster.pki),
+    # or plain text when ``insecure``.
+    pki: DevPki | None = None
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.pki is None and not self.insecure:
+            self.pki = process_pki(self.data_dir / TLS_DIR)
+        if self.insecure:
+            # not the TLS files this process's environment may name: plain text, as asked
+            self.env = {**dict.fromkeys(TLS_ENV, ""), **self.env}
         ports = free_ports(self.size * (2 if self.metrics else 1))
         for index, port in enumerate(ports[: self.size], start=1):
             member_id = f"cms{index}"
@@ -60,6 +72,11 @@ class LocalCMS:
             if self.metrics:
                 metrics_port = ports[self.size + index - 1]
                 self.members[member_id].metrics_address = f"127.0.0.1:{metrics_port}"
+
+    @property
+    def client_security(self) -> Security:
+        """How this process calls the members: the admin certificate, or plain text."""
+        return self.pki.admin() if self.pki is not None else INSECURE
 
     def add_member(self, taken: Collection[str] = ()) -> LocalMember:
         """A member (not started) that is not an initial voter: it joins the running CMS as a
@@ -105,6 +122,7 @@ class LocalCMS:
             self.members[member_id].address,
             "--data-dir",
             str(self.data_dir),
+            *security_flags(self.pki, member_id, CMS),
             *self.extra_args,
         ]
         if self.members[member_id].metrics_address:
@@ -138,12 +156,13 @@ class LocalCMS:
         """Until each selected member's health check answers SERVING."""
         deadline = time.monotonic() + timeout_s
         for member in self._select(member_id):
-            await member.wait_serving(deadline)
+            await member.wait_serving(deadline, self.client_security)
 
     async def describe(self, member_id: str, timeout_s: float = 2.0) -> CMSView:
         """What the member says of the CMS (raises ``EpochalError`` when it does not answer)."""
         address = self.members[member_id].address
-        async with CMSClient([address], attempt_timeout_s=timeout_s) as member:
+        security = self.client_security
+        async with CMSClient([address], attempt_timeout_s=timeout_s, security=security) as member:
             return await member.describe()
 
     async def leader(self, timeout_s: float = 30.0) -> str:

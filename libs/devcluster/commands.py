@@ -44,6 +44,7 @@ from typing import Any
 from epochal.admin_client import AdminClient
 from epochal.cms_admin import add_voter
 from epochal.cms_client import CMSClient
+from epochal.devcluster.pki import TLS_DIR, DevPki, use_pki
 from epochal.devcluster.state import ClusterRecord, DataDir, RecordedPid, started
 from epochal.devcluster.supervisor import Shape, Supervisor
 from epochal.errors import EpochalError
@@ -302,8 +303,9 @@ def listing(record: ClusterRecord, data_dir: DataDir) -> list[str]:
         lines.append(f"  supervisor pid {record.supervisor_pid}, log {log}")
     lines.append(_traces_line(record))
     lines.append(_metrics_line(data_dir))
-    lines.append("point the CLI at it:")
+    lines.append("point the CLI (and the SDK) at it, with a certificate of every role:")
     lines.append(f"  export EPOCHAL_CLUSTER={record.cluster_flag}")
+    lines += [f"  export {name}={_shown(value)}" for name, value in _pki(data_dir).items()]
     epochal = epochal_command()
     where = (
         ""
@@ -340,6 +342,17 @@ def epochal_command() -> str:
     a user types it from the checkout: ``.venv/bin/epochal``)."""
     script = Path(sys.executable).with_name("epochal")
     return _shown(str(script))
+
+
+def _pki(data_dir: DataDir) -> dict[str, str]:
+    """The cluster's certificates (``tls/`` in its data directory: its CA and one certificate
+    per process, made by the supervisor): the variables that name the admin's for the CLI."""
+    return DevPki(data_dir.path / TLS_DIR).client_env()
+
+
+def _use_pki(data_dir: DataDir) -> None:
+    """This process calls the cluster with its admin certificate."""
+    use_pki(DevPki(data_dir.path / TLS_DIR))
 
 
 def _shown(path: str) -> str:
@@ -428,6 +441,7 @@ def _add_replica(data_dir: DataDir, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if not args.no_wait:
+        _use_pki(data_dir)
         asyncio.run(_wait_joined(process["name"], process["address"], args.timeout_s))
     print(f"{process['name']} {process['address']}")
     return 0
@@ -477,6 +491,7 @@ def _add_cms(data_dir: DataDir, args: argparse.Namespace) -> int:
         if record is None:
             raise Failed(f"{data_dir.state_file} is gone: is the cluster being stopped?")
         voters = [p.address for p in record.of_kind("cms") if p.name != process["name"]]
+        _use_pki(data_dir)
         epoch = asyncio.run(_promote(voters, process["name"], process["address"]))
         print(f"{process['name']} votes from epoch {epoch}")
     return 0

@@ -60,7 +60,8 @@ def run_in_foreground(
         for line in listing(supervisor.record, data_dir):
             print(line)
         print()
-        async with AsyncClient(supervisor.cluster.addresses) as client:
+        cluster = supervisor.cluster
+        async with AsyncClient(cluster.addresses, **cluster.sdk_options()) as client:
             await demo(client)
         await report(supervisor.cluster)
         await reconcile(supervisor.cluster)
