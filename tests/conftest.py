@@ -1,5 +1,7 @@
 """Shared fixtures: PostgreSQL on 127.0.0.1:5432 (skipped with a reason, or failed under CI);
-a local Spark session for the analytics job's tests (one per run: starting one costs seconds)."""
+a local Spark session for the analytics job's tests (one per run: starting one costs seconds);
+the run's certificates (every local cluster runs with mutual TLS; the harness calls it with a
+certificate of every role, the SDK and the CLI with an operator's, named by EPOCHAL_TLS_*)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,27 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlalchemy as sa
 
+from epochal.devcluster.pki import TLS_ENV, DevPki, use_pki
+from epochal.wire.roles import OPERATOR
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_pki(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevPki]:
+    pki = DevPki(tmp_path_factory.mktemp("pki"))
+    use_pki(pki)  # the harness's own calls: a certificate of every role (it drives them all)
+    before = {name: os.environ.get(name) for name in TLS_ENV}
+    operator = pki.files("tests-operator", (OPERATOR,))  # the SDK's and the CLI's: an operator's
+    os.environ.update(zip(TLS_ENV, (operator.ca, operator.cert, operator.key), strict=True))
+    yield pki
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -35,6 +36,7 @@ from epochal.runtime.processes import free_ports
 from epochal.tcm import ClusterMetadata, Register, StartAddToCMS
 from epochal.tcm.reconcilers import RegisterReconciler
 from epochal.wire.metadata import metadata_to_json
+from epochal.wire.tls import TlsFiles
 from tests.harness import Pid, block_until
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
@@ -47,6 +49,11 @@ class Dev:
     data_dir: Path
     cluster: str  # EPOCHAL_CLUSTER, the replicas' addresses
     processes: dict[str, dict[str, Any]]  # by name: kind, address, pid
+    tls: dict[str, str]  # EPOCHAL_TLS_*: the certificate `dev up` says to call it with
+
+    @property
+    def files(self) -> TlsFiles:
+        return TlsFiles(*(self.tls[f"EPOCHAL_TLS_{part}"] for part in ("CA", "CERT", "KEY")))
 
     def address(self, name: str) -> str:
         return str(self.processes[name]["address"])
@@ -71,6 +78,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     try:
         up = dev(data_dir, "up", "--reconcilers", "2")
         assert up.returncode == 0, up.stdout + up.stderr
+        tls = dict(re.findall(r"^  export (EPOCHAL_TLS_\w+)=(\S+)$", up.stdout, re.M))
+        assert len(tls) == 3, up.stdout
         for _ in range(2):
             added = dev(data_dir, "add-cms")
             assert added.returncode == 0, added.stdout + added.stderr
@@ -80,8 +89,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
         processes = {p["name"]: p for p in record["processes"]}
         started += [Pid.of(p["pid"]) for p in processes.values()]
         replicas = [p["address"] for p in processes.values() if p["kind"] == "replica"]
-        found = Dev(data_dir, ",".join(replicas), processes)
-        asyncio.run(_schema(found.of_kind("replica")))
+        found = Dev(data_dir, ",".join(replicas), processes, tls)
+        asyncio.run(_schema(found.of_kind("replica"), found.files))
         yield found
     finally:
         if (data_dir / "supervisor.pid").exists():
@@ -90,8 +99,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
             pid.kill()
 
 
-async def _schema(replicas: list[str]) -> None:
-    async with AsyncClient(replicas) as client:
+async def _schema(replicas: list[str], files: TlsFiles) -> None:
+    async with AsyncClient(replicas, tls=files) as client:
         await client.create_keyspace("shop", replication_factor=3, tracked=True)
         await client.create_table(
             "shop",
@@ -119,6 +128,7 @@ def epochal(
     environment["XDG_CONFIG_HOME"] = "/nonexistent"  # no config file of the machine's
     if cluster is not None:
         environment["EPOCHAL_CLUSTER"] = cluster.cluster
+        environment.update(cluster.tls)
     environment.update(env or {})
     return subprocess.run(
         [EPOCHAL, *args], capture_output=True, text=True, timeout=timeout, env=environment
@@ -133,7 +143,7 @@ def json_of(cluster: Dev | None, *args: str, **kw: Any) -> Any:
 
 def sdk(cluster: Dev, call: Any) -> Any:
     async def run() -> Any:
-        async with AsyncClient(cluster.of_kind("replica")) as client:
+        async with AsyncClient(cluster.of_kind("replica"), tls=cluster.files) as client:
             return await call(client)
 
     return asyncio.run(run())
@@ -144,7 +154,7 @@ def log_of(cluster: Dev) -> list[Any]:
 
     async def read() -> list[Any]:
         records: list[Any] = []
-        async with CMSClient(cluster.of_kind("cms")) as cms:
+        async with CMSClient(cluster.of_kind("cms"), security=cluster.files) as cms:
             while True:
                 page = await cms.fetch_log(len(records), entries_only=True)
                 records += [r for r in page.records if r.epoch > len(records)]
@@ -265,7 +275,7 @@ def test_log_follow_prints_new_epochs_as_they_come(cluster: Dev) -> None:
         [EPOCHAL, "log", "--follow", "--from", str(last), "-o", "json"],
         stdout=subprocess.PIPE,
         text=True,
-        env={**environment, "EPOCHAL_CLUSTER": cluster.cluster},
+        env={**environment, "EPOCHAL_CLUSTER": cluster.cluster, **cluster.tls},
     )
     try:
         assert follow.stdout is not None
@@ -367,7 +377,7 @@ def start_add(cluster: Dev, member_id: str) -> None:
     """The first step of adding a voter, as a reconfiguration interrupted after it leaves it."""
 
     async def commit() -> None:
-        async with CMSClient(cluster.of_kind("cms")) as cms:
+        async with CMSClient(cluster.of_kind("cms"), security=cluster.files) as cms:
             await cms.commit(StartAddToCMS(member_id))
 
     asyncio.run(commit())
@@ -403,11 +413,11 @@ def register_stray(cluster: Dev) -> str:
     """A node registered at an address nothing serves; its id."""
 
     async def commit() -> str:
-        async with CMSClient(cluster.of_kind("cms")) as cms:
+        async with CMSClient(cluster.of_kind("cms"), security=cluster.files) as cms:
             committed = await cms.commit(
                 Register(address="10.9.9.9:2", datacenter="dc1", rack="r1", version="1.0.0")
             )
-        async with AsyncClient(cluster.of_kind("replica")) as client:
+        async with AsyncClient(cluster.of_kind("replica"), tls=cluster.files) as client:
             await client.refresh(committed.epoch)
             return next(
                 n.node_id for n in client.metadata.nodes.values() if n.address == "10.9.9.9:2"
@@ -468,7 +478,7 @@ def test_health_and_reconcile_status_with_a_stopped_reconciler(cluster: Dev) -> 
 
 
 async def register_reconciler(cluster: Dev, reconciler_id: str, address: str) -> None:
-    async with CMSClient(cluster.of_kind("cms")) as cms:
+    async with CMSClient(cluster.of_kind("cms"), security=cluster.files) as cms:
         await cms.commit(RegisterReconciler(reconciler_id=reconciler_id, address=address))
 
 
@@ -478,11 +488,20 @@ async def register_reconciler(cluster: Dev, reconciler_id: str, address: str) ->
 def test_global_options_after_the_command_and_from_a_config_file(
     cluster: Dev, tmp_path: Path
 ) -> None:
-    after = epochal(None, "status", "--output", "json", "--cluster", cluster.cluster)
+    files = cluster.files
+    tls = ["--tls-ca", files.ca, "--tls-cert", files.cert, "--tls-key", files.key]
+    after = epochal(None, "status", "--output", "json", "--cluster", cluster.cluster, *tls)
     assert after.returncode == 0, after.stderr
     assert len(json.loads(after.stdout)["nodes"]) == 3
     config = tmp_path / "config.toml"
-    config.write_text(f'cluster = ["{cluster.address("cms2")}"]\noutput = "json"\n')
+    certs = tmp_path / "certs"  # the config file names them relative to its folder
+    certs.mkdir()
+    for name in ("ca", "cert", "key"):
+        (certs / f"{name}.pem").write_bytes(Path(getattr(files, name)).read_bytes())
+    config.write_text(
+        f'cluster = ["{cluster.address("cms2")}"]\noutput = "json"\n'
+        'tls_ca = "certs/ca.pem"\ntls_cert = "certs/cert.pem"\ntls_key = "certs/key.pem"\n'
+    )
     from_file = epochal(None, "ring", "--config", str(config))
     assert from_file.returncode == 0, from_file.stderr
     assert len(json.loads(from_file.stdout)["tokens"]) == 48
@@ -503,7 +522,7 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 def test_errors_are_one_line_with_their_exit_code(cluster: Dev, tmp_path: Path) -> None:
     reconciler = cluster.address("reconciler1")
     cms = cluster.address("cms2")
-    wrong = epochal(None, "status", "--cluster", reconciler)
+    wrong = epochal(None, "status", "--cluster", reconciler, env=cluster.tls)
     assert wrong.returncode == 2
     assert f"{reconciler} is a reconciler, not a replica or CMS member" in _one_line(wrong)
 
@@ -512,7 +531,7 @@ def test_errors_are_one_line_with_their_exit_code(cluster: Dev, tmp_path: Path) 
     assert f"{cms} is a CMS member (cms2), not a replica" in _one_line(not_replica)
 
     nobody = f"127.0.0.1:{free_ports(1)[0]}"
-    unreachable = epochal(None, "status", "--cluster", nobody)
+    unreachable = epochal(None, "status", "--cluster", nobody, env=cluster.tls)
     assert unreachable.returncode == 2
     assert f"{nobody} did not answer" in _one_line(unreachable)
 

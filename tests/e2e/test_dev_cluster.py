@@ -64,6 +64,8 @@ def test_a_dev_cluster_started_grown_looked_at_and_stopped_from_other_terminals(
             )
         exported = re.search(r"^  export EPOCHAL_CLUSTER=(\S+)$", up.stdout, re.M)
         assert exported, up.stdout
+        tls = dict(re.findall(r"^  export (EPOCHAL_TLS_\w+)=(\S+)$", up.stdout, re.M))
+        assert set(tls) == {"EPOCHAL_TLS_CA", "EPOCHAL_TLS_CERT", "EPOCHAL_TLS_KEY"}, up.stdout
         seen.update(pids_of(data_dir))
         assert len(seen) == 8 and all(p.alive for p in seen.values()), seen
 
@@ -90,13 +92,14 @@ def test_a_dev_cluster_started_grown_looked_at_and_stopped_from_other_terminals(
         assert re.search(r"^  cms4 .* learner ", table.stdout, re.M), table.stdout
         assert re.search(r"^  cms1 .* voter ", table.stdout, re.M), table.stdout
 
-        # The operator's CLI finds the cluster through EPOCHAL_CLUSTER alone.
+        # The operator's CLI finds the cluster through EPOCHAL_CLUSTER alone, and calls it with
+        # the certificate `dev up` printed.
         cli = subprocess.run(
             [EPOCHAL, "status"],
             capture_output=True,
             text=True,
             timeout=60,
-            env={**os.environ, "EPOCHAL_CLUSTER": exported.group(1), "EPOCHAL_REPLICA": ""},
+            env={**os.environ, "EPOCHAL_CLUSTER": exported.group(1), "EPOCHAL_REPLICA": "", **tls},
         )
         assert cli.returncode == 0, cli.stdout + cli.stderr
 

@@ -143,8 +143,10 @@ def test_a_real_prometheus_scrapes_the_dev_cluster_and_the_dashboard_queries_par
         assert "Prometheus targets in" in up.stdout
         exported = re.search(r"^  export EPOCHAL_CLUSTER=(\S+)$", up.stdout, re.M)
         assert exported, up.stdout
+        tls = dict(re.findall(r"^  export (EPOCHAL_TLS_\w+)=(\S+)$", up.stdout, re.M))
+        files = epochal.TlsFiles(*(tls[f"EPOCHAL_TLS_{p}"] for p in ("CA", "CERT", "KEY")))
         # A workload, so that the per-range series (reconciliation lag) exist.
-        with epochal.Client(exported.group(1).split(",")) as client:
+        with epochal.Client(exported.group(1).split(","), tls=files) as client:
             client.create_keyspace("shop", replication_factor=3, tracked=True)
             client.create_table(
                 "shop", "carts", {"user": "text", "qty": "int"}, partition_key=["user"]

@@ -17,6 +17,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 
 from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import LocalProcess
+from epochal.wire.channels import channel as open_channel
 
 from .waiting import until
 
@@ -81,7 +82,7 @@ async def call_each_method(
     """Every method of ``service`` called once with an empty request (no request at all for a
     client stream): what each failed with, or None for one that answered."""
     outcomes: dict[str, grpc.aio.AioRpcError | None] = {}
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         for method in service.methods:
             request = message_factory.GetMessageClass(method.input_type)()
             response_class = message_factory.GetMessageClass(method.output_type)
@@ -115,7 +116,7 @@ async def first_answer(
     """Call ``method`` (a full name, taking an empty request) at ``address`` until the server
     answers at all, past the moments when nothing listens yet: what it failed with, or None."""
     deadline = time.monotonic() + timeout_s
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         call = channel.unary_unary(method, request_serializer=lambda m: m.SerializeToString())
         while time.monotonic() < deadline:
             try:

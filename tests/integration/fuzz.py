@@ -7,7 +7,13 @@ the metadata log nor the data.
 Inputs come from ``fuzz_messages``: generated from each method's descriptor, realistic requests
 mutated field by field, raw garbage frames, and streams cancelled or abandoned half way. Each
 call goes to a random server of the kind that serves the method, over raw bytes (so garbage
-reaches the server as it is). Writes carry a tag in their value; after the run every partition
+reaches the server as it is), with mutual TLS and a certificate of a role allowed to call the
+method (``epochal.wire.roles``; a commit: its transformation's kind), each allowed role in turn.
+Then a pass with a wrong role: every method that some role may not call, called by such a
+role, and a commit of every transformation kind by every role that may not commit it, must be
+refused PERMISSION_DENIED (a client stream with no messages: the refusal comes before any).
+
+Writes carry a tag in their value; after the run every partition
 they could reach is read at ALL, and no tag of a refused write may be there. Commits carry
 their entry id; no refused commit's id may be in the log.
 """
@@ -20,7 +26,7 @@ import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +38,18 @@ from epochal.client import AsyncClient, Consistency
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.runtime.processes import tail
-from epochal.wire.v1 import cms_pb2
+from epochal.wire.channels import channel as open_channel
+from epochal.wire.roles import (
+    ANY_CERTIFICATE,
+    BY_KIND,
+    COMMIT_KINDS,
+    COMMIT_METHOD,
+    EVERY_ROLE,
+    METHODS,
+    ROLES,
+)
+from epochal.wire.tls import TlsFiles
+from epochal.wire.v1 import cms_pb2, metadata_pb2
 from epochal.wire.v1 import replica_pb2 as pb
 from tests.harness import start_ring
 
@@ -107,9 +124,14 @@ class FuzzResult:
     tags_checked: int = 0
     data_check: str = "done"
     seconds: float = 0.0
+    by_role: Counter[str] = field(default_factory=Counter)
+    wrong_role_calls: int = 0
 
 
-async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
+async def run_fuzz(
+    cluster: LocalCluster, count: int, seed: int, certificates: dict[str, TlsFiles]
+) -> FuzzResult:
+    """``certificates``: one per role (``ROLES``), of the cluster's CA."""
     await start_ring(cluster, num_tokens=4)
     async with AsyncClient(cluster.addresses) as client:
         await client.create_keyspace("fuzz", replication_factor=3, tracked=True)
@@ -133,8 +155,9 @@ async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
     all_methods = methods()
     seeded = [m for m in all_methods if m.path in generator.seeds]
     channels = {
-        process.address: grpc.aio.insecure_channel(process.address)
+        (process.address, role): open_channel(process.address, certificates[role])
         for process in [*cluster.cms.members.values(), *cluster.nodes.values()]
+        for role in ROLES
     }
     in_flight: dict[int, Input] = {}
     guard = asyncio.create_task(_guard_memory(cluster, in_flight, result))
@@ -162,6 +185,8 @@ async def run_fuzz(cluster: LocalCluster, count: int, seed: int) -> FuzzResult:
         for _ in workers:
             await queue.put(None)
         await asyncio.gather(*workers)
+        _check_alive(cluster, result)
+        await _wrong_roles(cluster, channels, generator, all_methods, count, result)
         _check_alive(cluster, result)
         await _check_unchanged(cluster, result)
     finally:
@@ -206,21 +231,45 @@ def _rss_mb(pid: int) -> int:
 # --------------------------------------------------------------------------- one call
 
 
-async def _one(
-    cluster: LocalCluster,
-    channels: dict[str, grpc.aio.Channel],
-    item: Input,
-    result: FuzzResult,
-) -> None:
-    method = item.method
+def _commit_kind(frame: bytes) -> str | None:
+    with contextlib.suppress(DecodeError):
+        return cms_pb2.CommitRequest.FromString(frame).transformation.WhichOneof("kind")
+    return None
+
+
+def allowed_roles(item: Input) -> list[str]:
+    """The roles that may send ``item`` (a commit that names no kind: any role may try)."""
+    needed = METHODS[item.method.path]
+    if needed == BY_KIND:
+        kind = _commit_kind(item.frames[0]) if item.frames else None
+        needed = COMMIT_KINDS.get(kind, EVERY_ROLE) if kind else EVERY_ROLE
+    if needed == ANY_CERTIFICATE:
+        needed = EVERY_ROLE
+    return sorted(needed) or sorted(EVERY_ROLE)  # a kind no one commits: refused whoever sends
+
+
+def _address(cluster: LocalCluster, item: Input) -> str:
     targets = {
         "cms": [m.address for m in cluster.cms.members.values()],
         "replica": [r.address for r in cluster.nodes.values()],
     }
-    pool = targets.get(method.targets) or [*targets["cms"], *targets["replica"]]
-    address = pool[item.target % len(pool)]
+    pool = targets.get(item.method.targets) or [*targets["cms"], *targets["replica"]]
+    return pool[item.target % len(pool)]
+
+
+async def _one(
+    cluster: LocalCluster,
+    channels: dict[tuple[str, str], grpc.aio.Channel],
+    item: Input,
+    result: FuzzResult,
+) -> None:
+    method = item.method
+    address = _address(cluster, item)
+    roles = allowed_roles(item)
+    role = roles[(item.target // 7) % len(roles)]  # each allowed role in turn
+    result.by_role[role] += 1
     started = time.monotonic()
-    code, details, replies = await _call(channels[address], item)
+    code, details, replies = await _call(channels[(address, role)], item)
     elapsed = time.monotonic() - started
     result.by_code["ENDED_BEFORE_WRITE" if details == ENDED_BEFORE_WRITE else code.name] += 1
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -244,6 +293,52 @@ async def _one(
         result.leaks[f"{method.path}: {kind}"] += 1
         result.violations.append(f"{where}: {problem}; sent {_shown(item)}")
     _note_refusals(item, code, replies, result)
+
+
+WRONG_ROLE_INPUTS = 3  # per method and wrong role
+
+
+async def _wrong_roles(
+    cluster: LocalCluster,
+    channels: dict[tuple[str, str], grpc.aio.Channel],
+    generator: Generator,
+    all_methods: list[Method],
+    number: int,
+    result: FuzzResult,
+) -> None:
+    """Every method called by every role that may not call it, and a commit of every kind by
+    every role that may not commit it: each refused PERMISSION_DENIED (whatever the input)."""
+    items: list[tuple[Input, str]] = []
+    for method in all_methods:
+        needed = METHODS[method.path]
+        if needed in (BY_KIND, ANY_CERTIFICATE):
+            continue
+        if method.service == "epochal.v1.ReplicaTesting" and not cluster.test_hooks:
+            continue  # not served here: UNIMPLEMENTED whoever calls
+        for role in sorted(EVERY_ROLE - needed):
+            for _ in range(WRONG_ROLE_INPUTS):
+                number += 1
+                item = generator.input_for(method, number)
+                frames = () if method.client_streaming else item.frames[:1]
+                items.append((replace(item, frames=frames, cancel_after=None), role))
+    commit = next(m for m in all_methods if m.path == COMMIT_METHOD)
+    for kind, needed in COMMIT_KINDS.items():
+        transformation = metadata_pb2.Transformation()
+        getattr(transformation, kind).SetInParent()
+        request = cms_pb2.CommitRequest(transformation=transformation, entry_id=f"wrong-{kind}")
+        for role in sorted(EVERY_ROLE - needed):
+            items.append((Input(commit, "wrong-role", (request.SerializeToString(),)), role))
+    for item, role in items:
+        address = _address(cluster, item)
+        code, details, replies = await _call(channels[(address, role)], item)
+        result.wrong_role_calls += 1
+        result.by_code[code.name] += 1
+        if code is not grpc.StatusCode.PERMISSION_DENIED:
+            result.violations.append(
+                f"{item.method.path} by a {role} certificate ({item.kind}) to {address}: "
+                f"{code.name} {details!r}, not PERMISSION_DENIED; sent {_shown(item)}"
+            )
+        _note_refusals(item, code, replies, result)
 
 
 async def _call(channel: grpc.aio.Channel, item: Input) -> tuple[grpc.StatusCode, str, list[bytes]]:

@@ -24,13 +24,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pyarrow.parquet as pq
 import pytest
 
 from epochal.analytics import columns, dashboard, latency
 from epochal.devcluster.cluster import LocalCluster
 from epochal.telemetry import attributes as attr
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 from tests.harness import QUICK_RECONCILER, browser, run, run_application, start_ring, until
 from tests.harness.otlp import ReceivedSpan, folder_spans
@@ -100,7 +100,7 @@ def table(out: Path, name: str) -> list[dict[str, Any]]:
 
 async def applied_epochs(address: str) -> dict[int, int]:
     """epoch -> apply time (Unix ns), as the replica at ``address`` reports them."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)
         answer = await stub.AppliedEpochs(
             replica_pb2.AppliedEpochsRequest(since_epoch=0), timeout=5

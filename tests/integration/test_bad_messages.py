@@ -32,6 +32,7 @@ from epochal.tcm import (
     ReplicationParams,
     Unregister,
 )
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.paxos import message_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, paxos_pb2, replica_pb2_grpc
@@ -220,7 +221,7 @@ def test_refusals_echo_the_start_of_a_long_name_and_never_a_bugs_text(tmp_path: 
             # A reconciler's fence of a range of it: refused in-band.
             fence = pb.FenceRequest(range=pb.ReconcileRange(keyspace=name), hlc=1)
             fence.range.range.left, fence.range.range.right = 0, 100
-            async with grpc.aio.insecure_channel(replica) as channel:
+            async with open_channel(replica) as channel:
                 fenced = await replica_pb2_grpc.ReplicaReconcileStub(channel).Fence(fence)
             assert fenced.outcome == pb.UNKNOWN_TABLE, fenced
             _bounded(("FAILED_PRECONDITION", fenced.message), name)
@@ -272,7 +273,7 @@ def _bounded(refusal: tuple[str, str], name: str) -> None:
 
 
 async def _commit(address: str, transformation: object) -> object:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         request = cms_pb2.CommitRequest(
             transformation=transformation_to_proto(transformation),  # type: ignore[arg-type]
             entry_id=f"long-{time.monotonic_ns()}",
@@ -302,7 +303,7 @@ def _write(epoch: int, value: str, clustering: int = 2**63 - 1) -> pb.WriteReque
 
 
 async def _unary(address: str, method: str, request: object) -> object:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)
         return await getattr(stub, method)(request, timeout=10)
 
@@ -315,12 +316,12 @@ async def _expect_invalid(call: object, words: str) -> None:
 
 
 async def _session(address: str, requests: pb.SessionRequests) -> list[pb.SessionReply]:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         return await _replies(replica_pb2_grpc.ReplicaStub(channel).Session, requests)
 
 
 async def _exchange(address: str, requests: pb.PeerRequests) -> list[pb.PeerReply]:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         return await _replies(replica_pb2_grpc.ReplicaPeerStub(channel).Exchange, requests)
 
 
@@ -355,7 +356,7 @@ async def _garbage_stream(address: str, method: str) -> grpc.StatusCode:
     path = (
         "/epochal.v1.Replica/Session" if method == "Session" else "/epochal.v1.ReplicaPeer/Exchange"
     )
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         call = channel.stream_stream(path)(timeout=5)
         await call.write(GARBAGE)
         await call.done_writing()
@@ -368,7 +369,7 @@ async def _garbage_stream(address: str, method: str) -> grpc.StatusCode:
 
 
 async def _step(address: str, message: paxos_pb2.PaxosMessage) -> grpc.StatusCode:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = cms_pb2_grpc.CMSPeerStub(channel)
         try:
             await stub.Step(iter([cms_pb2.StepRequest(messages=[message])]), timeout=5)

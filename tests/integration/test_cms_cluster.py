@@ -29,6 +29,7 @@ from epochal.tcm import (
     DropTable,
 )
 from epochal.telemetry import attributes as attr
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc, metadata_pb2
 from tests.harness import converge, keyspace, local_cms, read_log, until
@@ -81,7 +82,7 @@ async def commit_without_the_answer(address: str, name: str) -> Orphan:
     """Commit at the leader with a deadline too short to see the answer, until one such commit
     is in the leader's log anyway (a commit cancelled before it was proposed is dropped, which
     is also at-most-once, so it tries again with a longer deadline)."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = cms_pb2_grpc.CMSStub(channel)
         deadline_s = 0.001
         for attempt in range(60):
@@ -280,7 +281,7 @@ def test_member_stopped_for_500_epochs_catches_up_from_a_snapshot(cluster: Local
 
 
 async def raw_commit(address: str, payload: bytes) -> grpc.aio.AioRpcError | bytes:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         call = channel.unary_unary("/epochal.v1.CMS/Commit")
         try:
             return await call(payload, timeout=10)

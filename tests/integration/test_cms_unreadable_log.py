@@ -20,7 +20,7 @@ from epochal.cms_client import CMSClient
 from epochal.cmscore.state_machine import ProposalItem, digest_of
 from epochal.devcluster.cms import LocalCMS
 from epochal.errors import Unavailable
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.proposal import encode_item
 from tests.harness import (
     commit_then_stop,
@@ -44,7 +44,7 @@ CANNOT_APPLY = re.compile(r"CRITICAL .*cannot apply (slot \d+|its stored log)")
 
 async def not_serving(cms: LocalCMS, member_id: str) -> bool:
     """Whether the member answers its health check, with NOT_SERVING."""
-    async with insecure_channel(cms.members[member_id].address) as channel:
+    async with open_channel(cms.members[member_id].address) as channel:
         try:
             answer = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=1.0

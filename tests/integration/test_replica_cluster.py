@@ -36,6 +36,7 @@ from epochal.tcm import (
 )
 from epochal.tcm.keys import partition_columns, partition_token
 from epochal.telemetry import attributes as attr
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from tests.harness import run, start_ring, until
@@ -409,7 +410,7 @@ def test_bad_requests_get_clear_status_codes_and_write_nothing(tmp_path: Path) -
                 "ahead",
             ),
         ]
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with open_channel(address) as channel:
             stub = replica_pb2_grpc.ReplicaStub(channel)
             for request, code, words in cases:
                 with pytest.raises(grpc.aio.AioRpcError) as failed:

@@ -29,6 +29,7 @@ from epochal.errors import EpochalError, TimedOut
 from epochal.mtrack import MutationId, physical_ms_of
 from epochal.results import WriteResult
 from epochal.status import from_rpc_error
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from tests.harness import run, start_ring, until
@@ -133,7 +134,7 @@ def _request(client: AsyncClient, level: Consistency, mutation_id: str = "") -> 
 
 async def _unary_all_write(client: AsyncClient, address: str) -> EpochalError:
     """The same ALL write as a unary Write: its failure comes back as a status and trailers."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             await stub.Write(_request(client, Consistency.ALL), timeout=30)
@@ -144,7 +145,7 @@ async def _unary_all_write(client: AsyncClient, address: str) -> EpochalError:
 
 async def _retry(client: AsyncClient, address: str, mutation_id: str) -> WriteResult:
     """A QUORUM write of the same row under ``mutation_id``, as a unary Write."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)
         response = await stub.Write(_request(client, Consistency.QUORUM, mutation_id), timeout=30)
     return encoding.write_result(pb.SessionReply(id=1, write=response), address, 1)

@@ -15,7 +15,6 @@ import logging
 import time
 from typing import Any
 
-import grpc
 import pytest
 
 from epochal.mtrack import make_hlc
@@ -32,10 +31,12 @@ from epochal.tcm import (
     GrantReconcileLease,
     TokenRange,
 )
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.fields import MalformedInput
 from epochal.wire.handlers import add_servicer
 from epochal.wire.metadata import transformation_from_proto, transformation_to_proto
 from epochal.wire.reconcile import ref_from_proto
+from epochal.wire.tls import INSECURE
 from epochal.wire.v1 import replica_pb2 as pb
 
 from .local_node import local_replica, one_node
@@ -95,7 +96,7 @@ OUT_OF_RANGE = [
 
 
 async def exchange(address: str, *sent: pb.PeerRequest) -> list[pb.PeerReply]:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, INSECURE) as channel:
         call = channel.stream_stream(
             "/epochal.v1.ReplicaPeer/Exchange",
             request_serializer=pb.PeerRequests.SerializeToString,

@@ -36,6 +36,7 @@ from epochal.mtrack import MutationId, make_hlc
 from epochal.replica import status as replica_status
 from epochal.replica.client_servicer import ReplicaServicer
 from epochal.status import from_rpc_error
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.status import (
     MAX_REPLICAS_TRAILER_BYTES,
     error_for,
@@ -44,6 +45,7 @@ from epochal.wire.status import (
     status_of,
     trailers_of,
 )
+from epochal.wire.tls import INSECURE
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 
 from .local_server import serving
@@ -174,7 +176,7 @@ def test_a_unary_failure_carries_the_replicas_outcome_in_a_binary_trailer() -> N
     async def scenario() -> EpochalError:
         async with (
             serving(Refusing(), replica_pb2_grpc.add_ReplicaServicer_to_server) as address,
-            grpc.aio.insecure_channel(address) as channel,
+            open_channel(address, INSECURE) as channel,
         ):
             with pytest.raises(grpc.aio.AioRpcError) as failed:
                 await replica_pb2_grpc.ReplicaStub(channel).Write(replica_pb2.WriteRequest())

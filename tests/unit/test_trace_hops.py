@@ -173,7 +173,8 @@ provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 
-from epochal.wire.channels import insecure_channel
+from epochal.wire.channels import channel as open_channel
+from epochal.wire.tls import INSECURE
 from epochal.wire.handlers import add_servicer
 from epochal.wire.status import abort_status
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
@@ -197,7 +198,7 @@ async def main():
     add_servicer(server, cms_pb2.DESCRIPTOR.services_by_name["CMS"], Servicer())
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    channel = insecure_channel(f"127.0.0.1:{port}")
+    channel = open_channel(f"127.0.0.1:{port}", INSECURE)
     stub = cms_pb2_grpc.CMSStub(channel)
     tracer = trace.get_tracer("test")
     answers = {}

@@ -14,7 +14,9 @@ import grpc
 import pytest
 
 from epochal.runtime.processes import free_ports
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.handlers import add_servicer
+from epochal.wire.tls import INSECURE
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
 SERVICE = cms_pb2.DESCRIPTOR.services_by_name["CMS"]
@@ -65,7 +67,7 @@ def test_a_gated_server_answers_every_method_unavailable_with_the_reason() -> No
         refusal = ["m1 is starting: loading its state; try another member"]
         server, address = await serving(refusal)
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 stub = cms_pb2_grpc.CMSStub(channel)
                 calls = {
                     "Commit": stub.Commit(cms_pb2.CommitRequest(), timeout=5),
@@ -92,7 +94,7 @@ def test_a_bug_is_answered_internal_and_logged_never_unknown(
     async def scenario() -> None:
         server, address = await serving([])
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 stub = cms_pb2_grpc.CMSStub(channel)
                 with pytest.raises(grpc.aio.AioRpcError) as unary:
                     await stub.Commit(cms_pb2.CommitRequest(), timeout=5)

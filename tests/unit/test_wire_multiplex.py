@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from epochal.runtime.processes import free_ports
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.handlers import add_servicer
 from epochal.wire.multiplex import (
     CORE_LOST_STATUS,
@@ -25,6 +26,7 @@ from epochal.wire.multiplex import (
     ended_with,
     serve,
 )
+from epochal.wire.tls import INSECURE
 from epochal.wire.v1 import replica_pb2 as pb
 from epochal.wire.v1 import replica_pb2_grpc
 from tests.harness import until
@@ -115,7 +117,7 @@ def test_answers_reach_their_callers_in_any_order_and_queued_requests_share_a_ba
         servicer = Echo(lambda epoch: 0.05 if epoch % 2 else 0.001)
         server, address = await start(servicer)
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel)
                 futures = [mux.call(request(epoch), 5.0) for epoch in range(1, 41)]
                 replies = await asyncio.gather(*futures)
@@ -133,7 +135,7 @@ def test_a_request_past_its_timeout_fails_alone() -> None:
     async def scenario() -> None:
         server, address = await start(Echo(lambda epoch: 1.0 if epoch == 2 else 0.0))
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel)
                 slow = mux.call(request(2), 0.1)
                 fast = mux.call(request(3), 5.0)
@@ -153,7 +155,7 @@ def test_a_broken_stream_fails_every_request_on_it_and_the_next_call_opens_a_new
         servicer = Echo(lambda epoch: 5.0 if epoch < 100 else 0.0)
         server, address = await start(servicer)
         port = address.rpartition(":")[2]
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with open_channel(address, INSECURE) as channel:
             mux = multiplexer(channel)
             waiting = [mux.call(request(epoch), 10.0) for epoch in (1, 2, 3)]
             await until(
@@ -188,7 +190,7 @@ def test_requests_in_flight_are_bounded() -> None:
     async def scenario() -> None:
         server, address = await start(Echo(lambda epoch: 0.2))
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel, max_in_flight=2)
                 first = [mux.call(request(e), 5.0) for e in (1, 2)]
                 with pytest.raises(StreamFailed) as refused:
@@ -207,7 +209,7 @@ def test_a_batch_that_does_not_parse_ends_the_stream_with_invalid_argument() -> 
     async def scenario() -> None:
         server, address = await start(Echo(lambda epoch: 0.0))
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 call = channel.stream_stream("/epochal.v1.ReplicaPeer/Exchange")()
                 await call.write(b"\xff\xff not a batch")
                 with pytest.raises(grpc.aio.AioRpcError) as failed:
@@ -223,7 +225,7 @@ def test_a_request_too_large_for_one_message_is_refused_alone() -> None:
     async def scenario() -> None:
         server, address = await start(Echo(lambda epoch: 0.0))
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel)
                 huge = pb.PeerRequest(
                     apply=pb.ApplyRequest(
@@ -255,7 +257,7 @@ def test_a_stream_the_server_refuses_fails_its_requests_with_the_servers_status(
     async def scenario() -> None:
         server, address = await start(Refusing())  # type: ignore[arg-type]
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel)
                 with pytest.raises(StreamFailed) as refused:
                     await mux.call(request(1), 5.0)
@@ -273,7 +275,7 @@ def test_a_stopping_server_answers_what_it_took_then_ends_the_stream_unavailable
         servicer = Echo(lambda epoch: 0.3)
         server, address = await start(servicer)
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with open_channel(address, INSECURE) as channel:
                 mux = multiplexer(channel)
                 taken = [mux.call(request(epoch), 5.0) for epoch in (1, 2, 3)]
                 await until("the server reads all three", lambda: sum(servicer.batches) >= 3, 5)
@@ -301,7 +303,7 @@ def test_requests_written_as_a_stopping_server_ends_the_stream_fail_unavailable_
             servicer = Echo(lambda epoch: 0.0)
             server, address = await start(servicer)
             try:
-                async with grpc.aio.insecure_channel(address) as channel:
+                async with open_channel(address, INSECURE) as channel:
                     mux = multiplexer(channel)
                     await mux.call(request(1), 5.0)
                     servicer.closing.set()
