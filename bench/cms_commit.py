@@ -10,8 +10,15 @@ calling the raw Commit RPC without retries: every non-OK answer is counted.
 Baseline, measured in the same run: a bare grpc.aio unary echo server in another process on
 loopback; sequential p50 latency and calls/s with 32 concurrent callers.
 
+The cost of TLS (``_security``): the CMS measured with mutual TLS — the default deployment,
+its figures under the keys below — and in plain text (``--insecure``), ``--runs`` times each
+(default 3; ``--quick``: 1), alternating which goes first; every figure is the median over the
+runs, the plain-text one under ``<key>_plain``, with ``commit_p50_ms_tls_over_plain`` and
+``commits_per_s_c32_tls_over_plain``.
+
 Result keys: echo_p50_ms, echo_calls_per_s_c32, commit_p50_ms, commit_p99_ms, commits_per_s_c1,
-commits_per_s_c8, commits_per_s_c32, commits_per_s_c64, commits_per_s_c128, failed_commits_c128.
+commits_per_s_c8, commits_per_s_c32, commits_per_s_c64, commits_per_s_c128, failed_commits_c128
+(each also ``_plain``), commit_p50_ms_tls_over_plain, commits_per_s_c32_tls_over_plain, runs.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ from collections import Counter
 from pathlib import Path
 
 import _report
+import _security
 import grpc
 from _echo import echo_server, measure_echo
 
 from epochal.devcluster.cms import LocalCMS
+from epochal.devcluster.pki import DevPki
 from epochal.tcm import (
     Column,
     ColumnType,
@@ -39,6 +48,7 @@ from epochal.tcm import (
     ReplicationParams,
     ReplicationType,
 )
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.metadata import transformation_to_proto
 from epochal.wire.v1 import cms_pb2, cms_pb2_grpc
 
@@ -139,7 +149,7 @@ async def measure_cms(
     cluster: LocalCMS, seconds: float, sequential_calls: int
 ) -> dict[str, object]:
     results: dict[str, object] = {}
-    channels = [grpc.aio.insecure_channel(a) for a in cluster.addresses]
+    channels = [open_channel(a) for a in cluster.addresses]
     stubs = [cms_pb2_grpc.CMSStub(c) for c in channels]
     try:
         await setup_keyspaces(stubs[0], max(CONCURRENCY))
@@ -172,32 +182,43 @@ async def measure_cms(
 # ---------------------------------------------------------------- the run
 
 
-async def main_async(quick: bool) -> dict[str, object]:
+RATIOS = ("commit_p50_ms", "commits_per_s_c32")
+
+
+async def main_async(quick: bool, runs: int) -> dict[str, object]:
     seconds = 2.0 if quick else 8.0
     sequential_calls = 300 if quick else 2000
     with echo_server() as echo_port:
         echo_p50_ms, echo_calls = await measure_echo(echo_port, seconds, sequential_calls, 32)
     results: dict[str, object] = {"echo_p50_ms": echo_p50_ms, "echo_calls_per_s_c32": echo_calls}
-    with tempfile.TemporaryDirectory(prefix="bench-cms-") as data_dir:
-        cluster = LocalCMS(Path(data_dir))
+
+    async def measure(pki: DevPki | None, folder: Path) -> dict[str, object]:
+        cluster = LocalCMS(folder, pki=pki, insecure=pki is None)
         try:
             cluster.start()
             await cluster.wait_serving()
-            results.update(await measure_cms(cluster, seconds, sequential_calls))
+            return await measure_cms(cluster, seconds, sequential_calls)
         finally:
             cluster.stop()
+
+    with tempfile.TemporaryDirectory(prefix="bench-cms-") as data_dir:
+        modes = await _security.both_modes(measure, Path(data_dir), runs)
+    results.update(_security.medians(modes, RATIOS))
     return results
 
 
 def main() -> int:
-    args = _report.parser(__doc__).parse_args()
-    figures = asyncio.run(main_async(args.quick))
+    parser = _report.parser(__doc__)
+    _security.add_runs_flag(parser)
+    args = parser.parse_args()
+    figures = asyncio.run(main_async(args.quick, 1 if args.quick else args.runs))
     out = _report.write_result(
         "cms_commit",
         figures,
         workload="3 members, SQLite WAL synchronous=FULL, snapshot every 100 epochs; "
         "create/drop tables from a pool of 100 names per client keyspace, ~300-byte "
-        "CreateTable; N asyncio tasks in one process over all members; raw Commit, no retries",
+        "CreateTable; N asyncio tasks in one process over all members; raw Commit, no retries; "
+        "mutual TLS and plain text, alternating, medians over the runs",
         quick=args.quick,
     )
     echo_p50 = figures["echo_p50_ms"]
@@ -211,6 +232,10 @@ def main() -> int:
             "commit_p99_ms",
             *(f"commits_per_s_c{c}" for c in CONCURRENCY),
             "failed_commits_c128",
+            "commit_p50_ms_plain",
+            "commits_per_s_c32_plain",
+            "commit_p50_ms_tls_over_plain",
+            "commits_per_s_c32_tls_over_plain",
         ),
     )
     print(

@@ -29,11 +29,20 @@ Workload (fixed):
   (epochal.mtrack's two rounds), the median over 5 seeds.
 - Data reads: replicas' ``row_data_reads`` counters over the read phase, per QUORUM read.
 
+The cost of TLS (``_security``): the data path is measured with mutual TLS — the default
+deployment, its figures under the keys above — and in plain text (``--insecure``), ``--runs``
+times each (default 3; ``--quick``: 1), alternating which goes first; each figure is the median
+over the runs, the plain-text one under ``<key>_plain``, with ``<key>_tls_over_plain`` for the
+write and read p50 and throughputs. The rest runs once, with TLS.
+
 Result keys: echo_p50_ms, echo_calls_per_s_c16, write_quorum_p50_ms, write_quorum_p99_ms,
 read_quorum_p50_ms, read_quorum_p99_ms, writes_per_s_c16, writes_per_s_c16_sync,
 sync_over_async_c16, reads_per_s_c16,
 epoch_propagation_p50_ms, epoch_propagation_p99_ms, catchup_10k_epochs_s,
-catchup_10k_epochs_replay_s, summary_bytes_n100k_d10, data_replicas_read_per_quorum_read.
+catchup_10k_epochs_replay_s, summary_bytes_n100k_d10, data_replicas_read_per_quorum_read;
+write_quorum_p50_ms_plain, … (every data-path key also ``_plain``),
+write_quorum_p50_ms_tls_over_plain, writes_per_s_c16_tls_over_plain,
+read_quorum_p50_ms_tls_over_plain, reads_per_s_c16_tls_over_plain, runs.
 """
 
 from __future__ import annotations
@@ -48,15 +57,17 @@ import uuid
 from pathlib import Path
 
 import _report
-import grpc
+import _security
 from _echo import echo_server, measure_echo
 
 import epochal
 from epochal.client import AsyncClient
 from epochal.cms_client import CMSClient
 from epochal.devcluster.cluster import LocalCluster
+from epochal.devcluster.pki import DevPki
 from epochal.mtrack import MutationId, reconcile
 from epochal.tcm import AlterTable, Column, ColumnType, CreateTable, DropTable
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.v1 import replica_pb2, replica_pb2_grpc
 
 CONCURRENCY = 16
@@ -124,8 +135,11 @@ def sync_throughput(addresses: list[str], seconds: float, keys: list[str]) -> fl
         return done / (time.perf_counter() - started)
 
 
-async def measure_data_path(data_dir: Path, calls: int, seconds: float) -> dict[str, float]:
-    cluster = LocalCluster(data_dir)
+async def measure_data_path(
+    data_dir: Path, calls: int, seconds: float, pki: DevPki | None
+) -> dict[str, float]:
+    """The data path's figures on a cluster with mutual TLS (``pki``), or in plain text."""
+    cluster = LocalCluster(data_dir, pki=pki, insecure=pki is None)
     try:
         cluster.start()
         await cluster.wait_ready()
@@ -188,7 +202,7 @@ async def data_reads(cluster: LocalCluster) -> float:
 
 
 async def applied_times(address: str, since: int) -> dict[int, int]:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)
         answer = await stub.AppliedEpochs(
             replica_pb2.AppliedEpochsRequest(since_epoch=since), timeout=30
@@ -324,14 +338,22 @@ def summary_case(seed: int, mutations: int = 100_000, missing: int = 10) -> int:
 # ---------------------------------------------------------------- the run
 
 
-async def main_async(quick: bool) -> dict[str, float]:
+RATIOS = ("write_quorum_p50_ms", "writes_per_s_c16", "read_quorum_p50_ms", "reads_per_s_c16")
+
+
+async def main_async(quick: bool, runs: int) -> dict[str, float]:
     seconds = 3.0 if quick else 10.0
     calls = 300 if quick else 2000
     with echo_server() as port:
         echo_p50, echo_calls = await measure_echo(port, seconds, calls, CONCURRENCY)
     results = {"echo_p50_ms": echo_p50, "echo_calls_per_s_c16": echo_calls}
     with tempfile.TemporaryDirectory(prefix="bench-data-") as data_dir:
-        results.update(await measure_data_path(Path(data_dir) / "data", calls, seconds))
+
+        async def measure(pki: DevPki | None, folder: Path) -> dict[str, float]:
+            return await measure_data_path(folder, calls, seconds, pki)
+
+        modes = await _security.both_modes(measure, Path(data_dir) / "data", runs)
+        results.update(_security.medians(modes, RATIOS))
         results.update(
             await measure_epochs(Path(data_dir), 50 if quick else 200, 2_000 if quick else 10_000)
         )
@@ -357,12 +379,19 @@ KEYS = (
     "catchup_10k_epochs_replay_s",
     "summary_bytes_n100k_d10",
     "data_replicas_read_per_quorum_read",
+    "write_quorum_p50_ms_plain",
+    "writes_per_s_c16_plain",
+    "read_quorum_p50_ms_plain",
+    "reads_per_s_c16_plain",
+    *(f"{key}_tls_over_plain" for key in RATIOS),
 )
 
 
 def main() -> int:
-    args = _report.parser(__doc__).parse_args()
-    figures = asyncio.run(main_async(args.quick))
+    parser = _report.parser(__doc__)
+    _security.add_runs_flag(parser)
+    args = parser.parse_args()
+    figures = asyncio.run(main_async(args.quick, 1 if args.quick else args.runs))
     out = _report.write_result(
         "data_path",
         figures,
@@ -370,7 +399,8 @@ def main() -> int:
         "node, ~300-byte rows, a new partition per write; SDK clients in one process, "
         "sequential then 16 concurrent; propagation: 10 replicas, a commit every 20 ms x 200; "
         "catch-up: 10,000 epochs of table create/drop, with default snapshots and with none; "
-        "summaries: 100,000 ids from 3 coordinators, split mid-run, 10 missing",
+        "summaries: 100,000 ids from 3 coordinators, split mid-run, 10 missing; the data path "
+        "with mutual TLS and in plain text, alternating, medians over the runs",
         quick=args.quick,
     )
     _report.print_table(figures, KEYS)

@@ -32,13 +32,13 @@ import tempfile
 from pathlib import Path
 
 import _report
-import grpc
 from cms_commit import Workload, run_clients, setup_keyspaces
 from data_path import PAYLOAD, throughput, timed
 
 from epochal.client import AsyncClient
 from epochal.devcluster.cluster import LocalCluster
 from epochal.devcluster.cms import LocalCMS
+from epochal.wire.channels import channel as open_channel
 from epochal.wire.v1 import cms_pb2_grpc
 
 MODES = ("off", "files", "ratio_0.01")
@@ -89,7 +89,7 @@ async def measure_commits(
     try:
         cluster.start()
         await cluster.wait_serving()
-        channels = [grpc.aio.insecure_channel(a) for a in cluster.addresses]
+        channels = [open_channel(a) for a in cluster.addresses]
         stubs = [cms_pb2_grpc.CMSStub(c) for c in channels]
         try:
             await setup_keyspaces(stubs[0], COMMIT_CONCURRENCY)
