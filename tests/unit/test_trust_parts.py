@@ -272,7 +272,7 @@ def test_the_cli_reads_tls_files_from_flags_environment_or_its_config_file(
         cli_main(["ring", "--cluster", nowhere, "--config", str(config), "--timeout-s", "1"]) == 2
     )
     assert "did not answer" in capsys.readouterr().err  # it got as far as connecting
-    assert channels.process_security() == TlsFiles(files.ca, files.cert, files.key)
+    assert channels.chosen_security() is None  # and left this process's choice as it was
     partial = ["ring", "--cluster", nowhere, "--tls-ca", files.ca]
     assert cli_main(partial) == 2
     assert "--tls-cert, --tls-key missing" in capsys.readouterr().err
