@@ -15,9 +15,8 @@ from pathlib import Path
 from epochal.certs import DEFAULT_HOSTS, Authority, issue, make_ca
 from epochal.wire import channels
 from epochal.wire.roles import ROLES
-from epochal.wire.tls import TlsFiles
+from epochal.wire.tls import TLS_ENV, TlsFiles
 
-TLS_ENV = ("EPOCHAL_TLS_CA", "EPOCHAL_TLS_CERT", "EPOCHAL_TLS_KEY")
 TLS_DIR = "tls"  # a local cluster's certificates: in its data directory, unless it is given some
 ADMIN = "local-admin"  # the certificate of the process that runs the clusters: every role
 
